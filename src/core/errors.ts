@@ -1,0 +1,146 @@
+/**
+ * Make `instanceof` work by a registered symbol rather than by prototype identity, so that it
+ * holds across duplicated copies of this module (jest's module registry, two bundles), the way
+ * Temporal's own errors do. Also pins `name`.
+ */
+function symbolBasedInstanceOf(name: string) {
+  return (cls: abstract new (...args: never[]) => Error): void => {
+    const marker = Symbol.for(`temporal-fire-once.is${name}`);
+    Object.defineProperty(cls.prototype, marker, { value: true });
+    Object.defineProperty(cls.prototype, 'name', { value: name, enumerable: true });
+    Object.defineProperty(cls, Symbol.hasInstance, {
+      value: (value: unknown) => typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[marker] === true,
+    });
+  };
+}
+
+/**
+ * What a guard error is about. Every field is optional because not every error has every one;
+ * none of them ever carries an argument or result payload.
+ */
+export interface FireOnceErrorContext {
+  /** The Redis key the error concerns. */
+  readonly key?: string;
+  /** The dispatch scope (session or job ID). */
+  readonly scope?: string;
+  /** The step whose lock is concerned. */
+  readonly step?: string;
+  /** The job type whose artifact is concerned. */
+  readonly jobType?: string;
+  /** A short, non-secret hash of the lock token of the holder concerned. */
+  readonly holder?: string;
+  /** The activity type, when the error arose inside a Temporal activity. */
+  readonly activityType?: string;
+}
+
+/**
+ * Base class of every error the guard throws. `type` is the stable string that the Temporal
+ * adapter puts into `ApplicationFailure.type`; `retryable` is how the adapter maps it.
+ *
+ * `instanceof` is symbol based, so it holds across duplicated module copies (jest, bundlers).
+ *
+ * @example
+ * ```ts
+ * import { FireOnceError, FireOnceInFlight } from 'temporal-fire-once';
+ * const err: unknown = new FireOnceInFlight('busy', 1000, { scope: 's', step: 'dispatch' });
+ * if (err instanceof FireOnceError) console.log(err.type, err.retryable, err.context.scope);
+ * ```
+ */
+export class FireOnceError extends Error {
+  /** Stable failure type string, documented in the README. */
+  readonly type: string = 'FireOnceError';
+  /** Whether Temporal should retry the activity when this error ends it. */
+  readonly retryable: boolean = false;
+  /** Keys and IDs the error concerns; never payloads. */
+  readonly context: FireOnceErrorContext;
+
+  constructor(message: string, context: FireOnceErrorContext = {}, options?: { cause?: unknown }) {
+    super(message, options);
+    this.context = context;
+  }
+}
+symbolBasedInstanceOf('FireOnceError')(FireOnceError);
+
+/**
+ * Options given to the plugin, the guard or `fireOnce()` are invalid. Thrown at construction,
+ * before anything runs.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceConfigError, FireOnceGuard } from 'temporal-fire-once';
+ * import { Redis } from 'ioredis';
+ * try {
+ *   new FireOnceGuard({ redis: new Redis({ lazyConnect: true }), lockTtlMs: -5 });
+ * } catch (err) {
+ *   if (err instanceof FireOnceConfigError) console.log(err.message); // lockTtlMs must be a positive integer (got -5)
+ * }
+ * ```
+ */
+export class FireOnceConfigError extends FireOnceError {
+  override readonly type = 'FireOnceConfigError';
+}
+symbolBasedInstanceOf('FireOnceConfigError')(FireOnceConfigError);
+
+/**
+ * A guarded activity ran with no scope: neither `options.scope` nor `setDispatchScope()` gave one.
+ * Not retryable; nothing was dispatched.
+ */
+export class FireOnceMissingScope extends FireOnceError {
+  override readonly type = 'FireOnceMissingScope';
+}
+symbolBasedInstanceOf('FireOnceMissingScope')(FireOnceMissingScope);
+
+/**
+ * A scope, step or job type is not a usable ID (empty, whitespace only, too long, or not
+ * well-formed Unicode). Not retryable; nothing was dispatched.
+ */
+export class FireOnceInvalidId extends FireOnceError {
+  override readonly type = 'FireOnceInvalidId';
+}
+symbolBasedInstanceOf('FireOnceInvalidId')(FireOnceInvalidId);
+
+/**
+ * Another invocation holds the fire-once lock and the in-flight policy gave up waiting (or is
+ * `'fail'`). Retryable: `retryAfterMs` is the lock's remaining TTL when last seen.
+ */
+export class FireOnceInFlight extends FireOnceError {
+  override readonly type = 'FireOnceInFlight';
+  override readonly retryable = true;
+  /** Milliseconds the lock had left when this was thrown. */
+  readonly retryAfterMs: number;
+
+  constructor(message: string, retryAfterMs: number, context: FireOnceErrorContext = {}) {
+    super(message, context);
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+symbolBasedInstanceOf('FireOnceInFlight')(FireOnceInFlight);
+
+/**
+ * Redis could not be reached or answered with an error. The guard fails closed: nothing was
+ * dispatched by this attempt. Retryable.
+ */
+export class FireOnceStoreUnavailable extends FireOnceError {
+  override readonly type = 'FireOnceStoreUnavailable';
+  override readonly retryable = true;
+}
+symbolBasedInstanceOf('FireOnceStoreUnavailable')(FireOnceStoreUnavailable);
+
+/**
+ * A stored artifact is not a valid payload. Not retryable: retrying would read the same bytes.
+ * Nothing is dispatched; remove the artifact (or let it expire) to run the job again.
+ */
+export class FireOnceCorruptArtifact extends FireOnceError {
+  override readonly type = 'FireOnceCorruptArtifact';
+}
+symbolBasedInstanceOf('FireOnceCorruptArtifact')(FireOnceCorruptArtifact);
+
+/**
+ * The activity succeeded (its job was dispatched) but its result could not be stored as an
+ * artifact. The lock is kept until its TTL so that no retry dispatches the job again.
+ * Not retryable.
+ */
+export class FireOnceUnstorableResult extends FireOnceError {
+  override readonly type = 'FireOnceUnstorableResult';
+}
+symbolBasedInstanceOf('FireOnceUnstorableResult')(FireOnceUnstorableResult);

@@ -1,0 +1,79 @@
+import { FireOnceInvalidId } from './errors';
+
+/** Longest accepted scope, step or job type, in UTF-8 bytes, before encoding. */
+export const MAX_ID_BYTES = 512;
+
+/** Which kind of ID is being encoded; named in error messages. */
+export type IdKind = 'scope' | 'step' | 'jobType';
+
+// Everything outside this set is percent-encoded, `%` included, so the encoding is injective
+// and an encoded ID can never carry a glob character, a colon, a brace, whitespace or NUL.
+const UNRESERVED = /^[A-Za-z0-9._~-]$/;
+
+/**
+ * Encode one ID for use inside a key: UTF-8, then every byte outside `[A-Za-z0-9._~-]` as `%XX`.
+ * Throws {@link FireOnceInvalidId} for an empty, whitespace-only, over-long or malformed ID.
+ */
+export function encodeId(kind: IdKind, id: unknown): string {
+  if (typeof id !== 'string') {
+    throw new FireOnceInvalidId(`${kind} must be a string (got ${typeof id})`);
+  }
+  if (id.trim().length === 0) {
+    throw new FireOnceInvalidId(`${kind} must not be empty or whitespace only (got ${JSON.stringify(id)})`);
+  }
+  if (!id.isWellFormed()) {
+    throw new FireOnceInvalidId(`${kind} must be well-formed Unicode (it contains a lone surrogate)`);
+  }
+  const bytes = Buffer.from(id, 'utf8');
+  if (bytes.length > MAX_ID_BYTES) {
+    throw new FireOnceInvalidId(`${kind} must be at most ${MAX_ID_BYTES} bytes of UTF-8 (got ${bytes.length})`);
+  }
+  let out = '';
+  for (const byte of bytes) {
+    const ch = String.fromCharCode(byte);
+    out += byte < 0x80 && UNRESERVED.test(ch) ? ch : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+
+/** Inverse of {@link encodeId}; used by tests and tooling that read keys back. */
+export function decodeId(encoded: string): string {
+  return decodeURIComponent(encoded);
+}
+
+/** Keys prefixes must be plain: no braces, globs or whitespace. */
+export const KEY_PREFIX_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
+
+/**
+ * The one place keys are built. Layout, with `{…}` a Redis Cluster hash tag so that every key of
+ * one scope lives in one slot:
+ *
+ * - lock:     `<prefix>:{<scope>}:lock:<step>`
+ * - artifact: `<prefix>:{<scope>}:artifact:<jobType>`
+ *
+ * @example
+ * ```ts
+ * import { FireOnceKeys } from 'temporal-fire-once';
+ * const keys = new FireOnceKeys('fire-once');
+ * keys.lock('session-42', 'dispatch-summary'); // 'fire-once:{session-42}:lock:dispatch-summary'
+ * keys.artifact('chat:7', 'summary');          // 'fire-once:{chat%3A7}:artifact:summary'
+ * ```
+ */
+export class FireOnceKeys {
+  constructor(readonly prefix: string) {}
+
+  /** The hash-tagged part shared by every key of `scope`: `<prefix>:{<scope>}`. */
+  scopeBase(scope: string): string {
+    return `${this.prefix}:{${encodeId('scope', scope)}}`;
+  }
+
+  /** The fire-once lock of one `(scope, step)`. */
+  lock(scope: string, step: string): string {
+    return `${this.scopeBase(scope)}:lock:${encodeId('step', step)}`;
+  }
+
+  /** The result artifact of one `(scope, jobType)`. */
+  artifact(scope: string, jobType: string): string {
+    return `${this.scopeBase(scope)}:artifact:${encodeId('jobType', jobType)}`;
+  }
+}

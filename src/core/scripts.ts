@@ -1,0 +1,54 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Cluster, Redis } from 'ioredis';
+
+/** The Redis clients the guard accepts. The caller owns the client; the guard never closes it. */
+export type RedisClient = Redis | Cluster;
+
+type ScriptArg = string | number | Buffer;
+type Invoke = (...keysAndArgs: ScriptArg[]) => Promise<unknown>;
+
+/**
+ * A typed Lua script, registered once per client through `defineCommand` under a versioned name
+ * so that two library versions on one client never call each other's script. ioredis runs it with
+ * EVALSHA and falls back to EVAL after a `SCRIPT FLUSH`.
+ */
+export interface LuaScript<Args extends readonly ScriptArg[], Result> {
+  /** The versioned command name it is registered under. */
+  readonly command: string;
+  /** The script's source, header included. */
+  readonly lua: string;
+  /** Run it: string replies decode as UTF-8 unless `buffers` is set. */
+  (redis: RedisClient, keys: readonly string[], args: Args, buffers?: boolean): Promise<Result>;
+}
+
+function defineScript<Args extends readonly ScriptArg[], Result>(file: string, name: string, numberOfKeys: number) {
+  const lua = readFileSync(join(__dirname, 'scripts', file), 'utf8');
+  const run = (redis: RedisClient, keys: readonly string[], args: Args, buffers = false): Promise<Result> => {
+    const client = redis as unknown as Record<string, Invoke | undefined>;
+    if (typeof client[name] !== 'function') redis.defineCommand(name, { lua, numberOfKeys });
+    const invoke = client[buffers ? `${name}Buffer` : name] as Invoke;
+    return invoke.call(redis, ...keys, ...args) as Promise<Result>;
+  };
+  return Object.assign(run, { lua, command: name }) as LuaScript<Args, Result>;
+}
+
+/** Raw reply of acquire.lua: see the script's header. */
+export type AcquireReply = [1, Buffer | string] | [2] | [3, number];
+
+/** Fast-forward, acquire or report the holder's TTL, in one round trip. */
+export const acquireScript = defineScript<[token: string, lockTtlMs: number, mode: 'result' | 'exists'], AcquireReply>(
+  'acquire.lua',
+  'fireOnceAcquireV1',
+  2,
+);
+
+/** Write the artifact on success; 1 if the lock was still ours, else 0. */
+export const commitScript = defineScript<[token: string, artifact: Buffer, artifactTtlMs: number], 0 | 1>(
+  'commit.lua',
+  'fireOnceCommitV1',
+  2,
+);
+
+/** Compare-and-delete the lock on failure; 1 if deleted, 0 if refused. */
+export const releaseScript = defineScript<[token: string], 0 | 1>('release.lua', 'fireOnceReleaseV1', 1);

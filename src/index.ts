@@ -1,0 +1,39 @@
+/**
+ * temporal-fire-once, worker side: the Temporal plugin, the activity markers and the core guard.
+ * The workflow side is `temporal-fire-once/workflow`.
+ *
+ * @packageDocumentation
+ */
+
+// Floor 1: the core guard, Redis only.
+export { FireOnceGuard, holderId } from './core/guard';
+export type { AcquireOptions, AcquireOutcome, DispatchTarget, Lease } from './core/guard';
+export { waitForTurn } from './core/wait';
+export type { TurnOutcome, WaitOptions } from './core/wait';
+export { FireOnceKeys, MAX_ID_BYTES, encodeId, decodeId } from './core/keys';
+export type { IdKind } from './core/keys';
+export { GUARD_DEFAULTS } from './core/options';
+export type { FireOnceGuardOptions, ResolvedGuardOptions } from './core/options';
+export type { RedisClient } from './core/scripts';
+export {
+  FireOnceError,
+  FireOnceConfigError,
+  FireOnceMissingScope,
+  FireOnceInvalidId,
+  FireOnceInFlight,
+  FireOnceStoreUnavailable,
+  FireOnceCorruptArtifact,
+  FireOnceUnstorableResult,
+} from './core/errors';
+export type { FireOnceErrorContext } from './core/errors';
+
+// Floor 2: the Temporal adapter.
+export { FireOncePlugin, workflowInterceptorModules } from './worker/plugin';
+export { FIRE_ONCE_DEFAULTS } from './worker/plugin-options';
+export type { FireOncePluginOptions, ResolvedPluginOptions } from './worker/plugin-options';
+export { fireOnce, FireOnce, fireOnceActivityMap, fireOnceOptionsOf } from './worker/fire-once';
+export type { FireOnceOptions, ValueFireOnceOptions, InFlightPolicy, ExternalArtifact, ArtifactIds } from './worker/activity-options';
+export { createFireOnceActivityInterceptor } from './worker/interceptor';
+export type { FireOnceInterceptorConfig } from './worker/interceptor';
+export { toApplicationFailure, MAX_IN_FLIGHT_RETRY_DELAY_MS } from './worker/failures';
+export { SCOPE_HEADER } from './common/header';

@@ -1,0 +1,26 @@
+import type { Payload } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
+import { FireOnceCorruptArtifact, type FireOnceErrorContext } from '../core/errors';
+
+const ProtoPayload = temporal.api.common.v1.Payload;
+
+/** A payload as the bytes stored in Redis: its protobuf encoding, metadata and data intact. */
+export function payloadToBytes(payload: Payload): Buffer {
+  const bytes = ProtoPayload.encode(ProtoPayload.create(payload)).finish();
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** Stored bytes back to a payload; throws {@link FireOnceCorruptArtifact} for anything else. */
+export function bytesToPayload(bytes: Buffer, context: FireOnceErrorContext): Payload {
+  let decoded: temporal.api.common.v1.Payload;
+  try {
+    decoded = ProtoPayload.decode(bytes);
+  } catch (err) {
+    throw new FireOnceCorruptArtifact(`stored artifact is not a valid payload: ${(err as Error).message}`, context, { cause: err });
+  }
+  const encoding = decoded.metadata?.encoding;
+  if (encoding === undefined || encoding === null || encoding.length === 0) {
+    throw new FireOnceCorruptArtifact('stored artifact is not a valid payload: it has no encoding metadata', context);
+  }
+  return { metadata: decoded.metadata ?? {}, data: decoded.data ?? new Uint8Array() };
+}

@@ -1,0 +1,26 @@
+import { ApplicationFailure } from '@temporalio/common';
+import { FireOnceInFlight, type FireOnceError } from '../core/errors';
+
+/** The longest `nextRetryDelay` a `FireOnceInFlight` asks for, whatever the lock's TTL. */
+export const MAX_IN_FLIGHT_RETRY_DELAY_MS = 10_000;
+const MIN_IN_FLIGHT_RETRY_DELAY_MS = 100;
+
+/**
+ * Map a guard error to the `ApplicationFailure` that ends the activity: `type` is the error's
+ * stable type string, `nonRetryable` the inverse of its `retryable`, and the details carry its
+ * key context (never a payload).
+ */
+export function toApplicationFailure(err: FireOnceError): ApplicationFailure {
+  const nextRetryDelay =
+    err instanceof FireOnceInFlight
+      ? Math.min(Math.max(err.retryAfterMs, MIN_IN_FLIGHT_RETRY_DELAY_MS), MAX_IN_FLIGHT_RETRY_DELAY_MS)
+      : undefined;
+  return ApplicationFailure.create({
+    type: err.type,
+    message: err.message,
+    nonRetryable: !err.retryable,
+    details: [err.context],
+    cause: err.cause instanceof Error ? err.cause : undefined,
+    ...(nextRetryDelay === undefined ? {} : { nextRetryDelay }),
+  });
+}

@@ -1,0 +1,140 @@
+import { Context } from '@temporalio/activity';
+import { FireOnceConfigError } from '../core/errors';
+import { checkActivityOptions, type ExternalArtifact, type FireOnceOptions, type ValueFireOnceOptions } from './activity-options';
+
+const OPTIONS = Symbol.for('temporal-fire-once.options');
+
+/** Activity contexts whose call went through the fire-once interceptor. */
+const guardedContexts = new WeakSet<object>();
+
+type AnyFunction = (...args: any[]) => Promise<unknown>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+/** The fire-once options recorded on a wrapped activity, or `undefined` for a plain one. */
+export function fireOnceOptionsOf(fn: unknown): FireOnceOptions | undefined {
+  return typeof fn === 'function' ? (fn as unknown as Record<symbol, FireOnceOptions | undefined>)[OPTIONS] : undefined;
+}
+
+/** Called by the interceptor before it runs a guarded activity. */
+export function markGuarded(ctx: object): void {
+  guardedContexts.add(ctx);
+}
+
+/**
+ * Mark an activity function as fire-once. The `FireOncePlugin` guards it by its registered name;
+ * calling it outside any activity (a plain unit test) just runs `fn`. Called inside an activity on
+ * a worker without the plugin, it throws `FireOnceConfigError` rather than dispatch unguarded.
+ *
+ * `onInFlight: 'skip'` and external artifacts resolve `undefined` when they do not run, so they
+ * type-check only on activities that return `Promise<void>`.
+ *
+ * @example
+ * ```ts
+ * import { fireOnce } from 'temporal-fire-once';
+ *
+ * async function summarise(sessionId: string): Promise<string> {
+ *   return `summary of ${sessionId}`;
+ * }
+ *
+ * export const activities = {
+ *   summarise: fireOnce(summarise, { jobType: 'summary', scope: ([sessionId]) => sessionId }),
+ * };
+ * ```
+ */
+export function fireOnce<F extends (...args: any[]) => Promise<void>>(fn: F, options?: FireOnceOptions<Parameters<F>>): F; // eslint-disable-line @typescript-eslint/no-explicit-any
+export function fireOnce<F extends AnyFunction>(fn: F, options?: ValueFireOnceOptions<Parameters<F>>): F;
+export function fireOnce<F extends AnyFunction>(fn: F, options: FireOnceOptions<Parameters<F>> = {}): F {
+  return markFireOnce(fn, options as FireOnceOptions);
+}
+
+function markFireOnce<F extends AnyFunction>(fn: F, options: FireOnceOptions): F {
+  if (typeof fn !== 'function') {
+    throw new FireOnceConfigError(`fireOnce: expected an activity function (got ${typeof fn})`);
+  }
+  const where = `fireOnce(${fn.name || 'anonymous'})`;
+  checkActivityOptions(options as FireOnceOptions<never>, where);
+  const frozen = Object.freeze({ ...options });
+  const wrapped = function (this: unknown, ...args: Parameters<F>) {
+    const ctx = currentActivityContext();
+    if (ctx !== undefined && !guardedContexts.has(ctx)) {
+      throw new FireOnceConfigError(
+        `activity ${JSON.stringify(ctx.info.activityType)} is marked fire-once, but this worker has no FireOncePlugin ` +
+          `(or fire-once activity interceptor): refusing to dispatch unguarded`,
+        { activityType: ctx.info.activityType },
+      );
+    }
+    return fn.apply(this, args);
+  };
+  Object.defineProperty(wrapped, 'name', { value: fn.name });
+  Object.defineProperty(wrapped, OPTIONS, { value: frozen });
+  return wrapped as unknown as F;
+}
+
+/**
+ * TC39 standard method decorator (no `experimentalDecorators`) for activity classes: records the
+ * options and binds the method onto each instance, so `Object.entries(instance)` registers it.
+ * It delegates to {@link fireOnce}.
+ *
+ * @example
+ * ```ts
+ * import { FireOnce } from 'temporal-fire-once';
+ *
+ * export class ReportActivities {
+ *   constructor(private readonly prefix: string) {}
+ *
+ *   @FireOnce({ jobType: 'report' })
+ *   async buildReport(id: string): Promise<string> {
+ *     return `${this.prefix}${id}`;
+ *   }
+ * }
+ * // Worker.create({ activities: new ReportActivities('r-'), plugins: [plugin], ... })
+ * ```
+ */
+export function FireOnce<const O extends FireOnceOptions<any[]>>(options: O = {} as O) { // eslint-disable-line @typescript-eslint/no-explicit-any
+  checkActivityOptions(options as FireOnceOptions<never>, '@FireOnce');
+  return function <This, A extends any[], R>( // eslint-disable-line @typescript-eslint/no-explicit-any
+    method: (this: This, ...args: A) => Promise<ResultOf<O, R>>,
+    context: ClassMethodDecoratorContext<This, (this: This, ...args: A) => Promise<ResultOf<O, R>>>,
+  ): void {
+    if (context.private || context.static || typeof context.name !== 'string') {
+      throw new FireOnceConfigError(`@FireOnce on ${String(context.name)}: only public instance methods with string names can be activities`);
+    }
+    const name = context.name;
+    context.addInitializer(function (this: This) {
+      const bound = markFireOnce(method.bind(this), options as FireOnceOptions);
+      Object.defineProperty(bound, 'name', { value: name });
+      Object.defineProperty(this as object, name, { value: bound, enumerable: true, writable: true, configurable: true });
+    });
+  };
+}
+
+/** What a decorated method must resolve to: `void` when a call may resolve without running it. */
+type ResultOf<O, R> = O extends { onInFlight: 'skip' } ? void : O extends { artifact: ExternalArtifact } ? void : R;
+
+function currentActivityContext(): Context | undefined {
+  try {
+    return Context.current();
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The guarded activities of an activities object (plain functions or a class instance), by the
+ * name the worker registers them under. Unmarked activities are left out.
+ *
+ * @example
+ * ```ts
+ * import { fireOnce, fireOnceActivityMap } from 'temporal-fire-once';
+ * const map = fireOnceActivityMap({ send: fireOnce(async () => undefined), plain: async () => 1 });
+ * map.has('send');  // true
+ * map.has('plain'); // false
+ * ```
+ */
+export function fireOnceActivityMap(activities: object | undefined): Map<string, FireOnceOptions> {
+  const map = new Map<string, FireOnceOptions>();
+  for (const [name, fn] of Object.entries(activities ?? {})) {
+    const options = fireOnceOptionsOf(fn);
+    if (options !== undefined) map.set(name, options);
+  }
+  return map;
+}

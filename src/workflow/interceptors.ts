@@ -1,0 +1,63 @@
+import {
+  defaultPayloadConverter,
+  type ActivityInput,
+  type ContinueAsNewInput,
+  type Headers,
+  type LocalActivityInput,
+  type Next,
+  type StartChildWorkflowExecutionInput,
+  type WorkflowExecuteInput,
+  type WorkflowInboundCallsInterceptor,
+  type WorkflowInterceptorsFactory,
+  type WorkflowOutboundCallsInterceptor,
+} from '@temporalio/workflow';
+import { SCOPE_HEADER } from '../common/header';
+import { getDispatchScope, setDispatchScope } from './scope';
+
+function withScope<T extends { readonly headers: Headers }>(input: T): T {
+  const scope = getDispatchScope();
+  if (scope === undefined || input.headers[SCOPE_HEADER] !== undefined) return input;
+  return { ...input, headers: { ...input.headers, [SCOPE_HEADER]: defaultPayloadConverter.toPayload(scope) } };
+}
+
+class ScopeInbound implements WorkflowInboundCallsInterceptor {
+  execute(input: WorkflowExecuteInput, next: Next<WorkflowInboundCallsInterceptor, 'execute'>): Promise<unknown> {
+    const payload = input.headers[SCOPE_HEADER];
+    if (payload !== undefined) {
+      const scope = defaultPayloadConverter.fromPayload<unknown>(payload);
+      if (typeof scope === 'string') setDispatchScope(scope);
+    }
+    return next(input);
+  }
+}
+
+class ScopeOutbound implements WorkflowOutboundCallsInterceptor {
+  scheduleActivity(input: ActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>): Promise<unknown> {
+    return next(withScope(input));
+  }
+
+  scheduleLocalActivity(input: LocalActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleLocalActivity'>): Promise<unknown> {
+    return next(withScope(input));
+  }
+
+  startChildWorkflowExecution(
+    input: StartChildWorkflowExecutionInput,
+    next: Next<WorkflowOutboundCallsInterceptor, 'startChildWorkflowExecution'>,
+  ): Promise<[Promise<string>, Promise<unknown>]> {
+    return next(withScope(input));
+  }
+
+  continueAsNew(input: ContinueAsNewInput, next: Next<WorkflowOutboundCallsInterceptor, 'continueAsNew'>): Promise<never> {
+    return next(withScope(input));
+  }
+}
+
+/**
+ * The workflow interceptors that carry the dispatch scope: into the header of every activity,
+ * local activity and child workflow scheduled, and across continue-as-new. Loaded by the
+ * bundler from `workflowInterceptorModules`; not for direct use.
+ */
+export const interceptors: WorkflowInterceptorsFactory = () => ({
+  inbound: [new ScopeInbound()],
+  outbound: [new ScopeOutbound()],
+});

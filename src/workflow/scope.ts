@@ -1,0 +1,59 @@
+import { ApplicationFailure } from '@temporalio/workflow';
+
+// Kept on the workflow's own globalThis: the SDK gives every workflow execution its own global
+// bag, also when V8 contexts are reused, so scopes never leak between workflows.
+const SLOT = '__temporalFireOnceDispatchScope';
+
+interface ScopeHolder {
+  [SLOT]?: string;
+}
+
+/**
+ * Set the dispatch scope of this workflow: every activity scheduled from now on carries it, and
+ * fire-once activities lock and store artifacts under it. Use the session or job ID that many
+ * runs share, never the workflow or run ID. Child workflows and continue-as-new inherit it.
+ *
+ * Throws a non-retryable `ApplicationFailure` of type `FireOnceInvalidId` for a scope that is not
+ * a non-blank string, failing the workflow rather than dispatching under a bad scope.
+ *
+ * @example
+ * ```ts
+ * import { proxyActivities } from '@temporalio/workflow';
+ * import { setDispatchScope } from 'temporal-fire-once/workflow';
+ *
+ * const { dispatchSummary } = proxyActivities<{ dispatchSummary(text: string): Promise<string> }>({
+ *   startToCloseTimeout: '1 minute',
+ * });
+ *
+ * export async function chatTurn(sessionId: string, text: string): Promise<string> {
+ *   setDispatchScope(sessionId);
+ *   return await dispatchSummary(text);
+ * }
+ * ```
+ */
+export function setDispatchScope(scope: string): void {
+  if (typeof scope !== 'string' || scope.trim().length === 0) {
+    throw ApplicationFailure.create({
+      type: 'FireOnceInvalidId',
+      message: `setDispatchScope: scope must be a non-empty string (got ${typeof scope === 'string' ? JSON.stringify(scope) : typeof scope})`,
+      nonRetryable: true,
+    });
+  }
+  (globalThis as ScopeHolder)[SLOT] = scope;
+}
+
+/**
+ * The dispatch scope set in this workflow, or `undefined`.
+ *
+ * @example
+ * ```ts
+ * import { getDispatchScope, setDispatchScope } from 'temporal-fire-once/workflow';
+ * export async function example(): Promise<string | undefined> {
+ *   setDispatchScope('session-1');
+ *   return getDispatchScope(); // 'session-1'
+ * }
+ * ```
+ */
+export function getDispatchScope(): string | undefined {
+  return (globalThis as ScopeHolder)[SLOT];
+}

@@ -1,0 +1,16 @@
+import { startRedis, startTemporal, type RedisService, type TemporalService } from '../sample-workflows/services';
+
+/**
+ * Start (or find) the real services once for the whole run and hand their addresses to every
+ * test through REDIS_URL and TEMPORAL_ADDRESS. A missing service fails the run with a message
+ * saying how to get it; nothing is skipped.
+ */
+export default async function globalSetup(): Promise<void> {
+  const started: { redis?: RedisService; temporal?: TemporalService } = {};
+  (globalThis as { __fireOnceServices?: typeof started }).__fireOnceServices = started;
+  started.redis = await startRedis();
+  started.temporal = await startTemporal();
+  process.env.REDIS_URL = started.redis.url;
+  process.env.TEMPORAL_ADDRESS = started.temporal.address;
+  process.stdout.write(`\nservices: redis ${started.redis.url} (${started.redis.spawned ? 'spawned' : 'REDIS_URL'}), temporal ${started.temporal.address} (${started.temporal.source})\n`);
+}
