@@ -1,0 +1,179 @@
+import { Redis } from 'ioredis';
+import {
+  FireOnceConfigError,
+  FireOnceGuard,
+  FireOnceInFlight,
+  FireOnceInvalidId,
+  FireOnceStoreUnavailable,
+  waitForTurn,
+  type Lease,
+} from '../../src';
+import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+
+describe('FireOnceGuard on Redis alone', () => {
+  let redis: Redis;
+  let prefix: string;
+  let guard: FireOnceGuard;
+  const target = { scope: 'session-1', step: 'dispatch', jobType: 'summary' };
+
+  beforeAll(() => {
+    redis = connectRedis();
+  });
+  beforeEach(() => {
+    prefix = testPrefix('guard');
+    guard = new FireOnceGuard({ redis, keyPrefix: prefix, lockTtlMs: 30_000, artifactTtlMs: 60_000 });
+  });
+  afterEach(() => deletePrefix(redis, prefix));
+  afterAll(() => redis.quit());
+
+  it('gives the lock to exactly one of 100 concurrent acquires, each on its own connection', async () => {
+    const clients = Array.from({ length: 10 }, () => new Redis(process.env.REDIS_URL as string));
+    try {
+      const guards = clients.map((c) => new FireOnceGuard({ redis: c, keyPrefix: prefix }));
+      const outcomes = await Promise.all(Array.from({ length: 100 }, (_, i) => guards[i % guards.length].acquire(target)));
+      const acquired = outcomes.filter((o) => o.kind === 'acquired');
+      expect(acquired).toHaveLength(1);
+      expect(outcomes.filter((o) => o.kind === 'held')).toHaveLength(99);
+      expect(await redis.get(guard.keys.lock(target.scope, target.step))).toBe((acquired[0] as { lease: Lease }).lease.token);
+    } finally {
+      clients.forEach((c) => c.disconnect());
+    }
+  });
+
+  it('uses a fresh random token per acquire and sets the lock TTL', async () => {
+    const first = await guard.acquire(target, { lockTtlMs: 5_000 });
+    if (first.kind !== 'acquired') throw new Error(`expected acquired, got ${first.kind}`);
+    expect(first.lease.token).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    const pttl = await redis.pttl(first.lease.lockKey);
+    expect(pttl).toBeGreaterThan(0);
+    expect(pttl).toBeLessThanOrEqual(5_000);
+    await guard.release(first.lease);
+    const second = await guard.acquire(target);
+    if (second.kind !== 'acquired') throw new Error(`expected acquired, got ${second.kind}`);
+    expect(second.lease.token).not.toBe(first.lease.token);
+  });
+
+  it('round-trips the artifact byte for byte, sets its TTL and keeps the lock after commit', async () => {
+    const outcome = await guard.acquire(target);
+    if (outcome.kind !== 'acquired') throw new Error('expected acquired');
+    const bytes = Buffer.from([0, 0xff, 0x80, 0x0a, 0x00, 0x7b]);
+    expect(await guard.commit(outcome.lease, bytes)).toBe(true);
+    expect(await redis.exists(outcome.lease.lockKey)).toBe(1);
+    const artifactTtl = await redis.pttl(outcome.lease.artifactKey);
+    expect(artifactTtl).toBeGreaterThan(30_000);
+    expect(artifactTtl).toBeLessThanOrEqual(60_000);
+    const again = await guard.acquire(target);
+    expect(again.kind).toBe('fast-forward');
+    expect(Buffer.compare((again as { artifact: Buffer }).artifact, bytes)).toBe(0);
+  });
+
+  it('refuses to release with a stale token: a stale owner never deletes a newer owner\'s lock', async () => {
+    const a = await guard.acquire(target, { lockTtlMs: 50 });
+    if (a.kind !== 'acquired') throw new Error('expected acquired');
+    await new Promise((r) => setTimeout(r, 120));
+    const b = await guard.acquire(target);
+    if (b.kind !== 'acquired') throw new Error('expected B to acquire after A expired');
+    expect(await guard.release(a.lease)).toBe(false);
+    expect(await redis.get(b.lease.lockKey)).toBe(b.lease.token);
+    expect(await guard.release(b.lease)).toBe(true);
+  });
+
+  it('reports the holder TTL when held', async () => {
+    await guard.acquire(target);
+    const held = await guard.acquire(target);
+    expect(held.kind).toBe('held');
+    expect((held as { ttlMs: number }).ttlMs).toBeGreaterThan(0);
+  });
+
+  it('scopes artifacts: another scope or job type neither sees nor touches them', async () => {
+    const a = await guard.acquire(target);
+    if (a.kind !== 'acquired') throw new Error('expected acquired');
+    await guard.commit(a.lease, Buffer.from('A'));
+    expect((await guard.acquire({ ...target, scope: 'session-2' })).kind).toBe('acquired');
+    expect((await guard.acquire({ ...target, jobType: 'other' })).kind).toBe('held'); // same step's lock
+    expect((await guard.acquire({ ...target, step: 'other-step', jobType: 'other' })).kind).toBe('acquired');
+  });
+
+  it('checks an external artifact key for existence and never writes it', async () => {
+    const external = `${guard.keys.scopeBase(target.scope)}:job-result`;
+    const ext = { ...target, externalArtifactKey: external };
+    const a = await guard.acquire(ext);
+    expect(a.kind).toBe('acquired');
+    expect(await redis.exists(external)).toBe(0);
+    await redis.xadd(external, '*', 'done', '1');
+    expect((await guard.acquire(ext)).kind).toBe('fast-forward');
+  });
+
+  it('refuses invalid IDs before asking Redis anything', async () => {
+    const before = await redis.dbsize();
+    await expect(guard.acquire({ ...target, scope: '  ' })).rejects.toBeInstanceOf(FireOnceInvalidId);
+    await expect(guard.acquire({ ...target, step: '' })).rejects.toThrow(/step must not be empty/);
+    expect(await redis.dbsize()).toBe(before);
+  });
+
+  it('validates options, naming the field', () => {
+    expect(() => new FireOnceGuard({ redis, lockTtlMs: -5 })).toThrow(new FireOnceConfigError('lockTtlMs must be a positive integer (got -5)'));
+    expect(() => new FireOnceGuard({ redis, artifactTtlMs: NaN })).toThrow('artifactTtlMs must be a positive integer (got NaN)');
+    expect(() => new FireOnceGuard({ redis, lockTtlMs: 0 })).toThrow('lockTtlMs must be a positive integer (got 0)');
+    expect(() => new FireOnceGuard({ redis, lockTtlMs: 1e15 })).toThrow(/lockTtlMs must be at most/);
+    expect(() => new FireOnceGuard({ redis, keyPrefix: 'a{b}' })).toThrow(/keyPrefix must be/);
+    expect(() => new FireOnceGuard({ redis: {} as Redis })).toThrow(/redis must be an ioredis/);
+    expect(() => new FireOnceGuard({ redis, lockTTL: 5 } as never)).toThrow('temporal-fire-once: unknown option "lockTTL"');
+  });
+
+  it('fails closed with FireOnceStoreUnavailable when Redis refuses connections', async () => {
+    const dead = new Redis({ port: 1, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    dead.on('error', () => undefined);
+    const deadGuard = new FireOnceGuard({ redis: dead, keyPrefix: prefix, storeTimeoutMs: 2_000 });
+    try {
+      const err = await deadGuard.acquire(target).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
+      expect((err as FireOnceStoreUnavailable).retryable).toBe(true);
+      expect((err as FireOnceStoreUnavailable).context).toMatchObject({ scope: 'session-1', step: 'dispatch' });
+    } finally {
+      dead.disconnect();
+    }
+  });
+
+  describe('waitForTurn', () => {
+    it('returns the artifact once the holder commits', async () => {
+      const holder = await guard.acquire(target);
+      if (holder.kind !== 'acquired') throw new Error('expected acquired');
+      const held = await guard.acquire(target);
+      if (held.kind !== 'held') throw new Error('expected held');
+      setTimeout(() => void guard.commit(holder.lease, Buffer.from('done')), 100);
+      const outcome = await waitForTurn(guard, target, held, {}, { pollIntervalMs: 20, deadline: Date.now() + 5_000 });
+      expect(outcome.kind).toBe('fast-forward');
+    });
+
+    it('competes again and acquires when the holder fails and releases', async () => {
+      const holder = await guard.acquire(target);
+      if (holder.kind !== 'acquired') throw new Error('expected acquired');
+      const held = await guard.acquire(target);
+      if (held.kind !== 'held') throw new Error('expected held');
+      setTimeout(() => void guard.release(holder.lease), 100);
+      const outcome = await waitForTurn(guard, target, held, {}, { pollIntervalMs: 20, deadline: Date.now() + 5_000 });
+      expect(outcome.kind).toBe('acquired');
+    });
+
+    it('gives up with a retryable FireOnceInFlight at the deadline', async () => {
+      await guard.acquire(target);
+      const held = await guard.acquire(target);
+      if (held.kind !== 'held') throw new Error('expected held');
+      const err = await waitForTurn(guard, target, held, {}, { pollIntervalMs: 20, deadline: Date.now() + 100 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(FireOnceInFlight);
+      expect((err as FireOnceInFlight).retryAfterMs).toBeGreaterThan(0);
+    });
+
+    it('stops when aborted, with the abort reason', async () => {
+      await guard.acquire(target);
+      const held = await guard.acquire(target);
+      if (held.kind !== 'held') throw new Error('expected held');
+      const controller = new AbortController();
+      setTimeout(() => controller.abort(new Error('cancelled by test')), 50);
+      await expect(
+        waitForTurn(guard, target, held, {}, { pollIntervalMs: 1_000, deadline: Date.now() + 10_000, signal: controller.signal }),
+      ).rejects.toThrow('cancelled by test');
+    });
+  });
+});
