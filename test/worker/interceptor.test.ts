@@ -1,0 +1,228 @@
+import { CompleteAsyncError, Context, type Info } from '@temporalio/activity';
+import { ApplicationFailure, CancelledFailure, RawValue, defaultPayloadConverter } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import type { Redis } from 'ioredis';
+import {
+  FireOnce,
+  FireOnceConfigError,
+  FireOnceGuard,
+  createFireOnceActivityInterceptor,
+  fireOnce,
+  fireOnceActivityMap,
+  type FireOnceOptions,
+  type InFlightPolicy,
+} from '../../src';
+import { payloadToBytes } from '../../src/worker/artifact';
+import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+
+// MockActivityEnvironment passes empty headers, so these tests give the scope through options;
+// header propagation is covered by the integration suite on a real server.
+describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
+  let redis: Redis;
+  let prefix: string;
+  let guard: FireOnceGuard;
+
+  beforeAll(() => {
+    redis = connectRedis();
+  });
+  beforeEach(() => {
+    prefix = testPrefix('icpt');
+    guard = new FireOnceGuard({ redis, keyPrefix: prefix, lockTtlMs: 60_000 });
+  });
+  afterEach(() => deletePrefix(redis, prefix));
+  afterAll(() => redis.quit());
+
+  /** A counter the guard does not own: INCR under the test's prefix inside the activity body. */
+  const counterKey = () => `${prefix}:counter`;
+  const count = async () => Number((await redis.get(counterKey())) ?? 0);
+
+  function envFor(activities: object, activityType: string, onInFlight: InFlightPolicy = 'wait', info: Partial<Info> = {}) {
+    const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), onInFlight, pollIntervalMs: 20 });
+    return new MockActivityEnvironment(
+      { activityType, startToCloseTimeoutMs: 10_000, currentAttemptScheduledTimestampMs: Date.now(), ...info },
+      { interceptors: [factory] },
+    );
+  }
+
+  function guarded<R>(body: (scope: string) => Promise<R>, options: FireOnceOptions = {}) {
+    return fireOnce(
+      async (scope: string) => {
+        await redis.incr(counterKey());
+        return body(scope);
+      },
+      { scope: ([scope]: [string]) => scope, ...options } as never,
+    );
+  }
+
+  const decode = (value: unknown) => defaultPayloadConverter.fromPayload((value as RawValue).payload);
+
+  it('runs once, then fast-forwards with the byte-identical stored payload', async () => {
+    const activities = { summarise: guarded(async (s) => ({ summary: `of ${s}`, n: 1 })) };
+    const first = await envFor(activities, 'summarise').run(activities.summarise, 'scope-a');
+    const second = await envFor(activities, 'summarise').run(activities.summarise, 'scope-a');
+    expect(first).toBeInstanceOf(RawValue);
+    expect(decode(first)).toEqual({ summary: 'of scope-a', n: 1 });
+    expect(Buffer.compare(payloadToBytes((second as RawValue).payload), payloadToBytes((first as RawValue).payload))).toBe(0);
+    expect(await count()).toBe(1);
+  });
+
+  it('keeps the lock after success (no release on success)', async () => {
+    const activities = { summarise: guarded(async () => 'ok') };
+    await envFor(activities, 'summarise').run(activities.summarise, 'scope-a');
+    expect(await redis.exists(guard.keys.lock('scope-a', 'summarise'))).toBe(1);
+    expect(await redis.exists(guard.keys.artifact('scope-a', 'summarise'))).toBe(1);
+  });
+
+  it('releases on failure, rethrows the original error unchanged, and the next call dispatches again', async () => {
+    const boom = new Error('job failed');
+    let fail = true;
+    const activities = {
+      job: guarded(async () => {
+        if (fail) throw boom;
+        return 'second time lucky';
+      }),
+    };
+    await expect(envFor(activities, 'job').run(activities.job, 's')).rejects.toBe(boom);
+    expect(await redis.exists(guard.keys.lock('s', 'job'))).toBe(0);
+    fail = false;
+    expect(decode(await envFor(activities, 'job').run(activities.job, 's'))).toBe('second time lucky');
+    expect(await count()).toBe(2);
+  });
+
+  it('releases on cancellation', async () => {
+    const activities = { job: guarded(() => Context.current().cancelled) };
+    const env = envFor(activities, 'job');
+    const running = env.run(activities.job, 's');
+    await waitFor(async () => (await count()) === 1);
+    env.cancel();
+    await expect(running).rejects.toBeInstanceOf(CancelledFailure);
+    expect(await redis.exists(guard.keys.lock('s', 'job'))).toBe(0);
+  });
+
+  it('treats CompleteAsyncError as neither success nor failure: the lock stays, no artifact', async () => {
+    const activities = {
+      job: guarded(async () => {
+        throw new CompleteAsyncError();
+      }),
+    };
+    await expect(envFor(activities, 'job').run(activities.job, 's')).rejects.toBeInstanceOf(CompleteAsyncError);
+    expect(await redis.exists(guard.keys.lock('s', 'job'))).toBe(1);
+    expect(await redis.exists(guard.keys.artifact('s', 'job'))).toBe(0);
+  });
+
+  it.each([
+    ['fail', 'FireOnceInFlight'],
+    ['skip', undefined],
+  ] as const)("in-flight policy '%s'", async (policy, failureType) => {
+    await redis.set(guard.keys.lock('s', 'job'), 'someone-else', 'PX', 30_000);
+    const activities = { job: guarded(async () => undefined) };
+    const result = await envFor(activities, 'job', policy)
+      .run(activities.job, 's')
+      .catch((e: unknown) => e);
+    if (failureType === undefined) {
+      expect(result).toBeUndefined();
+    } else {
+      expect(result).toBeInstanceOf(ApplicationFailure);
+      const failure = result as ApplicationFailure;
+      expect(failure.type).toBe(failureType);
+      expect(failure.nonRetryable).toBe(false);
+      expect(failure.nextRetryDelay).toBe(10_000); // TTL 30 s, capped at 10 s
+    }
+    expect(await count()).toBe(0);
+  });
+
+  it("'wait' returns the holder's artifact when it commits, without dispatching", async () => {
+    const holder = await guard.acquire({ scope: 's', step: 'job', jobType: 'job' });
+    if (holder.kind !== 'acquired') throw new Error('expected acquired');
+    const activities = { job: guarded(async () => 'mine') };
+    const waiting = envFor(activities, 'job').run(activities.job, 's');
+    setTimeout(() => void guard.commit(holder.lease, payloadToBytes(defaultPayloadConverter.toPayload('theirs'))), 100);
+    expect(decode(await waiting)).toBe('theirs');
+    expect(await count()).toBe(0);
+  });
+
+  it("'wait' gives up with a retryable FireOnceInFlight before start-to-close", async () => {
+    await redis.set(guard.keys.lock('s', 'job'), 'someone-else', 'PX', 30_000);
+    const activities = { job: guarded(async () => 'x') };
+    const err = await envFor(activities, 'job', 'wait', { startToCloseTimeoutMs: 300 })
+      .run(activities.job, 's')
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApplicationFailure);
+    expect((err as ApplicationFailure).type).toBe('FireOnceInFlight');
+    expect(await count()).toBe(0);
+  });
+
+  it('fails a missing scope with non-retryable FireOnceMissingScope naming the activity, dispatching nothing', async () => {
+    const activities = { job: fireOnce(async () => redis.incr(counterKey())) };
+    const err = await envFor(activities, 'job').run(activities.job).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApplicationFailure);
+    expect((err as ApplicationFailure).type).toBe('FireOnceMissingScope');
+    expect((err as ApplicationFailure).nonRetryable).toBe(true);
+    expect((err as ApplicationFailure).message).toContain('"job"');
+    expect(await count()).toBe(0);
+  });
+
+  it('refuses an unserialisable result with non-retryable FireOnceUnstorableResult and keeps the lock', async () => {
+    const activities = { job: guarded(async () => ({ big: 1n })) };
+    const err = await envFor(activities, 'job').run(activities.job, 's').catch((e: unknown) => e);
+    expect((err as ApplicationFailure).type).toBe('FireOnceUnstorableResult');
+    expect((err as ApplicationFailure).nonRetryable).toBe(true);
+    expect(await redis.exists(guard.keys.lock('s', 'job'))).toBe(1);
+  });
+
+  it('fails a corrupt artifact with non-retryable FireOnceCorruptArtifact and does not dispatch', async () => {
+    await redis.set(guard.keys.artifact('s', 'job'), Buffer.from([0xff, 0xff, 0xff]));
+    const activities = { job: guarded(async () => 'x') };
+    const err = await envFor(activities, 'job').run(activities.job, 's').catch((e: unknown) => e);
+    expect((err as ApplicationFailure).type).toBe('FireOnceCorruptArtifact');
+    expect(await count()).toBe(0);
+    expect(await redis.exists(guard.keys.artifact('s', 'job'))).toBe(1);
+  });
+
+  it('lets unmarked activities run every time, untouched', async () => {
+    const activities = { plain: async () => redis.incr(counterKey()) };
+    await envFor(activities, 'plain').run(activities.plain);
+    await envFor(activities, 'plain').run(activities.plain);
+    expect(await count()).toBe(2);
+  });
+
+  it('refuses to run a fire-once activity on a worker without the interceptor', async () => {
+    const activities = { job: guarded(async () => 'x') };
+    const bare = new MockActivityEnvironment({ activityType: 'job' });
+    await expect(bare.run(activities.job, 's')).rejects.toBeInstanceOf(FireOnceConfigError);
+    expect(await count()).toBe(0);
+  });
+
+  it('guards @FireOnce class methods, bound so Object.entries registers them', async () => {
+    class Jobs {
+      constructor(private readonly label: string) {}
+
+      @FireOnce({ scope: ([scope]) => scope as string, jobType: 'report' })
+      async report(scope: string): Promise<string> {
+        await redis.incr(counterKey());
+        return `${this.label}:${scope}`;
+      }
+
+      async plain(): Promise<number> {
+        return 1;
+      }
+    }
+    const instance = new Jobs('r');
+    const registered = Object.fromEntries(Object.entries(instance));
+    expect(Object.keys(registered)).toContain('report');
+    expect([...fireOnceActivityMap(instance).keys()]).toEqual(['report']);
+    const a = await envFor(instance, 'report').run(registered.report, 'x');
+    const b = await envFor(instance, 'report').run(registered.report, 'x');
+    expect(decode(a)).toBe('r:x');
+    expect(decode(b)).toBe('r:x');
+    expect(await count()).toBe(1);
+  });
+});
+
+async function waitFor(check: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error('condition not reached');
+}
