@@ -1,0 +1,73 @@
+import { ApplicationFailure } from '@temporalio/activity';
+import type { Redis } from 'ioredis';
+import { fireOnce } from '../../src';
+import { DISPATCH_STEP, SUMMARY_JOB, type ChatKeys } from './config';
+import { sleep } from '../shared/redis';
+
+/** One summary job as it travels on the job list. */
+export interface SummaryJob {
+  readonly sessionId: string;
+  readonly message: string;
+  readonly jobType: string;
+  /** The dispatch count when it was pushed: which dispatch this job came from. */
+  readonly dispatch: number;
+}
+
+/** What the chat workflow may call. */
+export interface ChatActivities {
+  /** Guarded: pushes the summary job once per session, whatever the number of runs. */
+  dispatchSummary(sessionId: string, message: string): Promise<void>;
+  /** The same body without `fireOnce`: pushes a job on every run, as the seed's bug did. */
+  dispatchSummaryUnguarded(sessionId: string, message: string): Promise<void>;
+  /** Waits for the summary artifact the job runner writes, and returns it. */
+  awaitSummary(sessionId: string, timeoutMs: number): Promise<string>;
+}
+
+/** What the activities need. */
+export interface ChatActivityDeps {
+  readonly redis: Redis;
+  readonly keys: ChatKeys;
+  /** TTL of the dispatch lock: the job's worst-case life from dispatch to artifact, plus margin. */
+  readonly lockTtlMs: number;
+}
+
+/**
+ * The chat-session activities. `dispatchSummary` is external-artifact fire-once: it only pushes
+ * the job, the job runner writes the artifact, and the guard checks that key exists. Its lock
+ * is kept on success until its TTL, covering the gap between "job resolved" and "artifact
+ * written". A run that finds the lock held skips: the job is already on its way.
+ */
+export function createChatActivities(deps: ChatActivityDeps): ChatActivities {
+  const { redis, keys } = deps;
+
+  async function dispatchSummary(sessionId: string, message: string): Promise<void> {
+    const dispatch = await redis.incr(keys.dispatches);
+    const job: SummaryJob = { sessionId, message, jobType: SUMMARY_JOB, dispatch };
+    await redis.rpush(keys.jobs, JSON.stringify(job));
+  }
+
+  async function awaitSummary(sessionId: string, timeoutMs: number): Promise<string> {
+    const key = keys.summary(sessionId);
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const summary = await redis.get(key);
+      if (summary !== null) return summary;
+      if (Date.now() > deadline) {
+        throw ApplicationFailure.create({ type: 'SummaryTimeout', message: `no summary at ${key} after ${timeoutMs} ms`, nonRetryable: true });
+      }
+      await sleep(25);
+    }
+  }
+
+  return {
+    dispatchSummary: fireOnce(dispatchSummary, {
+      step: DISPATCH_STEP,
+      jobType: SUMMARY_JOB,
+      onInFlight: 'skip',
+      lockTtlMs: deps.lockTtlMs,
+      artifact: { external: ({ scope, jobType }) => keys.summary(scope, jobType) },
+    }),
+    dispatchSummaryUnguarded: dispatchSummary,
+    awaitSummary,
+  };
+}

@@ -1,0 +1,66 @@
+import { encodeId, FireOnceKeys } from '../../src';
+
+/** Task queue the chat-session worker polls when run by hand. */
+export const TASK_QUEUE = 'chat-session';
+
+/** Key prefix when run by hand; tests and the demo use their own. */
+export const DEFAULT_KEY_PREFIX = 'chat-sample';
+
+/** The step that dispatches the summary job; the fire-once lock is named after it. */
+export const DISPATCH_STEP = 'dispatch-summary';
+
+/** The job the chat step dispatches; the artifact key is named after it. */
+export const SUMMARY_JOB = 'summary';
+
+/** How the job runner behaves, and so how long the lock must last. */
+export interface JobTimings {
+  /** How long one summary job runs before it resolves. */
+  readonly jobMs: number;
+  /** How long after the job resolves its artifact is written: the resolved-but-not-written window. */
+  readonly artifactDelayMs: number;
+}
+
+/** Defaults when run by hand: a slow job and a visible gap before its artifact lands. */
+export const DEFAULT_TIMINGS: JobTimings = Object.freeze({ jobMs: 2_000, artifactDelayMs: 500 });
+
+/**
+ * The fire-once lock must cover the job's whole life, from dispatch to durable artifact: the
+ * queue wait, the job and the write delay, plus margin. Not a round default.
+ */
+export function lockTtlFor(timings: JobTimings): number {
+  return 2 * (timings.jobMs + timings.artifactDelayMs) + 5_000;
+}
+
+/** Every key the chat-session sample uses, all under one prefix so that one SCAN removes them. */
+export interface ChatKeys {
+  /** The prefix shared with the `FireOncePlugin`'s `keyPrefix`. */
+  readonly prefix: string;
+  /** Redis list of dispatched jobs; the job runner pops from it. */
+  readonly jobs: string;
+  /** INCR'd by the dispatch activity body: the count of dispatches, which the guard does not own. */
+  readonly dispatches: string;
+  /** INCR'd by the job runner each time a job resolves, before its artifact is written. */
+  readonly jobsResolved: string;
+  /** The artifact a summary job writes, hash-tagged with the session so it shares the lock's slot. */
+  summary(sessionId: string, jobType?: string): string;
+}
+
+/**
+ * The sample's keys under `prefix`. The summary key starts with the guard's
+ * `scopeBase(scope)`, `<prefix>:{<session>}`, which keeps it in the lock's Redis Cluster slot.
+ *
+ * @example
+ * ```ts
+ * chatKeys('chat-sample').summary('session-7'); // 'chat-sample:{session-7}:result:summary'
+ * ```
+ */
+export function chatKeys(prefix: string): ChatKeys {
+  const keys = new FireOnceKeys(prefix);
+  return {
+    prefix,
+    jobs: `${prefix}:jobs`,
+    dispatches: `${prefix}:count:dispatches`,
+    jobsResolved: `${prefix}:count:jobs-resolved`,
+    summary: (sessionId, jobType = SUMMARY_JOB) => `${keys.scopeBase(sessionId)}:result:${encodeId('jobType', jobType)}`,
+  };
+}

@@ -1,0 +1,58 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { fireOnce } from '../../src';
+import { sleep } from '../shared/redis';
+
+/** The job type the stored result is named after. */
+export const SUMMARY_JOB = 'session-summary';
+
+/** What the slow job produces. `jobId` is fresh per run of the job, so copies are easy to spot. */
+export interface Summary {
+  readonly sessionId: string;
+  readonly text: string;
+  /** The dispatch count when the job ran. */
+  readonly dispatch: number;
+  readonly jobId: string;
+}
+
+/** What the result-cache workflow may call. */
+export interface SummaryActivities {
+  /** Guarded in 'result' mode: runs the slow job once per session and stores what it returns. */
+  summarizeSession(sessionId: string): Promise<Summary>;
+}
+
+/** What the activities need. */
+export interface SummaryActivityDeps {
+  readonly redis: Redis;
+  /** Counter INCR'd in the activity body each time the job really runs: the guard does not own it. */
+  readonly dispatchesKey: string;
+  /** How long the job takes. */
+  readonly jobMs: number;
+}
+
+/** The dispatch counter of the sample under `prefix`. */
+export function dispatchesKey(prefix: string): string {
+  return `${prefix}:count:dispatches`;
+}
+
+/**
+ * The result-cache activities. `summarizeSession` uses the default `'result'` artifact mode:
+ * the guard stores its return value, runs that find the job in flight wait for it, and later
+ * runs fast-forward to the stored value without running the job.
+ */
+export function createSummaryActivities(deps: SummaryActivityDeps): SummaryActivities {
+  async function summarizeSession(sessionId: string): Promise<Summary> {
+    const dispatch = await deps.redis.incr(deps.dispatchesKey);
+    await sleep(deps.jobMs);
+    return { sessionId, text: `summary of ${sessionId}`, dispatch, jobId: randomUUID() };
+  }
+
+  return {
+    summarizeSession: fireOnce(summarizeSession, {
+      jobType: SUMMARY_JOB,
+      // The job's worst case plus margin: the lock only has to outlive the job, since the
+      // stored result takes over the moment the job succeeds.
+      lockTtlMs: 2 * deps.jobMs + 5_000,
+    }),
+  };
+}

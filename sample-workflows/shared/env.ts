@@ -1,0 +1,41 @@
+/**
+ * Where the samples find their services when run by hand. The jest global setup and the demo
+ * set these variables to the services they started; run by hand, the defaults match
+ * `redis-server` and `temporal server start-dev` on their standard ports.
+ */
+
+/** `REDIS_URL`, else a local redis-server on its default port. */
+export function redisUrl(): string {
+  return process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+}
+
+/** `TEMPORAL_ADDRESS`, else a local Temporal dev server on its default port. */
+export function temporalAddress(): string {
+  return process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
+}
+
+/** A positive integer from the environment, or `fallback` when the variable is unset. */
+export function intFromEnv(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) {
+    throw new Error(`${name} must be a non-negative integer (got ${JSON.stringify(raw)})`);
+  }
+  return value;
+}
+
+/**
+ * Run `main` when the file is the entry point: print the error and exit non-zero if it fails.
+ *
+ * @example
+ * ```ts
+ * if (require.main === module) runMain(async () => console.log('hello'));
+ * ```
+ */
+export function runMain(main: () => Promise<void>): void {
+  main().catch((err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  });
+}
