@@ -50,6 +50,8 @@ export const KEY_PREFIX_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
  *
  * - lock:     `<prefix>:{<scope>}:lock:<step>`
  * - artifact: `<prefix>:{<scope>}:artifact:<jobType>`
+ * - external: `<prefix>:{<scope>}:external:<jobType>`, a suggested key for artifacts that the
+ *   dispatched job writes itself (external-artifact mode)
  *
  * @example
  * ```ts
@@ -57,6 +59,7 @@ export const KEY_PREFIX_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
  * const keys = new FireOnceKeys('fire-once');
  * keys.lock('session-42', 'dispatch-summary'); // 'fire-once:{session-42}:lock:dispatch-summary'
  * keys.artifact('chat:7', 'summary');          // 'fire-once:{chat%3A7}:artifact:summary'
+ * keys.external('chat:7', 'summary');          // 'fire-once:{chat%3A7}:external:summary'
  * ```
  */
 export class FireOnceKeys {
@@ -75,5 +78,14 @@ export class FireOnceKeys {
   /** The result artifact of one `(scope, jobType)`. */
   artifact(scope: string, jobType: string): string {
     return `${this.scopeBase(scope)}:artifact:${encodeId('jobType', jobType)}`;
+  }
+
+  /**
+   * A key for an artifact that the dispatched job writes itself, in the scope's slot. Use it in
+   * `artifact: { external: ({ scope, jobType }) => keys.external(scope, jobType) }` and have the
+   * job write the same key.
+   */
+  external(scope: string, jobType: string): string {
+    return `${this.scopeBase(scope)}:external:${encodeId('jobType', jobType)}`;
   }
 }

@@ -19,7 +19,8 @@ export type TurnOutcome = Exclude<AcquireOutcome, { kind: 'held' }>;
 /**
  * Wait while another holder has the lock: re-run the one-round-trip acquire every poll until the
  * artifact appears (fast-forward) or the lock is gone without one (the holder failed, so this
- * caller competes for it again). Gives up with {@link FireOnceInFlight} at the deadline.
+ * caller competes for it again). Gives up with {@link FireOnceInFlight} at the deadline; its
+ * `retryAfterMs` is one poll interval (at most the lock's TTL), since a retry waits again.
  */
 export async function waitForTurn(
   guard: FireOnceGuard,
@@ -34,7 +35,7 @@ export async function waitForTurn(
     if (remaining <= 0) {
       throw new FireOnceInFlight(
         `gave up waiting for the in-flight dispatch of step ${JSON.stringify(target.step)} in scope ${JSON.stringify(target.scope)}`,
-        Math.max(ttlMs, 0),
+        Math.max(Math.min(ttlMs, wait.pollIntervalMs), 0),
         { key: held.lockKey, scope: target.scope, step: target.step, jobType: target.jobType },
       );
     }

@@ -62,3 +62,11 @@ describe('FireOnceKeys', () => {
     );
   });
 });
+
+describe('FireOnceKeys.external', () => {
+  it('puts external artifacts in the scope slot, apart from the guard-written artifact', () => {
+    const keys = new FireOnceKeys('p');
+    expect(keys.external('s', 'report')).toBe('p:{s}:external:report');
+    expect(keys.external('s', 'report')).not.toBe(keys.artifact('s', 'report'));
+  });
+});
