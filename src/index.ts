@@ -10,6 +10,9 @@ export { FireOnceGuard, holderId } from './core/guard';
 export type { AcquireOptions, AcquireOutcome, DispatchTarget, Lease } from './core/guard';
 export { waitForTurn } from './core/wait';
 export type { TurnOutcome, WaitOptions } from './core/wait';
+export { WakeHub } from './core/wake';
+export { startRenewal } from './core/renewal';
+export type { Renewal } from './core/renewal';
 export { FireOnceKeys, MAX_ID_BYTES, encodeId, decodeId } from './core/keys';
 export type { IdKind } from './core/keys';
 export { GUARD_DEFAULTS } from './core/options';
@@ -24,6 +27,9 @@ export {
   FireOnceStoreUnavailable,
   FireOnceCorruptArtifact,
   FireOnceUnstorableResult,
+  FireOnceKeyConflict,
+  FireOnceLockLost,
+  FireOnceArtifactTooLarge,
 } from './core/errors';
 export type { FireOnceErrorContext } from './core/errors';
 
@@ -32,7 +38,17 @@ export { FireOncePlugin, workflowInterceptorModules } from './worker/plugin';
 export { FIRE_ONCE_DEFAULTS } from './worker/plugin-options';
 export type { FireOncePluginOptions, ResolvedPluginOptions } from './worker/plugin-options';
 export { fireOnce, FireOnce, fireOnceActivityMap, fireOnceOptionsOf } from './worker/fire-once';
-export type { FireOnceOptions, ValueFireOnceOptions, InFlightPolicy, ExternalArtifact, ArtifactIds } from './worker/activity-options';
+export type {
+  FireOnceOptions,
+  ValueFireOnceOptions,
+  InFlightPolicy,
+  LockMode,
+  ConflictPolicy,
+  ExternalArtifact,
+  ArtifactIds,
+} from './worker/activity-options';
+export { fireOnceContext } from './worker/context';
+export type { FireOnceContext } from './worker/context';
 export { createFireOnceActivityInterceptor } from './worker/interceptor';
 export type { FireOnceInterceptorConfig } from './worker/interceptor';
 export { toApplicationFailure, MAX_IN_FLIGHT_RETRY_DELAY_MS } from './worker/failures';

@@ -64,6 +64,8 @@ export function createChatActivities(deps: ChatActivityDeps): ChatActivities {
       step: DISPATCH_STEP,
       jobType: SUMMARY_JOB,
       onInFlight: 'skip',
+      // Each message differs, but the summary job is the session's: only the session must match.
+      conflictKey: ([sessionId]) => sessionId,
       lockTtlMs: deps.lockTtlMs,
       artifact: { external: ({ scope, jobType }) => keys.summary(scope, jobType) },
     }),

@@ -144,3 +144,33 @@ export class FireOnceUnstorableResult extends FireOnceError {
   override readonly type = 'FireOnceUnstorableResult';
 }
 symbolBasedInstanceOf('FireOnceUnstorableResult')(FireOnceUnstorableResult);
+
+/**
+ * Same scope and step, different arguments: a later call does not match the call that holds the
+ * lock or produced the artifact (Stripe's `idempotency_error`). Not retryable; nothing was
+ * dispatched. Set `onConflict: 'ignore'` to let such calls share the first call's outcome.
+ */
+export class FireOnceKeyConflict extends FireOnceError {
+  override readonly type = 'FireOnceKeyConflict';
+}
+symbolBasedInstanceOf('FireOnceKeyConflict')(FireOnceKeyConflict);
+
+/**
+ * A lease renewal found the lock gone or held by another token: this holder no longer owns the
+ * dispatch. The activity's `fireOnceContext().signal` is aborted with this error. Retryable: the
+ * next attempt finds the new holder's lock or artifact.
+ */
+export class FireOnceLockLost extends FireOnceError {
+  override readonly type = 'FireOnceLockLost';
+  override readonly retryable = true;
+}
+symbolBasedInstanceOf('FireOnceLockLost')(FireOnceLockLost);
+
+/**
+ * A result is larger than `maxArtifactBytes`. Logged, not thrown: the result still reaches the
+ * workflow, no artifact is stored, and the lock is kept until its TTL.
+ */
+export class FireOnceArtifactTooLarge extends FireOnceError {
+  override readonly type = 'FireOnceArtifactTooLarge';
+}
+symbolBasedInstanceOf('FireOnceArtifactTooLarge')(FireOnceArtifactTooLarge);

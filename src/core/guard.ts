@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { FireOnceError, FireOnceStoreUnavailable, type FireOnceErrorContext } from './errors';
+import { FireOnceError, FireOnceKeyConflict, FireOnceStoreUnavailable, type FireOnceErrorContext } from './errors';
 import { FireOnceKeys, encodeId } from './keys';
 import { checkDuration, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
-import { acquireScript, commitScript, releaseScript, type RedisClient } from './scripts';
+import { acquireScript, commitScript, extendScript, releaseScript, type RedisClient } from './scripts';
 
 /** What one dispatch is guarded on. */
 export interface DispatchTarget {
@@ -17,6 +17,16 @@ export interface DispatchTarget {
    * guard only tests that key exists and never writes an artifact itself.
    */
   readonly externalArtifactKey?: string;
+  /**
+   * Who asks: a later attempt of the same call has the same holder, so it is never mistaken for a
+   * conflicting stranger. The Temporal adapter uses workflow ID, run ID and activity ID.
+   */
+  readonly holder?: string;
+  /**
+   * A hash of the call's arguments. A later call with the same scope and step but another hash
+   * gets `FireOnceKeyConflict`. Omit it to skip the check.
+   */
+  readonly argsHash?: string;
 }
 
 /** A held lock: what {@link FireOnceGuard.commit} and {@link FireOnceGuard.release} need. */
@@ -24,18 +34,34 @@ export interface Lease {
   readonly target: DispatchTarget;
   readonly lockKey: string;
   readonly artifactKey: string;
+  readonly fenceKey: string;
   /** The random token the lock holds. Secret to its owner: log {@link holderId} instead. */
   readonly token: string;
+  /**
+   * The fencing token: strictly greater than every earlier holder's of this `(scope, step)`.
+   * Send it with every write to a downstream system, which rejects writes with a lower one.
+   */
+  readonly fencingToken: number;
 }
 
 /** The decision of {@link FireOnceGuard.acquire}. */
 export type AcquireOutcome =
-  | { readonly kind: 'fast-forward'; readonly artifact: Buffer; readonly artifactKey: string }
+  | { readonly kind: 'fast-forward'; readonly artifact: Buffer; readonly artifactKey: string; readonly ttlMs: number }
   | { readonly kind: 'acquired'; readonly lease: Lease }
-  | { readonly kind: 'held'; readonly ttlMs: number; readonly lockKey: string };
+  | {
+      readonly kind: 'held';
+      readonly ttlMs: number;
+      readonly lockKey: string;
+      /** The holder identity stored with the lock. */
+      readonly holder: string;
+      /** True when the holder is an earlier attempt of this very call. */
+      readonly sameHolder: boolean;
+      readonly fencingToken: number;
+    };
 
 /** Per-call overrides of the guard's TTLs. */
 export interface AcquireOptions {
+  /** The lock's initial TTL: a lease to be renewed, or a fixed TTL. */
   readonly lockTtlMs?: number;
 }
 
@@ -90,21 +116,37 @@ export class FireOnceGuard {
   async acquire(target: DispatchTarget, options: AcquireOptions = {}): Promise<AcquireOutcome> {
     const lockTtlMs = options.lockTtlMs === undefined ? this.options.lockTtlMs : checkDuration('lockTtlMs', options.lockTtlMs);
     const lockKey = this.keys.lock(target.scope, target.step);
+    const fenceKey = this.keys.fence(target.scope, target.step);
     const artifactKey = this.artifactKey(target);
     const token = randomBytes(16).toString('base64url');
     const mode = target.externalArtifactKey === undefined ? 'result' : 'exists';
-    const reply = await this.call(contextOf(target, lockKey), () =>
-      acquireScript(this.redis, [artifactKey, lockKey], [token, lockTtlMs, mode], true),
+    const context = contextOf(target, lockKey);
+    const reply = await this.call(context, () =>
+      acquireScript(
+        this.redis,
+        [artifactKey, lockKey, fenceKey],
+        [token, lockTtlMs, mode, target.holder ?? '', target.argsHash ?? '', this.fenceTtlMs(lockTtlMs)],
+        true,
+      ),
     );
     switch (reply[0]) {
       case 1:
-        return { kind: 'fast-forward', artifact: Buffer.from(reply[1]), artifactKey };
+        return { kind: 'fast-forward', artifact: Buffer.from(reply[1]), artifactKey, ttlMs: Number(reply[2]) };
       case 2:
-        return { kind: 'acquired', lease: { target, lockKey, artifactKey, token } };
-      case 3:
-        return { kind: 'held', ttlMs: Number(reply[1]), lockKey };
+        return { kind: 'acquired', lease: { target, lockKey, artifactKey, fenceKey, token, fencingToken: Number(reply[1]) } };
+      case 3: {
+        const holder = reply[2].toString();
+        return { kind: 'held', ttlMs: Number(reply[1]), lockKey, holder, sameHolder: holder !== '' && holder === target.holder, fencingToken: Number(reply[3]) };
+      }
+      case 4: {
+        const where = reply[1].toString() === 'artifact' ? 'the stored artifact was produced' : 'the dispatch in flight was started';
+        throw new FireOnceKeyConflict(
+          `step ${JSON.stringify(target.step)} in scope ${JSON.stringify(target.scope)} was called with other arguments than ${where} with`,
+          { ...context, key: reply[1].toString() === 'artifact' ? artifactKey : lockKey },
+        );
+      }
       default:
-        throw new FireOnceStoreUnavailable(`unexpected reply from acquire script: ${String(reply[0])}`, contextOf(target, lockKey));
+        throw new FireOnceStoreUnavailable(`unexpected reply from acquire script: ${String(reply[0])}`, context);
     }
   }
 
@@ -115,7 +157,7 @@ export class FireOnceGuard {
   async commit(lease: Lease, artifact: Buffer, options: { readonly artifactTtlMs?: number } = {}): Promise<boolean> {
     const ttl = options.artifactTtlMs === undefined ? this.options.artifactTtlMs : checkDuration('artifactTtlMs', options.artifactTtlMs);
     const reply = await this.call(contextOf(lease.target, lease.artifactKey, lease.token), () =>
-      commitScript(this.redis, [lease.artifactKey, lease.lockKey], [lease.token, artifact, ttl]),
+      commitScript(this.redis, [lease.artifactKey, lease.lockKey], [lease.token, artifact, ttl, lease.target.argsHash ?? '', this.channel(lease.target)]),
     );
     return reply === 1;
   }
@@ -127,9 +169,34 @@ export class FireOnceGuard {
    */
   async release(lease: Lease): Promise<boolean> {
     const reply = await this.call(contextOf(lease.target, lease.lockKey, lease.token), () =>
-      releaseScript(this.redis, [lease.lockKey], [lease.token]),
+      releaseScript(this.redis, [lease.lockKey], [lease.token, this.channel(lease.target)]),
     );
     return reply === 1;
+  }
+
+  /**
+   * Compare-and-expire: set the lock's TTL to `lockTtlMs` if it still holds this lease's token.
+   * Renews a lease, or holds the lock after an external-artifact dispatch succeeded. Resolves
+   * `false` if the lock was lost (expired or another holder's); nothing is changed then.
+   */
+  async extend(lease: Lease, lockTtlMs: number): Promise<boolean> {
+    const ttl = checkDuration('lockTtlMs', lockTtlMs);
+    const reply = await this.call(contextOf(lease.target, lease.lockKey, lease.token), () =>
+      extendScript(this.redis, [lease.lockKey, lease.fenceKey], [lease.token, ttl, this.fenceTtlMs(ttl)]),
+    );
+    return reply === 1;
+  }
+
+  /**
+   * The fencing counter outlives every lock and artifact of its step, so tokens never restart
+   * while a holder or its result can still be around.
+   */
+  private fenceTtlMs(lockTtlMs: number): number {
+    return this.options.artifactTtlMs + Math.max(lockTtlMs, this.options.lockTtlMs);
+  }
+
+  private channel(target: DispatchTarget): string {
+    return this.options.publishWakeUps ? this.keys.wakeChannel(target.scope) : '';
   }
 
   /** The artifact key the target is checked against: the external one, or the guard's own. */

@@ -50,8 +50,10 @@ export const KEY_PREFIX_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
  *
  * - lock:     `<prefix>:{<scope>}:lock:<step>`
  * - artifact: `<prefix>:{<scope>}:artifact:<jobType>`
+ * - fencing:  `<prefix>:{<scope>}:fence:<step>`, the counter behind fencing tokens
  * - external: `<prefix>:{<scope>}:external:<jobType>`, a suggested key for artifacts that the
  *   dispatched job writes itself (external-artifact mode)
+ * - channel:  `<prefix>:{<scope>}:wake`, the pub/sub channel that wakes waiters of the scope
  *
  * @example
  * ```ts
@@ -78,6 +80,16 @@ export class FireOnceKeys {
   /** The result artifact of one `(scope, jobType)`. */
   artifact(scope: string, jobType: string): string {
     return `${this.scopeBase(scope)}:artifact:${encodeId('jobType', jobType)}`;
+  }
+
+  /** The fencing counter of one `(scope, step)`. */
+  fence(scope: string, step: string): string {
+    return `${this.scopeBase(scope)}:fence:${encodeId('step', step)}`;
+  }
+
+  /** The pub/sub channel on which commits and releases in `scope` wake waiters. */
+  wakeChannel(scope: string): string {
+    return `${this.scopeBase(scope)}:wake`;
   }
 
   /**

@@ -34,6 +34,12 @@ export interface FireOnceGuardOptions {
    * @defaultValue `5_000`
    */
   readonly storeTimeoutMs?: number;
+  /**
+   * Publish on the scope's wake channel when a dispatch commits or releases, so waiters
+   * re-check at once instead of at their next poll.
+   * @defaultValue `true`
+   */
+  readonly publishWakeUps?: boolean;
 }
 
 /** Guard options with every default filled in. */
@@ -45,6 +51,7 @@ export const GUARD_DEFAULTS = Object.freeze({
   lockTtlMs: 15 * 60 * 1000,
   artifactTtlMs: 7 * 24 * 60 * 60 * 1000,
   storeTimeoutMs: 5_000,
+  publishWakeUps: true,
 } as const);
 
 /** Throws {@link FireOnceConfigError} naming `field` unless `value` is an integer in 1..max. */
@@ -55,6 +62,12 @@ export function checkDuration(field: string, value: unknown, max = MAX_DURATION_
   if (value > max) {
     throw new FireOnceConfigError(`${field} must be at most ${max} ms (got ${value})`);
   }
+  return value;
+}
+
+/** Throws {@link FireOnceConfigError} naming `field` unless `value` is a boolean. */
+export function checkBoolean(field: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new FireOnceConfigError(`${field} must be a boolean (got ${describe(value)})`);
   return value;
 }
 
@@ -75,7 +88,7 @@ export function describe(value: unknown): string {
   return String(value);
 }
 
-const GUARD_KEYS = ['redis', 'keyPrefix', 'lockTtlMs', 'artifactTtlMs', 'storeTimeoutMs'] as const;
+const GUARD_KEYS = ['redis', 'keyPrefix', 'lockTtlMs', 'artifactTtlMs', 'storeTimeoutMs', 'publishWakeUps'] as const;
 
 /** Check the redis client and every guard option, fill in defaults. */
 export function resolveGuardOptions(options: FireOnceGuardOptions, extraKeys: readonly string[] = []): ResolvedGuardOptions {
@@ -99,5 +112,6 @@ export function resolveGuardOptions(options: FireOnceGuardOptions, extraKeys: re
     lockTtlMs: checkDuration('lockTtlMs', options.lockTtlMs ?? GUARD_DEFAULTS.lockTtlMs),
     artifactTtlMs: checkDuration('artifactTtlMs', options.artifactTtlMs ?? GUARD_DEFAULTS.artifactTtlMs),
     storeTimeoutMs: checkDuration('storeTimeoutMs', options.storeTimeoutMs ?? GUARD_DEFAULTS.storeTimeoutMs, 60_000),
+    publishWakeUps: checkBoolean('publishWakeUps', options.publishWakeUps ?? GUARD_DEFAULTS.publishWakeUps),
   };
 }

@@ -34,21 +34,30 @@ function defineScript<Args extends readonly ScriptArg[], Result>(file: string, n
 }
 
 /** Raw reply of acquire.lua: see the script's header. */
-export type AcquireReply = [1, Buffer | string] | [2] | [3, number];
+export type AcquireReply =
+  | [1, Buffer | string, number]
+  | [2, number]
+  | [3, number, Buffer | string, number]
+  | [4, Buffer | string, Buffer | string];
 
-/** Fast-forward, acquire or report the holder's TTL, in one round trip. */
-export const acquireScript = defineScript<[token: string, lockTtlMs: number, mode: 'result' | 'exists'], AcquireReply>(
-  'acquire.lua',
-  'fireOnceAcquireV1',
+/** Fast-forward, acquire, report the holder, or report a payload conflict, in one round trip. */
+export const acquireScript = defineScript<
+  [token: string, lockTtlMs: number, mode: 'result' | 'exists', holder: string, argsHash: string, fenceTtlMs: number],
+  AcquireReply
+>('acquire.lua', 'fireOnceAcquireV2', 3);
+
+/** Write the artifact on success and wake waiters; 1 if the lock was still ours, else 0. */
+export const commitScript = defineScript<
+  [token: string, artifact: Buffer, artifactTtlMs: number, argsHash: string, channel: string],
+  0 | 1
+>('commit.lua', 'fireOnceCommitV2', 2);
+
+/** Compare-and-delete the lock on failure and wake waiters; 1 if deleted, 0 if refused. */
+export const releaseScript = defineScript<[token: string, channel: string], 0 | 1>('release.lua', 'fireOnceReleaseV2', 1);
+
+/** Compare-and-expire the lock (lease renewal, hold after success); 1 if ours, 0 if lost. */
+export const extendScript = defineScript<[token: string, lockTtlMs: number, fenceTtlMs: number], 0 | 1>(
+  'extend.lua',
+  'fireOnceExtendV2',
   2,
 );
-
-/** Write the artifact on success; 1 if the lock was still ours, else 0. */
-export const commitScript = defineScript<[token: string, artifact: Buffer, artifactTtlMs: number], 0 | 1>(
-  'commit.lua',
-  'fireOnceCommitV1',
-  2,
-);
-
-/** Compare-and-delete the lock on failure; 1 if deleted, 0 if refused. */
-export const releaseScript = defineScript<[token: string], 0 | 1>('release.lua', 'fireOnceReleaseV1', 1);

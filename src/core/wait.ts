@@ -1,9 +1,10 @@
 import { FireOnceInFlight } from './errors';
 import type { AcquireOptions, AcquireOutcome, DispatchTarget, FireOnceGuard } from './guard';
+import type { WakeHub } from './wake';
 
 /** How {@link waitForTurn} waits. */
 export interface WaitOptions {
-  /** Time between two acquire attempts. */
+  /** Time between two acquire attempts; with `wake`, the fallback for lost messages. */
   readonly pollIntervalMs: number;
   /** Epoch milliseconds after which waiting gives up with `FireOnceInFlight`. */
   readonly deadline: number;
@@ -11,16 +12,19 @@ export interface WaitOptions {
   readonly signal?: AbortSignal;
   /** Called before each sleep, e.g. to heartbeat. */
   readonly onPoll?: (ttlMs: number) => void;
+  /** Wake at once when the holder commits or releases (pub/sub); without it, poll only. */
+  readonly wake?: WakeHub;
 }
 
 /** An outcome that ends waiting: the artifact appeared or the lock became ours. */
 export type TurnOutcome = Exclude<AcquireOutcome, { kind: 'held' }>;
 
 /**
- * Wait while another holder has the lock: re-run the one-round-trip acquire every poll until the
- * artifact appears (fast-forward) or the lock is gone without one (the holder failed, so this
- * caller competes for it again). Gives up with {@link FireOnceInFlight} at the deadline; its
- * `retryAfterMs` is one poll interval (at most the lock's TTL), since a retry waits again.
+ * Wait while another holder has the lock: re-run the one-round-trip acquire whenever the holder
+ * publishes a commit or release, and at least every poll, until the artifact appears
+ * (fast-forward) or the lock is gone without one (the holder failed, so this caller competes for
+ * it again). Gives up with {@link FireOnceInFlight} at the deadline; its `retryAfterMs` is one
+ * poll interval (at most the lock's TTL), since a retry waits again.
  */
 export async function waitForTurn(
   guard: FireOnceGuard,
@@ -29,35 +33,70 @@ export async function waitForTurn(
   acquire: AcquireOptions,
   wait: WaitOptions,
 ): Promise<TurnOutcome> {
-  let ttlMs = held.ttlMs;
-  for (;;) {
-    const remaining = wait.deadline - Date.now();
-    if (remaining <= 0) {
-      throw new FireOnceInFlight(
-        `gave up waiting for the in-flight dispatch of step ${JSON.stringify(target.step)} in scope ${JSON.stringify(target.scope)}`,
-        Math.max(Math.min(ttlMs, wait.pollIntervalMs), 0),
-        { key: held.lockKey, scope: target.scope, step: target.step, jobType: target.jobType },
-      );
+  const bell = new Bell();
+  const leave = await joinWakeChannel(guard, target, wait.wake, () => bell.ring());
+  try {
+    // Re-check once the subscription is live: a commit between the first acquire and the
+    // subscription would otherwise go unnoticed until the next poll.
+    let ttlMs = held.ttlMs;
+    for (let first = leave !== undefined; ; first = false) {
+      if (!first) {
+        const remaining = wait.deadline - Date.now();
+        if (remaining <= 0) {
+          throw new FireOnceInFlight(
+            `gave up waiting for the in-flight dispatch of step ${JSON.stringify(target.step)} in scope ${JSON.stringify(target.scope)}`,
+            Math.max(Math.min(ttlMs, wait.pollIntervalMs), 0),
+            { key: held.lockKey, scope: target.scope, step: target.step, jobType: target.jobType },
+          );
+        }
+        wait.onPoll?.(ttlMs);
+        await bell.sleep(Math.min(wait.pollIntervalMs, remaining), wait.signal);
+      }
+      const outcome = await guard.acquire(target, acquire);
+      if (outcome.kind !== 'held') return outcome;
+      ttlMs = outcome.ttlMs;
     }
-    wait.onPoll?.(ttlMs);
-    await sleep(Math.min(wait.pollIntervalMs, remaining), wait.signal);
-    const outcome = await guard.acquire(target, acquire);
-    if (outcome.kind !== 'held') return outcome;
-    ttlMs = outcome.ttlMs;
+  } finally {
+    leave?.();
   }
 }
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
+async function joinWakeChannel(guard: FireOnceGuard, target: DispatchTarget, hub: WakeHub | undefined, onWake: () => void) {
+  if (hub === undefined || !guard.options.publishWakeUps) return undefined;
+  try {
+    return await hub.join(guard.keys.wakeChannel(target.scope), onWake);
+  } catch {
+    return undefined; // no subscription: polling alone still ends the wait
+  }
+}
+
+/** A sleep that a wake-up ends early; a wake-up that rings while awake ends the next sleep at once. */
+class Bell {
+  private pending = false;
+  private wake: (() => void) | undefined;
+
+  ring(): void {
+    if (this.wake) this.wake();
+    else this.pending = true;
+  }
+
+  sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(signal.reason);
+      if (this.pending) {
+        this.pending = false;
+        return resolve();
+      }
+      const finish = (settle: () => void) => () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        this.wake = undefined;
+        settle();
+      };
+      const onAbort = finish(() => reject(signal?.reason));
+      const timer = setTimeout(finish(resolve), ms);
+      this.wake = finish(resolve);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
 }

@@ -11,6 +11,18 @@ import { checkDuration, checkKnownKeys, describe } from '../core/options';
  */
 export type InFlightPolicy = 'wait' | 'fail' | 'skip';
 
+/**
+ * How the lock lives while the activity runs:
+ * - `'lease'`: a short `leaseMs` TTL, renewed every third of it while the activity is alive, so a
+ *   crashed worker blocks retries for at most about one lease.
+ * - `'fixed'`: the seed's fixed `lockTtlMs`, never renewed: for dispatchers whose job outlives
+ *   the activity by an unknown margin.
+ */
+export type LockMode = 'lease' | 'fixed';
+
+/** What a call whose arguments differ from the first call's does: fail, or share its outcome. */
+export type ConflictPolicy = 'fail' | 'ignore';
+
 /** The IDs an external artifact key is built from. */
 export interface ArtifactIds {
   readonly scope: string;
@@ -50,7 +62,18 @@ export interface FireOnceOptions<A extends readonly unknown[] = unknown[]> {
    */
   readonly onInFlight?: InFlightPolicy;
   /**
-   * Lock TTL of this activity.
+   * Lock mode of this activity.
+   * @defaultValue the plugin's `lockMode` (`'lease'`)
+   */
+  readonly lockMode?: LockMode;
+  /**
+   * Lease of this activity, in `'lease'` mode.
+   * @defaultValue the plugin's `leaseMs`
+   */
+  readonly leaseMs?: number;
+  /**
+   * Lock TTL of this activity: the TTL in `'fixed'` mode, and in `'lease'` mode the hold after a
+   * successful external-artifact dispatch.
    * @defaultValue the plugin's `lockTtlMs`
    */
   readonly lockTtlMs?: number;
@@ -65,6 +88,17 @@ export interface FireOnceOptions<A extends readonly unknown[] = unknown[]> {
    * @defaultValue `'result'`
    */
   readonly artifact?: 'result' | ExternalArtifact;
+  /**
+   * A later call with the same scope and step but other arguments: `'fail'` throws the
+   * non-retryable `FireOnceKeyConflict`; `'ignore'` shares the first call's outcome.
+   * @defaultValue `'fail'`
+   */
+  readonly onConflict?: ConflictPolicy;
+  /**
+   * The part of the arguments that must match, e.g. `([sessionId]) => sessionId`.
+   * @defaultValue all the arguments
+   */
+  readonly conflictKey?: (args: A) => unknown;
 }
 
 /** Options for activities that return a value: they must wait or fail, never skip, and store results. */
@@ -73,8 +107,33 @@ export type ValueFireOnceOptions<A extends readonly unknown[]> = FireOnceOptions
   readonly artifact?: 'result';
 };
 
-const POLICIES: readonly InFlightPolicy[] = ['wait', 'fail', 'skip'];
-const KNOWN = ['step', 'jobType', 'scope', 'onInFlight', 'lockTtlMs', 'artifactTtlMs', 'artifact'] as const;
+/** Accepted in-flight policies, lock modes and conflict policies. */
+export const POLICIES: readonly InFlightPolicy[] = ['wait', 'fail', 'skip'];
+export const LOCK_MODES: readonly LockMode[] = ['lease', 'fixed'];
+export const CONFLICT_POLICIES: readonly ConflictPolicy[] = ['fail', 'ignore'];
+/** The longest lease: a lease is meant to be short; use `'fixed'` beyond this. */
+export const MAX_LEASE_MS = 10 * 60 * 1000;
+const KNOWN = [
+  'step',
+  'jobType',
+  'scope',
+  'onInFlight',
+  'lockMode',
+  'leaseMs',
+  'lockTtlMs',
+  'artifactTtlMs',
+  'artifact',
+  'onConflict',
+  'conflictKey',
+] as const;
+
+/** Check a value against a closed set; throws `FireOnceConfigError` naming the field. */
+export function checkOneOf<T extends string>(field: string, value: unknown, allowed: readonly T[]): T {
+  if (!allowed.includes(value as T)) {
+    throw new FireOnceConfigError(`${field} must be one of ${allowed.join(', ')} (got ${describe(value)})`);
+  }
+  return value as T;
+}
 
 /** Check per-activity options; throws `FireOnceConfigError` naming the field. */
 export function checkActivityOptions(options: FireOnceOptions<never>, where: string): void {
@@ -82,7 +141,7 @@ export function checkActivityOptions(options: FireOnceOptions<never>, where: str
     throw new FireOnceConfigError(`${where}: options must be an object (got ${describe(options)})`);
   }
   checkKnownKeys(where, options, KNOWN);
-  const { step, jobType, scope, onInFlight, lockTtlMs, artifactTtlMs, artifact } = options;
+  const { step, jobType, scope, onInFlight, lockMode, leaseMs, lockTtlMs, artifactTtlMs, artifact, onConflict, conflictKey } = options;
   try {
     if (step !== undefined) encodeId('step', step);
     if (jobType !== undefined) encodeId('jobType', jobType);
@@ -92,9 +151,13 @@ export function checkActivityOptions(options: FireOnceOptions<never>, where: str
   if (scope !== undefined && typeof scope !== 'function') {
     throw new FireOnceConfigError(`${where}: scope must be a function (args, info) => string (got ${describe(scope)})`);
   }
-  if (onInFlight !== undefined && !POLICIES.includes(onInFlight)) {
-    throw new FireOnceConfigError(`${where}: onInFlight must be one of ${POLICIES.join(', ')} (got ${describe(onInFlight)})`);
+  if (onInFlight !== undefined) checkOneOf(`${where}: onInFlight`, onInFlight, POLICIES);
+  if (lockMode !== undefined) checkOneOf(`${where}: lockMode`, lockMode, LOCK_MODES);
+  if (onConflict !== undefined) checkOneOf(`${where}: onConflict`, onConflict, CONFLICT_POLICIES);
+  if (conflictKey !== undefined && typeof conflictKey !== 'function') {
+    throw new FireOnceConfigError(`${where}: conflictKey must be a function (args) => value (got ${describe(conflictKey)})`);
   }
+  if (leaseMs !== undefined) checkDuration(`${where}: leaseMs`, leaseMs, MAX_LEASE_MS);
   if (lockTtlMs !== undefined) checkDuration(`${where}: lockTtlMs`, lockTtlMs);
   if (artifactTtlMs !== undefined) checkDuration(`${where}: artifactTtlMs`, artifactTtlMs);
   if (artifact !== undefined && artifact !== 'result' && typeof (artifact as ExternalArtifact)?.external !== 'function') {

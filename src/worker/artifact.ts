@@ -1,4 +1,4 @@
-import type { Payload } from '@temporalio/common';
+import type { Payload, PayloadCodec } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { FireOnceCorruptArtifact, type FireOnceErrorContext } from '../core/errors';
 
@@ -23,4 +23,26 @@ export function bytesToPayload(bytes: Buffer, context: FireOnceErrorContext): Pa
     throw new FireOnceCorruptArtifact('stored artifact is not a valid payload: it has no encoding metadata', context);
   }
   return { metadata: decoded.metadata ?? {}, data: decoded.data ?? new Uint8Array() };
+}
+
+/**
+ * The bytes to store for a result payload: the worker's payload codecs (e.g. encryption) are
+ * applied first, as they are to every payload that leaves the worker, so Redis never holds a
+ * result in clear that Temporal would only see encoded.
+ */
+export async function encodeArtifact(payload: Payload, codecs: readonly PayloadCodec[]): Promise<Buffer> {
+  let encoded = [payload];
+  for (const codec of codecs) encoded = await codec.encode(encoded);
+  return payloadToBytes(encoded[0]);
+}
+
+/** The result payload back from stored bytes, codecs undone in reverse order. */
+export async function decodeArtifact(bytes: Buffer, codecs: readonly PayloadCodec[], context: FireOnceErrorContext): Promise<Payload> {
+  let decoded = [bytesToPayload(bytes, context)];
+  try {
+    for (const codec of [...codecs].reverse()) decoded = await codec.decode(decoded);
+  } catch (err) {
+    throw new FireOnceCorruptArtifact(`stored artifact could not be decoded by the payload codec: ${(err as Error).message}`, context, { cause: err });
+  }
+  return decoded[0];
 }

@@ -1,12 +1,15 @@
-import { CompleteAsyncError, type Context } from '@temporalio/activity';
-import { RawValue, defaultPayloadConverter, type Headers, type PayloadConverter } from '@temporalio/common';
-import type { ActivityExecuteInput, ActivityInterceptorsFactory, Next, ActivityInboundCallsInterceptor } from '@temporalio/worker';
+import type { Context } from '@temporalio/activity';
+import { RawValue, defaultPayloadConverter, type Headers, type PayloadCodec, type PayloadConverter } from '@temporalio/common';
+import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, ActivityInterceptorsFactory } from '@temporalio/worker';
 import { SCOPE_HEADER } from '../common/header';
-import { FireOnceError, FireOnceMissingScope, FireOnceUnstorableResult, FireOnceInFlight } from '../core/errors';
-import { holderId, type DispatchTarget, type FireOnceGuard, type Lease } from '../core/guard';
+import { FireOnceError, FireOnceInFlight, FireOnceMissingScope } from '../core/errors';
+import type { DispatchTarget, FireOnceGuard } from '../core/guard';
 import { waitForTurn, type TurnOutcome } from '../core/wait';
-import type { FireOnceOptions, InFlightPolicy } from './activity-options';
-import { bytesToPayload, payloadToBytes } from './artifact';
+import type { WakeHub } from '../core/wake';
+import type { FireOnceOptions, InFlightPolicy, LockMode } from './activity-options';
+import { argsHash } from './args-hash';
+import { decodeArtifact } from './artifact';
+import { dispatch } from './dispatch';
 import { toApplicationFailure } from './failures';
 import { markGuarded } from './fire-once';
 
@@ -17,10 +20,20 @@ export interface FireOnceInterceptorConfig {
   readonly activities: ReadonlyMap<string, FireOnceOptions>;
   /** In-flight policy of activities that set none. @defaultValue `'wait'` */
   readonly onInFlight?: InFlightPolicy;
-  /** Poll interval of `'wait'`. @defaultValue `250` */
+  /** Fallback poll interval of `'wait'`. @defaultValue `250` */
   readonly pollIntervalMs?: number;
+  /** Lock mode of activities that set none. @defaultValue `'lease'` */
+  readonly lockMode?: LockMode;
+  /** Lease of activities that set none. @defaultValue `30_000` */
+  readonly leaseMs?: number;
+  /** Largest stored artifact in bytes. @defaultValue `1_048_576` */
+  readonly maxArtifactBytes?: number;
   /** The worker's payload converter, used to store results. @defaultValue the SDK default */
   readonly payloadConverter?: PayloadConverter;
+  /** The worker's payload codecs, applied to artifacts at rest. @defaultValue none */
+  readonly payloadCodecs?: readonly PayloadCodec[];
+  /** Wakes `'wait'`ers by pub/sub; without it they poll. @defaultValue none */
+  readonly wake?: WakeHub;
 }
 
 /**
@@ -51,7 +64,7 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
     const inbound: ActivityInboundCallsInterceptor = {
       execute: (input, next) => {
         markGuarded(ctx);
-        return runGuarded(config, options, ctx, input, next).catch((err: unknown) => {
+        return runGuarded({ config, options, ctx, input, next: () => next(input) }).catch((err: unknown) => {
           throw err instanceof FireOnceError ? toApplicationFailure(err) : err;
         });
       },
@@ -60,18 +73,20 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
   };
 }
 
-type NextExecute = Next<ActivityInboundCallsInterceptor, 'execute'>;
+/** One guarded call: everything the decision and the dispatch need. */
+export interface GuardedCall {
+  readonly config: FireOnceInterceptorConfig;
+  readonly options: FireOnceOptions;
+  readonly ctx: Context;
+  readonly input: ActivityExecuteInput;
+  readonly next: () => Promise<unknown>;
+}
 
-async function runGuarded(
-  config: FireOnceInterceptorConfig,
-  options: FireOnceOptions,
-  ctx: Context,
-  input: ActivityExecuteInput,
-  next: NextExecute,
-): Promise<unknown> {
-  const target = resolveTarget(options, ctx, input);
-  const lockTtlMs = options.lockTtlMs;
-  const acquireOptions = lockTtlMs === undefined ? {} : { lockTtlMs };
+async function runGuarded(call: GuardedCall): Promise<unknown> {
+  const { config, options, ctx } = call;
+  const target = resolveTarget(call);
+  const lockMode = options.lockMode ?? config.lockMode ?? 'lease';
+  const acquireOptions = { lockTtlMs: lockMode === 'lease' ? (options.leaseMs ?? config.leaseMs ?? 30_000) : (options.lockTtlMs ?? config.guard.options.lockTtlMs) };
   const first = await config.guard.acquire(target, acquireOptions);
   let outcome: TurnOutcome;
   if (first.kind === 'held') {
@@ -89,68 +104,15 @@ async function runGuarded(
     outcome = first;
   }
 
-  if (outcome.kind === 'fast-forward') {
-    ctx.log.debug('fire-once: artifact found, fast-forward', { key: outcome.artifactKey, scope: target.scope, jobType: target.jobType });
-    if (target.externalArtifactKey !== undefined) return undefined;
-    return RawValue.fromPayload(bytesToPayload(outcome.artifact, { key: outcome.artifactKey, scope: target.scope, jobType: target.jobType }));
-  }
-  return dispatch(config, options, ctx, input, next, outcome.lease);
+  if (outcome.kind === 'acquired') return dispatch(call, outcome.lease, lockMode, acquireOptions.lockTtlMs);
+  ctx.log.debug('fire-once: artifact found, fast-forward', { key: outcome.artifactKey, scope: target.scope, jobType: target.jobType });
+  if (target.externalArtifactKey !== undefined) return undefined;
+  const context = { key: outcome.artifactKey, scope: target.scope, jobType: target.jobType };
+  return RawValue.fromPayload(await decodeArtifact(outcome.artifact, config.payloadCodecs ?? [], context));
 }
 
-async function dispatch(
-  config: FireOnceInterceptorConfig,
-  options: FireOnceOptions,
-  ctx: Context,
-  input: ActivityExecuteInput,
-  next: NextExecute,
-  lease: Lease,
-): Promise<unknown> {
-  const logContext = { key: lease.lockKey, scope: lease.target.scope, step: lease.target.step, holder: holderId(lease.token) };
-  let result: unknown;
-  try {
-    result = await next(input);
-  } catch (err) {
-    // Completing asynchronously is neither success nor failure: the job is still running, so
-    // the lock stays until its TTL (or until the job's artifact appears, in external mode).
-    if (!(err instanceof CompleteAsyncError)) await releaseAfterFailure(config.guard, ctx, lease, logContext);
-    throw err;
-  }
-  if (lease.target.externalArtifactKey !== undefined) return result;
-
-  const converter = config.payloadConverter ?? defaultPayloadConverter;
-  let payload;
-  try {
-    payload = converter.toPayload(result);
-  } catch (err) {
-    throw new FireOnceUnstorableResult(
-      `the result of ${ctx.info.activityType} cannot be serialised by the payload converter (${(err as Error).message}); the lock is kept until its TTL`,
-      { ...logContext, jobType: lease.target.jobType, activityType: ctx.info.activityType },
-      { cause: err },
-    );
-  }
-  try {
-    const stillOurs = await config.guard.commit(lease, payloadToBytes(payload), options.artifactTtlMs === undefined ? {} : { artifactTtlMs: options.artifactTtlMs });
-    if (!stillOurs) ctx.log.warn('fire-once: artifact written after the lock had expired; raise lockTtlMs above the job time', logContext);
-  } catch (err) {
-    // The job ran and its result is in hand: deliver it. Later invocations are still held off
-    // by the lock until its TTL; after that, with no artifact, they would dispatch again.
-    ctx.log.error('fire-once: could not store the artifact; result delivered, lock kept until TTL', { ...logContext, error: (err as Error).message });
-  }
-  return RawValue.fromPayload(payload);
-}
-
-async function releaseAfterFailure(guard: FireOnceGuard, ctx: Context, lease: Lease, logContext: Record<string, string>): Promise<void> {
-  try {
-    const released = await guard.release(lease);
-    if (released) ctx.log.info('fire-once: dispatch failed, lock released', logContext);
-    else ctx.log.warn('fire-once: dispatch failed, lock release refused (expired or held by another holder)', logContext);
-  } catch (err) {
-    ctx.log.error('fire-once: dispatch failed and releasing the lock failed too; it expires by its TTL', { ...logContext, error: (err as Error).message });
-  }
-}
-
-function resolveTarget(options: FireOnceOptions, ctx: Context, input: ActivityExecuteInput): DispatchTarget {
-  const activityType = ctx.info.activityType;
+function resolveTarget({ config, options, ctx, input }: GuardedCall): DispatchTarget {
+  const { activityType, workflowExecution, activityId } = ctx.info;
   const scope = options.scope !== undefined ? options.scope(input.args, ctx.info) : scopeFromHeaders(input.headers);
   if (scope === undefined) {
     throw new FireOnceMissingScope(
@@ -160,9 +122,12 @@ function resolveTarget(options: FireOnceOptions, ctx: Context, input: ActivityEx
   }
   const step = options.step ?? activityType;
   const jobType = options.jobType ?? step;
+  const holder = `${workflowExecution?.workflowId ?? ''} ${workflowExecution?.runId ?? ''} ${activityId}`;
+  const hash = argsHash(options, input.args, config.payloadConverter ?? defaultPayloadConverter);
   const artifact = options.artifact;
-  if (artifact === undefined || artifact === 'result') return { scope, step, jobType };
-  return { scope, step, jobType, externalArtifactKey: artifact.external({ scope, jobType }) };
+  const base = { scope, step, jobType, holder, argsHash: hash };
+  if (artifact === undefined || artifact === 'result') return base;
+  return { ...base, externalArtifactKey: artifact.external({ scope, jobType }) };
 }
 
 function scopeFromHeaders(headers: Headers): string | undefined {
@@ -179,11 +144,11 @@ function waitOptions(config: FireOnceInterceptorConfig, ctx: Context) {
   const startToClose = info.startToCloseTimeoutMs;
   // Give up before Temporal times this attempt out, so the failure is ours and says why.
   const margin = Math.min(1_000, Math.floor(startToClose * 0.2));
-  const deadline = info.currentAttemptScheduledTimestampMs + startToClose - margin;
   return {
     pollIntervalMs,
-    deadline,
+    deadline: info.currentAttemptScheduledTimestampMs + startToClose - margin,
     signal: ctx.cancellationSignal,
     onPoll: heartbeatMs ? () => ctx.heartbeat() : undefined,
+    wake: config.wake,
   };
 }

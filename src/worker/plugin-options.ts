@@ -1,6 +1,5 @@
-import { FireOnceConfigError } from '../core/errors';
-import { GUARD_DEFAULTS, checkDuration, describe, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from '../core/options';
-import type { InFlightPolicy } from './activity-options';
+import { GUARD_DEFAULTS, checkDuration, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from '../core/options';
+import { LOCK_MODES, MAX_LEASE_MS, POLICIES, checkOneOf, type InFlightPolicy, type LockMode } from './activity-options';
 
 /**
  * Options of {@link FireOncePlugin}: the guard's options plus the worker-wide in-flight policy.
@@ -17,10 +16,36 @@ export interface FireOncePluginOptions extends FireOnceGuardOptions {
    * @defaultValue `250`
    */
   readonly pollIntervalMs?: number;
+  /**
+   * How the lock lives while an activity runs: `'lease'` (renewed) or `'fixed'` (`lockTtlMs`).
+   * @defaultValue `'lease'`
+   */
+  readonly lockMode?: LockMode;
+  /**
+   * The lease in `'lease'` mode: renewed every third of it while the activity runs, and about the
+   * longest that retries stay blocked after a worker crash.
+   * @defaultValue `30_000`
+   */
+  readonly leaseMs?: number;
+  /**
+   * The largest artifact stored, in bytes after the payload codec. A larger result still reaches
+   * the workflow; it is not stored (logged as `FireOnceArtifactTooLarge`) and the lock is held
+   * for `lockTtlMs` instead.
+   * @defaultValue `1_048_576` (1 MiB)
+   */
+  readonly maxArtifactBytes?: number;
+  /**
+   * The longest time after a first invocation that later ones can still arrive (e.g. how long a
+   * user can resume a session). Only used to warn when `artifactTtlMs` is shorter.
+   * @defaultValue none
+   */
+  readonly resumeWindowMs?: number;
 }
 
 /** Plugin options with every default filled in. */
-export type ResolvedPluginOptions = ResolvedGuardOptions & Required<Pick<FireOncePluginOptions, 'onInFlight' | 'pollIntervalMs'>>;
+export type ResolvedPluginOptions = ResolvedGuardOptions &
+  Required<Pick<FireOncePluginOptions, 'onInFlight' | 'pollIntervalMs' | 'lockMode' | 'leaseMs' | 'maxArtifactBytes'>> &
+  Pick<FireOncePluginOptions, 'resumeWindowMs'>;
 
 /**
  * Every default of the plugin, frozen.
@@ -35,18 +60,41 @@ export const FIRE_ONCE_DEFAULTS = Object.freeze({
   ...GUARD_DEFAULTS,
   onInFlight: 'wait',
   pollIntervalMs: 250,
+  lockMode: 'lease',
+  leaseMs: 30_000,
+  maxArtifactBytes: 1024 * 1024,
 } as const);
+
+const PLUGIN_KEYS = ['onInFlight', 'pollIntervalMs', 'lockMode', 'leaseMs', 'maxArtifactBytes', 'resumeWindowMs'];
 
 /** Check every plugin option and fill in defaults; throws `FireOnceConfigError` naming the field. */
 export function resolvePluginOptions(options: FireOncePluginOptions): ResolvedPluginOptions {
-  const guard = resolveGuardOptions(options, ['onInFlight', 'pollIntervalMs']);
-  const onInFlight = options.onInFlight ?? FIRE_ONCE_DEFAULTS.onInFlight;
-  if (!['wait', 'fail', 'skip'].includes(onInFlight)) {
-    throw new FireOnceConfigError(`onInFlight must be one of wait, fail, skip (got ${describe(onInFlight)})`);
-  }
+  const guard = resolveGuardOptions(options, PLUGIN_KEYS);
+  const d = FIRE_ONCE_DEFAULTS;
   return {
     ...guard,
-    onInFlight,
-    pollIntervalMs: checkDuration('pollIntervalMs', options.pollIntervalMs ?? FIRE_ONCE_DEFAULTS.pollIntervalMs, 60_000),
+    onInFlight: checkOneOf('onInFlight', options.onInFlight ?? d.onInFlight, POLICIES),
+    pollIntervalMs: checkDuration('pollIntervalMs', options.pollIntervalMs ?? d.pollIntervalMs, 60_000),
+    lockMode: checkOneOf('lockMode', options.lockMode ?? d.lockMode, LOCK_MODES),
+    leaseMs: checkDuration('leaseMs', options.leaseMs ?? d.leaseMs, MAX_LEASE_MS),
+    maxArtifactBytes: checkDuration('maxArtifactBytes', options.maxArtifactBytes ?? d.maxArtifactBytes, 512 * 1024 * 1024),
+    ...(options.resumeWindowMs === undefined ? {} : { resumeWindowMs: checkDuration('resumeWindowMs', options.resumeWindowMs) }),
   };
+}
+
+/**
+ * The seed's second failure mode: an artifact that expires before later invocations stop
+ * arriving makes them redo the work. Returns one warning per TTL that outlives `artifactTtlMs`.
+ */
+export function ttlWarnings(options: ResolvedPluginOptions): string[] {
+  const warnings: string[] = [];
+  const lockTtl = options.lockMode === 'lease' ? options.leaseMs : options.lockTtlMs;
+  const lockField = options.lockMode === 'lease' ? 'leaseMs' : 'lockTtlMs';
+  if (options.artifactTtlMs < lockTtl) {
+    warnings.push(`artifactTtlMs (${options.artifactTtlMs}) is shorter than ${lockField} (${lockTtl}): artifacts can expire while their lock still stands, and later invocations then redo the work`);
+  }
+  if (options.resumeWindowMs !== undefined && options.artifactTtlMs < options.resumeWindowMs) {
+    warnings.push(`artifactTtlMs (${options.artifactTtlMs}) is shorter than resumeWindowMs (${options.resumeWindowMs}): invocations resumed late will find no artifact and redo the work`);
+  }
+  return warnings;
 }

@@ -1,10 +1,11 @@
 import { loadDataConverter } from '@temporalio/common/lib/internal-non-workflow';
 import { SimplePlugin } from '@temporalio/plugin';
-import type { WorkerOptions } from '@temporalio/worker';
+import type { Worker, WorkerOptions } from '@temporalio/worker';
 import { FireOnceGuard } from '../core/guard';
+import { WakeHub } from '../core/wake';
 import { createFireOnceActivityInterceptor } from './interceptor';
 import { fireOnceActivityMap } from './fire-once';
-import { resolvePluginOptions, type FireOncePluginOptions, type ResolvedPluginOptions } from './plugin-options';
+import { resolvePluginOptions, ttlWarnings, type FireOncePluginOptions, type ResolvedPluginOptions } from './plugin-options';
 
 /**
  * Paths of the workflow interceptor modules that carry the dispatch scope from
@@ -23,7 +24,10 @@ export const workflowInterceptorModules: readonly string[] = Object.freeze([requ
  * The Temporal worker and bundler plugin. It adds the workflow interceptor that propagates the
  * dispatch scope and the activity interceptor that guards every activity marked with
  * `fireOnce()` or `@FireOnce()`; all other activities run exactly as before. Options are checked
- * here, at construction. The Redis client stays the caller's: the plugin never closes it.
+ * here, at construction, and TTLs that would let artifacts expire too early are warned about
+ * through `process.emitWarning` (code `FIRE_ONCE_TTL`). The Redis client stays the caller's: the
+ * plugin never closes it; it only opens one subscriber connection of its own (a `duplicate()`)
+ * for pub/sub wake-ups, and closes that when the worker stops.
  *
  * @example
  * ```ts
@@ -48,6 +52,8 @@ export class FireOncePlugin extends SimplePlugin {
   readonly fireOnceOptions: ResolvedPluginOptions;
   /** The core guard this plugin uses; usable directly, e.g. to inspect keys. */
   readonly guard: FireOnceGuard;
+  private readonly wake: WakeHub;
+  private runningWorkers = 0;
 
   constructor(options: FireOncePluginOptions) {
     const resolved = resolvePluginOptions(options);
@@ -59,20 +65,40 @@ export class FireOncePlugin extends SimplePlugin {
       lockTtlMs: resolved.lockTtlMs,
       artifactTtlMs: resolved.artifactTtlMs,
       storeTimeoutMs: resolved.storeTimeoutMs,
+      publishWakeUps: resolved.publishWakeUps,
     });
+    this.wake = new WakeHub(resolved.redis);
+    for (const warning of ttlWarnings(resolved)) process.emitWarning(warning, { code: 'FIRE_ONCE_TTL' });
   }
 
   /** Adds the interceptors; guarded activities are found by name among `options.activities`. */
   override configureWorker(options: WorkerOptions): WorkerOptions {
     const configured = super.configureWorker(options);
+    const { payloadConverter, payloadCodecs } = loadDataConverter(configured.dataConverter);
+    const o = this.fireOnceOptions;
     const activity = createFireOnceActivityInterceptor({
       guard: this.guard,
       activities: fireOnceActivityMap(configured.activities),
-      onInFlight: this.fireOnceOptions.onInFlight,
-      pollIntervalMs: this.fireOnceOptions.pollIntervalMs,
-      payloadConverter: loadDataConverter(configured.dataConverter).payloadConverter,
+      onInFlight: o.onInFlight,
+      pollIntervalMs: o.pollIntervalMs,
+      lockMode: o.lockMode,
+      leaseMs: o.leaseMs,
+      maxArtifactBytes: o.maxArtifactBytes,
+      payloadConverter,
+      payloadCodecs,
+      ...(o.publishWakeUps ? { wake: this.wake } : {}),
     });
     const interceptors = configured.interceptors ?? {};
     return { ...configured, interceptors: { ...interceptors, activity: [...(interceptors.activity ?? []), activity] } };
+  }
+
+  /** Runs the worker, then closes the plugin's own subscriber connection once no worker runs. */
+  override async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
+    this.runningWorkers++;
+    try {
+      await super.runWorker(worker, next);
+    } finally {
+      if (--this.runningWorkers === 0) this.wake.close();
+    }
   }
 }

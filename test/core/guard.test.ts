@@ -34,7 +34,7 @@ describe('FireOnceGuard on Redis alone', () => {
       const acquired = outcomes.filter((o) => o.kind === 'acquired');
       expect(acquired).toHaveLength(1);
       expect(outcomes.filter((o) => o.kind === 'held')).toHaveLength(99);
-      expect(await redis.get(guard.keys.lock(target.scope, target.step))).toBe((acquired[0] as { lease: Lease }).lease.token);
+      expect(await redis.hget(guard.keys.lock(target.scope, target.step), 't')).toBe((acquired[0] as { lease: Lease }).lease.token);
     } finally {
       clients.forEach((c) => c.disconnect());
     }
@@ -74,7 +74,7 @@ describe('FireOnceGuard on Redis alone', () => {
     const b = await guard.acquire(target);
     if (b.kind !== 'acquired') throw new Error('expected B to acquire after A expired');
     expect(await guard.release(a.lease)).toBe(false);
-    expect(await redis.get(b.lease.lockKey)).toBe(b.lease.token);
+    expect(await redis.hget(b.lease.lockKey, 't')).toBe(b.lease.token);
     expect(await guard.release(b.lease)).toBe(true);
   });
 

@@ -54,6 +54,12 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     );
   }
 
+  /** Someone else's lock, as acquire.lua writes it. */
+  const holdLock = async (key: string) => {
+    await redis.hset(key, 't', 'someone-else', 'o', 'another workflow', 'h', '', 'f', '1');
+    await redis.pexpire(key, 30_000);
+  };
+
   const decode = (value: unknown) => defaultPayloadConverter.fromPayload((value as RawValue).payload);
 
   it('runs once, then fast-forwards with the byte-identical stored payload', async () => {
@@ -114,7 +120,7 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     ['fail', 'FireOnceInFlight'],
     ['skip', undefined],
   ] as const)("in-flight policy '%s'", async (policy, failureType) => {
-    await redis.set(guard.keys.lock('s', 'job'), 'someone-else', 'PX', 30_000);
+    await holdLock(guard.keys.lock('s', 'job'));
     const activities = { job: guarded(async () => undefined) };
     const result = await envFor(activities, 'job', policy)
       .run(activities.job, 's')
@@ -142,7 +148,7 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
   });
 
   it("'wait' gives up with a retryable FireOnceInFlight before start-to-close", async () => {
-    await redis.set(guard.keys.lock('s', 'job'), 'someone-else', 'PX', 30_000);
+    await holdLock(guard.keys.lock('s', 'job'));
     const activities = { job: guarded(async () => 'x') };
     const err = await envFor(activities, 'job', 'wait', { startToCloseTimeoutMs: 300 })
       .run(activities.job, 's')
@@ -171,7 +177,7 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
   });
 
   it('fails a corrupt artifact with non-retryable FireOnceCorruptArtifact and does not dispatch', async () => {
-    await redis.set(guard.keys.artifact('s', 'job'), Buffer.from([0xff, 0xff, 0xff]));
+    await redis.hset(guard.keys.artifact('s', 'job'), 'p', Buffer.from([0xff, 0xff, 0xff]), 'h', '');
     const activities = { job: guarded(async () => 'x') };
     const err = await envFor(activities, 'job').run(activities.job, 's').catch((e: unknown) => e);
     expect((err as ApplicationFailure).type).toBe('FireOnceCorruptArtifact');

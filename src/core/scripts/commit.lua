@@ -5,18 +5,26 @@
   KEYS[2]  lock key of (scope, step)
 
   ARGV[1]  token the caller acquired the lock with
-  ARGV[2]  artifact bytes
+  ARGV[2]  artifact payload bytes
   ARGV[3]  artifact TTL in milliseconds (positive integer)
+  ARGV[4]  args hash of the call that produced it ('' if not checked)
+  ARGV[5]  pub/sub channel to wake waiters on, or '' for none
 
-  The lock is never touched: on success it runs out by its own TTL while the artifact takes
-  over, so no moment exists with neither lock nor artifact.
+  Writes the artifact hash {p = payload, h = args hash} with its TTL. The lock is never deleted:
+  on success it runs out by its own TTL while the artifact takes over, so no moment exists with
+  neither lock nor artifact. Publishes ARGV[5] so waiters re-check at once.
 
   Returns:
     1  the artifact is written and the lock still held ARGV[1]
     0  the artifact is written, but the lock had expired or passed to another holder
 ]]
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-if redis.call('GET', KEYS[2]) == ARGV[1] then
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'p', ARGV[2], 'h', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+if ARGV[5] ~= '' then
+  redis.call('PUBLISH', ARGV[5], 'commit')
+end
+if redis.call('HGET', KEYS[2], 't') == ARGV[1] then
   return 1
 end
 return 0

@@ -1,0 +1,66 @@
+import { FireOnceLockLost } from './errors';
+import { holderId, type FireOnceGuard, type Lease } from './guard';
+
+/** A running lease renewal. */
+export interface Renewal {
+  /** Aborted with {@link FireOnceLockLost} when the lock is lost. */
+  readonly signal: AbortSignal;
+  /** Renew once now, e.g. on an activity heartbeat; resolves false if the lock is lost. */
+  renewNow(): Promise<boolean>;
+  /** Stop renewing; the lock keeps whatever TTL it has. */
+  stop(): void;
+}
+
+/**
+ * Keep a lease alive: every `leaseMs / 3`, compare-and-expire the lock back to `leaseMs`. If a
+ * renewal finds the lock gone or another holder's, or no renewal has succeeded for a whole lease
+ * (Redis unreachable), the lock is treated as lost: `signal` aborts with {@link FireOnceLockLost}
+ * and `onLost` is called once.
+ */
+export function startRenewal(guard: FireOnceGuard, lease: Lease, leaseMs: number, onLost: (err: FireOnceLockLost) => void): Renewal {
+  const controller = new AbortController();
+  let lastRenewed = Date.now();
+  let stopped = false;
+
+  const lose = (why: string) => {
+    if (controller.signal.aborted) return;
+    stopped = true;
+    clearInterval(timer);
+    const { scope, step, jobType } = lease.target;
+    const err = new FireOnceLockLost(`lost the fire-once lock of step ${JSON.stringify(step)} in scope ${JSON.stringify(scope)}: ${why}`, {
+      key: lease.lockKey,
+      scope,
+      step,
+      jobType,
+      holder: holderId(lease.token),
+    });
+    controller.abort(err);
+    onLost(err);
+  };
+
+  const renewNow = async (): Promise<boolean> => {
+    if (stopped) return !controller.signal.aborted;
+    try {
+      if (await guard.extend(lease, leaseMs)) {
+        lastRenewed = Date.now();
+        return true;
+      }
+      if (!stopped) lose('it expired or passed to another holder');
+      return false;
+    } catch {
+      if (!stopped && Date.now() - lastRenewed >= leaseMs) lose(`no renewal succeeded for a whole lease (${leaseMs} ms)`);
+      return !controller.signal.aborted;
+    }
+  };
+
+  const timer = setInterval(() => void renewNow(), Math.max(Math.floor(leaseMs / 3), 1));
+  timer.unref();
+  return {
+    signal: controller.signal,
+    renewNow,
+    stop: () => {
+      stopped = true;
+      clearInterval(timer);
+    },
+  };
+}

@@ -1,0 +1,110 @@
+import { CompleteAsyncError, type Context } from '@temporalio/activity';
+import { RawValue, defaultPayloadConverter, type Payload } from '@temporalio/common';
+import { FireOnceArtifactTooLarge, FireOnceUnstorableResult } from '../core/errors';
+import { holderId, type FireOnceGuard, type Lease } from '../core/guard';
+import { startRenewal, type Renewal } from '../core/renewal';
+import type { LockMode } from './activity-options';
+import { encodeArtifact } from './artifact';
+import { runWithFireOnceContext } from './context';
+import type { GuardedCall } from './interceptor';
+
+/**
+ * Run the activity under a held lock. In `'lease'` mode the lease is renewed until the activity
+ * settles. Failure (cancellation included) releases the lock by compare-and-delete and rethrows
+ * the original error. Success stores the artifact (`'result'` mode) or holds the lock for
+ * `lockTtlMs` (external artifacts); the lock is never released on success.
+ */
+export async function dispatch(call: GuardedCall, lease: Lease, lockMode: LockMode, leaseMs: number): Promise<unknown> {
+  const { config, ctx } = call;
+  const log = logContext(lease);
+  const renewal = lockMode === 'lease' ? startRenewal(config.guard, lease, leaseMs, (err) => ctx.log.warn('fire-once: lockLost', { ...log, error: err.message })) : undefined;
+  const fireOnce = {
+    scope: lease.target.scope,
+    step: lease.target.step,
+    jobType: lease.target.jobType,
+    lockKey: lease.lockKey,
+    fencingToken: lease.fencingToken,
+    signal: renewal?.signal ?? new AbortController().signal,
+    renew: () => renewal?.renewNow() ?? Promise.resolve(true),
+  };
+  let result: unknown;
+  try {
+    result = await runWithFireOnceContext(fireOnce, call.next);
+  } catch (err) {
+    renewal?.stop();
+    // Completing asynchronously is neither success nor failure: the job is still running, so
+    // the lock stays (held for lockTtlMs, since nothing renews it any more).
+    if (err instanceof CompleteAsyncError) await hold(call, lease, renewal);
+    else await releaseAfterFailure(config.guard, ctx, lease, log);
+    throw err;
+  }
+  renewal?.stop();
+  if (lease.target.externalArtifactKey !== undefined) {
+    await hold(call, lease, renewal);
+    return result;
+  }
+  return commitResult(call, lease, renewal, result);
+}
+
+async function commitResult(call: GuardedCall, lease: Lease, renewal: Renewal | undefined, result: unknown): Promise<unknown> {
+  const { config, options, ctx } = call;
+  const log = logContext(lease);
+  let payload: Payload;
+  try {
+    payload = (config.payloadConverter ?? defaultPayloadConverter).toPayload(result);
+  } catch (err) {
+    await hold(call, lease, renewal);
+    throw new FireOnceUnstorableResult(
+      `the result of ${ctx.info.activityType} cannot be serialised by the payload converter (${(err as Error).message}); the lock is kept until its TTL`,
+      { ...log, jobType: lease.target.jobType, activityType: ctx.info.activityType },
+      { cause: err },
+    );
+  }
+  try {
+    const bytes = await encodeArtifact(payload, config.payloadCodecs ?? []);
+    const max = config.maxArtifactBytes ?? 1024 * 1024;
+    if (bytes.length > max) {
+      const err = new FireOnceArtifactTooLarge(`artifact of ${bytes.length} bytes exceeds maxArtifactBytes (${max}); not stored, lock held for lockTtlMs`, log);
+      ctx.log.error(`fire-once: ${err.message}`, { ...log, type: err.type });
+      await hold(call, lease, renewal);
+    } else {
+      const ttl = options.artifactTtlMs === undefined ? {} : { artifactTtlMs: options.artifactTtlMs };
+      if (!(await config.guard.commit(lease, bytes, ttl))) {
+        ctx.log.warn('fire-once: artifact written after the lock had expired; raise lockTtlMs or leaseMs above the job time', log);
+      }
+    }
+  } catch (err) {
+    // The job ran and its result is in hand: deliver it. Later invocations stay held off only as
+    // long as the lock lives; after that, with no artifact, they would dispatch again.
+    ctx.log.error('fire-once: could not store the artifact; result delivered, lock left to its TTL', { ...log, error: (err as Error).message });
+  }
+  return RawValue.fromPayload(payload);
+}
+
+/**
+ * Keep the lock for `lockTtlMs` after the activity settled without an artifact of ours: the
+ * job's own artifact (or nothing) must take over before anyone may dispatch again.
+ */
+async function hold(call: GuardedCall, lease: Lease, renewal: Renewal | undefined): Promise<void> {
+  if (renewal === undefined) return; // 'fixed' mode: the lock already has lockTtlMs
+  const ttl = call.options.lockTtlMs ?? call.config.guard.options.lockTtlMs;
+  try {
+    if (!(await call.config.guard.extend(lease, ttl))) call.ctx.log.warn('fire-once: lock lost before it could be held after the dispatch', logContext(lease));
+  } catch (err) {
+    call.ctx.log.error('fire-once: could not hold the lock after the dispatch; it expires with its lease', { ...logContext(lease), error: (err as Error).message });
+  }
+}
+
+async function releaseAfterFailure(guard: FireOnceGuard, ctx: Context, lease: Lease, log: Record<string, string>): Promise<void> {
+  try {
+    if (await guard.release(lease)) ctx.log.info('fire-once: dispatch failed, lock released', log);
+    else ctx.log.warn('fire-once: dispatch failed, lock release refused (expired or held by another holder)', log);
+  } catch (err) {
+    ctx.log.error('fire-once: dispatch failed and releasing the lock failed too; it expires by its TTL', { ...log, error: (err as Error).message });
+  }
+}
+
+function logContext(lease: Lease): Record<string, string> {
+  const { scope, step, jobType } = lease.target;
+  return { key: lease.lockKey, scope, step, jobType, holder: holderId(lease.token), fencingToken: String(lease.fencingToken) };
+}

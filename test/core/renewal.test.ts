@@ -1,0 +1,91 @@
+import type { Redis } from 'ioredis';
+import { FireOnceGuard, FireOnceLockLost, WakeHub, startRenewal, waitForTurn } from '../../src';
+import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+
+describe('leases, fencing and wake-ups on Redis alone', () => {
+  let redis: Redis;
+  let prefix: string;
+  let guard: FireOnceGuard;
+  const target = { scope: 'session-1', step: 'dispatch', jobType: 'summary' };
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  beforeAll(() => {
+    redis = connectRedis();
+  });
+  beforeEach(() => {
+    prefix = testPrefix('lease');
+    guard = new FireOnceGuard({ redis, keyPrefix: prefix });
+  });
+  afterEach(() => deletePrefix(redis, prefix));
+  afterAll(() => redis.quit());
+
+  it('keeps a lease alive across many lease periods while renewing, then lets it expire once stopped', async () => {
+    const outcome = await guard.acquire(target, { lockTtlMs: 150 });
+    if (outcome.kind !== 'acquired') throw new Error('expected acquired');
+    const renewal = startRenewal(guard, outcome.lease, 150, () => undefined);
+    await sleep(750); // five leases
+    expect((await guard.acquire(target)).kind).toBe('held');
+    expect(renewal.signal.aborted).toBe(false);
+    renewal.stop();
+    await sleep(300);
+    expect((await guard.acquire(target)).kind).toBe('acquired');
+  });
+
+  it('aborts the signal with FireOnceLockLost when the lock is taken away', async () => {
+    const outcome = await guard.acquire(target, { lockTtlMs: 300 });
+    if (outcome.kind !== 'acquired') throw new Error('expected acquired');
+    const lost: FireOnceLockLost[] = [];
+    const renewal = startRenewal(guard, outcome.lease, 300, (err) => lost.push(err));
+    await redis.hset(outcome.lease.lockKey, 't', 'a-newer-holder');
+    expect(await renewal.renewNow()).toBe(false);
+    expect(renewal.signal.aborted).toBe(true);
+    expect(renewal.signal.reason).toBeInstanceOf(FireOnceLockLost);
+    expect(lost).toHaveLength(1);
+    expect(await redis.hget(outcome.lease.lockKey, 't')).toBe('a-newer-holder');
+    renewal.stop();
+  });
+
+  it('fencing tokens let a downstream store refuse a paused holder whose lock expired', async () => {
+    // A downstream store that remembers the highest token it has seen, and refuses lower ones.
+    let highest = 0;
+    const stored: string[] = [];
+    const write = (token: number, value: string) => {
+      if (token < highest) return false;
+      highest = token;
+      stored.push(value);
+      return true;
+    };
+    const a = await guard.acquire(target, { lockTtlMs: 50 });
+    if (a.kind !== 'acquired') throw new Error('expected A to acquire');
+    await sleep(120); // A is paused (GC, network) past its TTL...
+    const b = await guard.acquire(target);
+    if (b.kind !== 'acquired') throw new Error('expected B to acquire');
+    expect(b.lease.fencingToken).toBeGreaterThan(a.lease.fencingToken);
+    expect(write(b.lease.fencingToken, 'B')).toBe(true);
+    expect(write(a.lease.fencingToken, 'A, late')).toBe(false); // ...and its late write is refused
+    expect(stored).toEqual(['B']);
+  });
+
+  it('wakes a waiter by pub/sub when the holder commits, on one shared subscriber connection', async () => {
+    const hub = new WakeHub(redis);
+    try {
+      const holder = await guard.acquire(target);
+      if (holder.kind !== 'acquired') throw new Error('expected acquired');
+      const held = await guard.acquire(target);
+      if (held.kind !== 'held') throw new Error('expected held');
+      let rings = 0;
+      const join = hub.join.bind(hub);
+      jest.spyOn(hub, 'join').mockImplementation((channel, waiter) => join(channel, () => (rings++, waiter())));
+      const waiters = [1, 2, 3].map(() => waitForTurn(guard, target, held, {}, { pollIntervalMs: 60_000, deadline: Date.now() + 60_000, wake: hub }));
+      await sleep(100);
+      const [, subscribers] = (await redis.pubsub('NUMSUB', guard.keys.wakeChannel(target.scope))) as [string, number];
+      expect(Number(subscribers)).toBe(1); // three waiters, one subscription
+      await guard.commit(holder.lease, Buffer.from('done'));
+      const outcomes = await Promise.all(waiters);
+      expect(outcomes.map((o) => o.kind)).toEqual(['fast-forward', 'fast-forward', 'fast-forward']);
+      expect(rings).toBe(3);
+    } finally {
+      hub.close();
+    }
+  });
+});

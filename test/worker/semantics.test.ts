@@ -1,0 +1,189 @@
+import { ApplicationFailure, RawValue, defaultPayloadConverter, type Payload, type PayloadCodec } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import type { Redis } from 'ioredis';
+import {
+  FireOnceGuard,
+  FireOncePlugin,
+  createFireOnceActivityInterceptor,
+  fireOnce,
+  fireOnceActivityMap,
+  fireOnceContext,
+  type FireOnceInterceptorConfig,
+} from '../../src';
+import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+
+/** A codec that XORs every byte and marks the payload, standing in for an encryption codec. */
+const xorCodec: PayloadCodec = {
+  async encode(payloads: Payload[]) {
+    return payloads.map((p) => ({
+      metadata: { encoding: new TextEncoder().encode('binary/xor') },
+      data: Uint8Array.from(Buffer.from(JSON.stringify({ m: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v).toString('base64')])), d: Buffer.from(p.data ?? []).toString('base64') })).map((b) => b ^ 0x5a)),
+    }));
+  },
+  async decode(payloads: Payload[]) {
+    return payloads.map((p) => {
+      const { m, d } = JSON.parse(Buffer.from((p.data ?? new Uint8Array()).map((b) => b ^ 0x5a)).toString()) as { m: Record<string, string>; d: string };
+      return { metadata: Object.fromEntries(Object.entries(m).map(([k, v]) => [k, Buffer.from(v, 'base64')])), data: Buffer.from(d, 'base64') };
+    });
+  },
+};
+
+describe('production semantics (MockActivityEnvironment, real Redis)', () => {
+  let redis: Redis;
+  let prefix: string;
+  let guard: FireOnceGuard;
+
+  beforeAll(() => {
+    redis = connectRedis();
+  });
+  beforeEach(() => {
+    prefix = testPrefix('sem');
+    guard = new FireOnceGuard({ redis, keyPrefix: prefix });
+  });
+  afterEach(() => deletePrefix(redis, prefix));
+  afterAll(() => redis.quit());
+
+  const counterKey = () => `${prefix}:counter`;
+  const count = async () => Number((await redis.get(counterKey())) ?? 0);
+
+  function run(activities: object, activityType: string, args: unknown[], config: Partial<FireOnceInterceptorConfig> = {}, info: object = {}) {
+    const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), pollIntervalMs: 20, ...config });
+    const env = new MockActivityEnvironment(
+      { activityType, startToCloseTimeoutMs: 10_000, currentAttemptScheduledTimestampMs: Date.now(), ...info },
+      { interceptors: [factory] },
+    );
+    return env.run((activities as Record<string, (...a: unknown[]) => Promise<unknown>>)[activityType], ...args);
+  }
+
+  describe('payload conflicts', () => {
+    const job = () =>
+      fireOnce(
+        async (scope: string, text: string) => {
+          await redis.incr(counterKey());
+          return `${scope}:${text}`;
+        },
+        { scope: ([scope]) => scope },
+      );
+
+    it('refuses other arguments for the same scope and step with non-retryable FireOnceKeyConflict', async () => {
+      const activities = { job: job() };
+      await run(activities, 'job', ['s', 'hello']);
+      const err = await run(activities, 'job', ['s', 'other text']).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ApplicationFailure);
+      expect((err as ApplicationFailure).type).toBe('FireOnceKeyConflict');
+      expect((err as ApplicationFailure).nonRetryable).toBe(true);
+      expect(await count()).toBe(1);
+    });
+
+    it('also refuses them while the first call is still in flight', async () => {
+      await guard.acquire({ scope: 's', step: 'job', jobType: 'job', holder: 'first', argsHash: 'some-other-hash' });
+      const err = await run({ job: job() }, 'job', ['s', 'x']).catch((e: unknown) => e);
+      expect((err as ApplicationFailure).type).toBe('FireOnceKeyConflict');
+      expect(await count()).toBe(0);
+    });
+
+    it("shares the first call's outcome with onConflict: 'ignore', or when only conflictKey must match", async () => {
+      const ignoring = { job: fireOnce(async (s: string, t: string) => (await redis.incr(counterKey()), `${s}:${t}`), { scope: ([s]) => s, onConflict: 'ignore' }) };
+      await run(ignoring, 'job', ['s1', 'a']);
+      expect(await run(ignoring, 'job', ['s1', 'b'])).toBeInstanceOf(RawValue);
+      const keyed = { job: fireOnce(async (s: string, t: string) => (await redis.incr(counterKey()), `${s}:${t}`), { scope: ([s]) => s, conflictKey: ([s]) => s }) };
+      const first = await run(keyed, 'job', ['s2', 'a']);
+      const second = await run(keyed, 'job', ['s2', 'b']);
+      expect(defaultPayloadConverter.fromPayload((second as RawValue).payload)).toBe(defaultPayloadConverter.fromPayload((first as RawValue).payload));
+      expect(await count()).toBe(2);
+    });
+
+    it('recognises a later attempt of the same holder, whatever the arguments hash', async () => {
+      const info = { workflowExecution: { workflowId: 'wf', runId: 'run-1' }, activityId: '7' };
+      await guard.acquire({ scope: 's', step: 'job', jobType: 'job', holder: 'wf run-1 7', argsHash: 'stale-hash' }, { lockTtlMs: 200 });
+      const activities = { job: job() };
+      const result = await run(activities, 'job', ['s', 'x'], {}, { ...info, attempt: 2 });
+      expect(defaultPayloadConverter.fromPayload((result as RawValue).payload)).toBe('s:x'); // waited, then took over
+      expect(await count()).toBe(1);
+    });
+  });
+
+  it('gives the activity its fencing token and lease signal through fireOnceContext()', async () => {
+    const seen: number[] = [];
+    const activities = {
+      job: fireOnce(
+        async (scope: string) => {
+          const ctx = fireOnceContext();
+          seen.push(ctx.fencingToken);
+          expect(ctx.signal.aborted).toBe(false);
+          expect(await ctx.renew()).toBe(true);
+          if (seen.length === 1) throw new Error('fail the first time');
+          return scope;
+        },
+        { scope: ([s]) => s },
+      ),
+    };
+    await expect(run(activities, 'job', ['s'])).rejects.toThrow('fail the first time');
+    await run(activities, 'job', ['s']);
+    expect(seen).toEqual([1, 2]);
+    expect(() => fireOnceContext()).toThrow(/only available inside a guarded activity/);
+  });
+
+  it('aborts fireOnceContext().signal when the lease is lost mid-dispatch', async () => {
+    const activities = {
+      job: fireOnce(
+        async (_scope: string) => {
+          const { signal, lockKey } = fireOnceContext();
+          await redis.hset(lockKey, 't', 'stolen');
+          await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
+          throw signal.reason;
+        },
+        { scope: ([s]) => s, leaseMs: 90 },
+      ),
+    };
+    const err = await run(activities, 'job', ['s']).catch((e: unknown) => e);
+    expect((err as ApplicationFailure).type).toBe('FireOnceLockLost');
+    expect((err as ApplicationFailure).nonRetryable).toBe(false);
+  });
+
+  it('stores artifacts through the worker payload codec, never in clear, and decodes them on fast-forward', async () => {
+    const secret = 'the-secret-result-4242';
+    const activities = { job: fireOnce(async (s: string) => (await redis.incr(counterKey()), { s, secret }), { scope: ([s]) => s }) };
+    const first = await run(activities, 'job', ['s'], { payloadCodecs: [xorCodec] });
+    const stored = await redis.hgetBuffer(guard.keys.artifact('s', 'job'), 'p');
+    expect(stored).not.toBeNull();
+    expect(stored!.includes(Buffer.from(secret))).toBe(false);
+    const second = await run(activities, 'job', ['s'], { payloadCodecs: [xorCodec] });
+    expect(defaultPayloadConverter.fromPayload((second as RawValue).payload)).toEqual({ s: 's', secret });
+    expect(defaultPayloadConverter.fromPayload((first as RawValue).payload)).toEqual({ s: 's', secret });
+    expect(await count()).toBe(1);
+  });
+
+  it('fails with FireOnceCorruptArtifact, dispatching nothing, when the codec cannot decode the artifact', async () => {
+    const failing: PayloadCodec = { encode: async (p) => p, decode: async () => Promise.reject(new Error('wrong key')) };
+    const activities = { job: fireOnce(async (s: string) => (await redis.incr(counterKey()), s), { scope: ([s]) => s }) };
+    await run(activities, 'job', ['s'], { payloadCodecs: [xorCodec] });
+    const err = await run(activities, 'job', ['s'], { payloadCodecs: [failing] }).catch((e: unknown) => e);
+    expect((err as ApplicationFailure).type).toBe('FireOnceCorruptArtifact');
+    expect(await count()).toBe(1);
+  });
+
+  it('delivers a result over maxArtifactBytes without storing it, and holds the lock instead', async () => {
+    const big = 'x'.repeat(5_000);
+    const activities = { job: fireOnce(async (s: string) => (await redis.incr(counterKey()), `${s}${big}`), { scope: ([s]) => s, lockTtlMs: 60_000 }) };
+    const result = await run(activities, 'job', ['s'], { maxArtifactBytes: 1_000 });
+    expect(defaultPayloadConverter.fromPayload<string>((result as RawValue).payload)).toHaveLength(5_001);
+    expect(await redis.exists(guard.keys.artifact('s', 'job'))).toBe(0);
+    expect(await redis.pttl(guard.keys.lock('s', 'job'))).toBeGreaterThan(30_000);
+  });
+
+  it('warns at plugin construction when artifacts would expire before their lock or the resume window', () => {
+    const warnings: string[] = [];
+    const spy = jest.spyOn(process, 'emitWarning').mockImplementation(((w: string) => void warnings.push(w)) as never);
+    try {
+      new FireOncePlugin({ redis, artifactTtlMs: 10_000, leaseMs: 20_000 });
+      new FireOncePlugin({ redis, artifactTtlMs: 60_000, resumeWindowMs: 3_600_000 });
+      new FireOncePlugin({ redis });
+    } finally {
+      spy.mockRestore();
+    }
+    expect(warnings).toHaveLength(2);
+    expect(warnings[0]).toMatch(/artifactTtlMs \(10000\) is shorter than leaseMs \(20000\)/);
+    expect(warnings[1]).toMatch(/shorter than resumeWindowMs/);
+  });
+});
