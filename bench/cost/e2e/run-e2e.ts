@@ -1,0 +1,124 @@
+import { Client, Connection } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Worker, bundleWorkflowCode } from '@temporalio/worker';
+import { Redis } from 'ioredis';
+import { startTemporal } from '../../../sample-workflows/services';
+import { quietTemporalLogs } from '../../../sample-workflows/shared/temporal';
+import { FireOncePlugin } from '../../../src';
+import { scanKeys } from '../memory';
+import { median } from '../stats';
+import { createE2eActivities } from './activities';
+import { costWorkflow } from './workflows';
+
+/** How much the end-to-end bench does. */
+export interface E2eOptions {
+  readonly reps: number;
+  /** Workflow runs per batch; each rep runs one guarded and one plain batch. */
+  readonly workflows: number;
+  /** Activities each workflow runs at once. */
+  readonly activitiesPerWorkflow: number;
+  readonly payload: string;
+  readonly progress: (line: string) => void;
+}
+
+/** Activities per second of one guarded and one plain batch, and how long each took. */
+export interface E2eRep {
+  readonly guarded: number;
+  readonly plain: number;
+  readonly guardedSeconds: number;
+  readonly plainSeconds: number;
+}
+
+/** Guarded against plain activities per second on one worker and one dev server. */
+export interface E2eResult {
+  readonly temporalSource: string;
+  readonly guardedPerSec: number;
+  readonly plainPerSec: number;
+  /** Median over repetitions of guarded / plain. */
+  readonly ratio: number;
+  /** Total guarded activities per second over total plain ones, every repetition pooled. */
+  readonly pooledRatio: number;
+  /** The lowest and highest guarded / plain of one repetition: how noisy the pairs were. */
+  readonly ratioRange: readonly [number, number];
+  /** Artifacts found after the run: one per guarded activity, or the guard did not run. */
+  readonly artifacts: number;
+  readonly expectedArtifacts: number;
+  readonly reps: readonly E2eRep[];
+}
+
+/**
+ * Start a Temporal dev server, run one worker with `FireOncePlugin` in this process, and time
+ * batches of workflows whose activities are all guarded or all plain, alternating which goes
+ * first. The same worker serves both, so the difference is the guard alone.
+ *
+ * @example
+ * ```ts
+ * import { runE2e } from './run-e2e';
+ * void runE2e('redis://127.0.0.1:6379', { reps: 5, workflows: 60, activitiesPerWorkflow: 5,
+ *   payload: 'x'.repeat(256), progress: console.log });
+ * ```
+ */
+export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eResult> {
+  quietTemporalLogs('ERROR');
+  opts.progress('e2e: starting the Temporal dev server');
+  const temporal = await startTemporal();
+  const redis = new Redis(redisUrl);
+  const prefix = `cost-e2e-${Date.now().toString(36)}`;
+  try {
+    const plugin = new FireOncePlugin({ redis, keyPrefix: prefix });
+    opts.progress('e2e: bundling the workflow');
+    const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows'), plugins: [plugin], logger: new DefaultLogger('ERROR') });
+    const connection = await NativeConnection.connect({ address: temporal.address });
+    const clientConnection = await Connection.connect({ address: temporal.address });
+    const client = new Client({ connection: clientConnection });
+    const taskQueue = prefix;
+    const worker = await Worker.create({ connection, taskQueue, activities: createE2eActivities(opts.payload), workflowBundle: { code }, plugins: [plugin] });
+    const running = worker.run();
+    let guardedBatches = 0;
+    const batch = async (guarded: boolean, tag: string, workflows: number): Promise<{ rate: number; seconds: number }> => {
+      if (guarded) guardedBatches += workflows;
+      const start = process.hrtime.bigint();
+      const handles = await Promise.all(
+        Array.from({ length: workflows }, (_, i) =>
+          client.workflow.start(costWorkflow, { taskQueue, workflowId: `${prefix}-${tag}-${i}`, args: [guarded, `${tag}-${i}`, opts.activitiesPerWorkflow] }),
+        ),
+      );
+      const done = await Promise.all(handles.map((h) => h.result()));
+      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+      return { rate: done.reduce((a, b) => a + b, 0) / seconds, seconds };
+    };
+    try {
+      opts.progress('e2e: warm-up');
+      await batch(true, 'warm-g', Math.ceil(opts.workflows / 2));
+      await batch(false, 'warm-p', Math.ceil(opts.workflows / 2));
+      const reps: E2eRep[] = [];
+      for (let rep = 0; rep < opts.reps; rep++) {
+        opts.progress(`e2e: rep ${rep + 1}/${opts.reps}`);
+        const guardedFirst = rep % 2 === 0;
+        const first = await batch(guardedFirst, `r${rep}-1`, opts.workflows);
+        const second = await batch(!guardedFirst, `r${rep}-2`, opts.workflows);
+        const [g, p] = guardedFirst ? [first, second] : [second, first];
+        reps.push({ guarded: g.rate, plain: p.rate, guardedSeconds: g.seconds, plainSeconds: p.seconds });
+      }
+      const artifacts = (await scanKeys(redis, `${prefix}:*:artifact:*`)).length;
+      return {
+        temporalSource: temporal.source,
+        guardedPerSec: median(reps.map((r) => r.guarded)),
+        plainPerSec: median(reps.map((r) => r.plain)),
+        ratio: median(reps.map((r) => r.guarded / r.plain)),
+        pooledRatio: reps.reduce((a, r) => a + r.plainSeconds, 0) / reps.reduce((a, r) => a + r.guardedSeconds, 0),
+        ratioRange: [Math.min(...reps.map((r) => r.guarded / r.plain)), Math.max(...reps.map((r) => r.guarded / r.plain))],
+        artifacts,
+        expectedArtifacts: guardedBatches * opts.activitiesPerWorkflow,
+        reps,
+      };
+    } finally {
+      worker.shutdown();
+      await running;
+      await clientConnection.close();
+      await connection.close();
+    }
+  } finally {
+    redis.disconnect();
+    await temporal.stop();
+  }
+}
