@@ -11,6 +11,8 @@ export type { AcquireOptions, AcquireOutcome, DispatchTarget, Lease } from './co
 export { waitForTurn } from './core/wait';
 export type { TurnOutcome, WaitOptions } from './core/wait';
 export { WakeHub } from './core/wake';
+export { DispatchLog, EVENT_FIELDS, parseEvent } from './core/dispatch-log';
+export type { Decision, DispatchEvent } from './core/dispatch-log';
 export { startRenewal } from './core/renewal';
 export type { Renewal } from './core/renewal';
 export { FireOnceKeys, MAX_ID_BYTES, encodeId, decodeId } from './core/keys';
@@ -48,6 +50,7 @@ export type {
   ArtifactIds,
 } from './worker/activity-options';
 export { fireOnceContext } from './worker/context';
+export { METRICS } from './worker/observe';
 export type { FireOnceContext } from './worker/context';
 export { createFireOnceActivityInterceptor } from './worker/interceptor';
 export type { FireOnceInterceptorConfig } from './worker/interceptor';

@@ -54,6 +54,7 @@ export const KEY_PREFIX_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
  * - external: `<prefix>:{<scope>}:external:<jobType>`, a suggested key for artifacts that the
  *   dispatched job writes itself (external-artifact mode)
  * - channel:  `<prefix>:{<scope>}:wake`, the pub/sub channel that wakes waiters of the scope
+ * - log:      `<prefix>:log`, the dispatch log stream (one per prefix, in its own slot)
  *
  * @example
  * ```ts
@@ -80,6 +81,11 @@ export class FireOnceKeys {
   /** The result artifact of one `(scope, jobType)`. */
   artifact(scope: string, jobType: string): string {
     return `${this.scopeBase(scope)}:artifact:${encodeId('jobType', jobType)}`;
+  }
+
+  /** The dispatch log stream of this prefix. */
+  log(): string {
+    return `${this.prefix}:log`;
   }
 
   /** The fencing counter of one `(scope, step)`. */

@@ -1,7 +1,7 @@
 import type { Info } from '@temporalio/activity';
 import { FireOnceConfigError } from '../core/errors';
 import { encodeId } from '../core/keys';
-import { checkDuration, checkKnownKeys, describe } from '../core/options';
+import { checkBoolean, checkDuration, checkKnownKeys, describe } from '../core/options';
 
 /**
  * What a guarded activity does when another invocation holds the lock:
@@ -99,6 +99,12 @@ export interface FireOnceOptions<A extends readonly unknown[] = unknown[]> {
    * @defaultValue all the arguments
    */
   readonly conflictKey?: (args: A) => unknown;
+  /**
+   * Record every call in the dispatch log as `dispatched`, and metrics, but never guard: the
+   * activity runs every time. For measuring duplicates before turning the guard on.
+   * @defaultValue `false`
+   */
+  readonly observeOnly?: boolean;
 }
 
 /** Options for activities that return a value: they must wait or fail, never skip, and store results. */
@@ -125,6 +131,7 @@ const KNOWN = [
   'artifact',
   'onConflict',
   'conflictKey',
+  'observeOnly',
 ] as const;
 
 /** Check a value against a closed set; throws `FireOnceConfigError` naming the field. */
@@ -158,6 +165,7 @@ export function checkActivityOptions(options: FireOnceOptions<never>, where: str
     throw new FireOnceConfigError(`${where}: conflictKey must be a function (args) => value (got ${describe(conflictKey)})`);
   }
   if (leaseMs !== undefined) checkDuration(`${where}: leaseMs`, leaseMs, MAX_LEASE_MS);
+  if (options.observeOnly !== undefined) checkBoolean(`${where}: observeOnly`, options.observeOnly);
   if (lockTtlMs !== undefined) checkDuration(`${where}: lockTtlMs`, lockTtlMs);
   if (artifactTtlMs !== undefined) checkDuration(`${where}: artifactTtlMs`, artifactTtlMs);
   if (artifact !== undefined && artifact !== 'result' && typeof (artifact as ExternalArtifact)?.external !== 'function') {

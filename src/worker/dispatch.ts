@@ -7,6 +7,7 @@ import type { LockMode } from './activity-options';
 import { encodeArtifact } from './artifact';
 import { runWithFireOnceContext } from './context';
 import type { GuardedCall } from './interceptor';
+import type { Observer } from './observe';
 
 /**
  * Run the activity under a held lock. In `'lease'` mode the lease is renewed until the activity
@@ -14,10 +15,17 @@ import type { GuardedCall } from './interceptor';
  * the original error. Success stores the artifact (`'result'` mode) or holds the lock for
  * `lockTtlMs` (external artifacts); the lock is never released on success.
  */
-export async function dispatch(call: GuardedCall, lease: Lease, lockMode: LockMode, leaseMs: number): Promise<unknown> {
+export async function dispatch(call: GuardedCall, observer: Observer, lease: Lease, lockMode: LockMode, leaseMs: number): Promise<unknown> {
   const { config, ctx } = call;
   const log = logContext(lease);
-  const renewal = lockMode === 'lease' ? startRenewal(config.guard, lease, leaseMs, (err) => ctx.log.warn('fire-once: lockLost', { ...log, error: err.message })) : undefined;
+  const holder = { holder: log.holder, fencingToken: lease.fencingToken };
+  const renewal =
+    lockMode === 'lease'
+      ? startRenewal(config.guard, lease, leaseMs, (err) => {
+          observer.decision('lock-lost', holder);
+          ctx.log.warn('fire-once: lockLost', { ...log, error: err.message });
+        })
+      : undefined;
   const fireOnce = {
     scope: lease.target.scope,
     step: lease.target.step,
@@ -35,7 +43,7 @@ export async function dispatch(call: GuardedCall, lease: Lease, lockMode: LockMo
     // Completing asynchronously is neither success nor failure: the job is still running, so
     // the lock stays (held for lockTtlMs, since nothing renews it any more).
     if (err instanceof CompleteAsyncError) await hold(call, lease, renewal);
-    else await releaseAfterFailure(config.guard, ctx, lease, log);
+    else observer.decision((await releaseAfterFailure(config.guard, ctx, lease, log)) ? 'released-on-failure' : 'release-refused', holder);
     throw err;
   }
   renewal?.stop();
@@ -43,10 +51,10 @@ export async function dispatch(call: GuardedCall, lease: Lease, lockMode: LockMo
     await hold(call, lease, renewal);
     return result;
   }
-  return commitResult(call, lease, renewal, result);
+  return commitResult(call, observer, lease, renewal, result);
 }
 
-async function commitResult(call: GuardedCall, lease: Lease, renewal: Renewal | undefined, result: unknown): Promise<unknown> {
+async function commitResult(call: GuardedCall, observer: Observer, lease: Lease, renewal: Renewal | undefined, result: unknown): Promise<unknown> {
   const { config, options, ctx } = call;
   const log = logContext(lease);
   let payload: Payload;
@@ -69,9 +77,9 @@ async function commitResult(call: GuardedCall, lease: Lease, renewal: Renewal | 
       await hold(call, lease, renewal);
     } else {
       const ttl = options.artifactTtlMs === undefined ? {} : { artifactTtlMs: options.artifactTtlMs };
-      if (!(await config.guard.commit(lease, bytes, ttl))) {
-        ctx.log.warn('fire-once: artifact written after the lock had expired; raise lockTtlMs or leaseMs above the job time', log);
-      }
+      const stillOurs = await config.guard.commit(lease, bytes, ttl);
+      observer.decision('committed', { holder: log.holder, fencingToken: lease.fencingToken });
+      if (!stillOurs) ctx.log.warn('fire-once: artifact written after the lock had expired; raise lockTtlMs or leaseMs above the job time', log);
     }
   } catch (err) {
     // The job ran and its result is in hand: deliver it. Later invocations stay held off only as
@@ -95,13 +103,18 @@ async function hold(call: GuardedCall, lease: Lease, renewal: Renewal | undefine
   }
 }
 
-async function releaseAfterFailure(guard: FireOnceGuard, ctx: Context, lease: Lease, log: Record<string, string>): Promise<void> {
+/** Compare-and-delete after a failure; never throws. Resolves whether the lock was released. */
+async function releaseAfterFailure(guard: FireOnceGuard, ctx: Context, lease: Lease, log: Record<string, string>): Promise<boolean> {
   try {
-    if (await guard.release(lease)) ctx.log.info('fire-once: dispatch failed, lock released', log);
-    else ctx.log.warn('fire-once: dispatch failed, lock release refused (expired or held by another holder)', log);
+    if (await guard.release(lease)) {
+      ctx.log.info('fire-once: dispatch failed, lock released', log);
+      return true;
+    }
+    ctx.log.warn('fire-once: dispatch failed, lock release refused (expired or held by another holder)', log);
   } catch (err) {
     ctx.log.error('fire-once: dispatch failed and releasing the lock failed too; it expires by its TTL', { ...log, error: (err as Error).message });
   }
+  return false;
 }
 
 function logContext(lease: Lease): Record<string, string> {

@@ -2,8 +2,9 @@ import type { Context } from '@temporalio/activity';
 import { RawValue, defaultPayloadConverter, type Headers, type PayloadCodec, type PayloadConverter } from '@temporalio/common';
 import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, ActivityInterceptorsFactory } from '@temporalio/worker';
 import { SCOPE_HEADER } from '../common/header';
-import { FireOnceError, FireOnceInFlight, FireOnceMissingScope } from '../core/errors';
-import type { DispatchTarget, FireOnceGuard } from '../core/guard';
+import type { DispatchLog } from '../core/dispatch-log';
+import { FireOnceError, FireOnceInFlight, FireOnceKeyConflict, FireOnceMissingScope } from '../core/errors';
+import { holderId, type DispatchTarget, type FireOnceGuard } from '../core/guard';
 import { waitForTurn, type TurnOutcome } from '../core/wait';
 import type { WakeHub } from '../core/wake';
 import type { FireOnceOptions, InFlightPolicy, LockMode } from './activity-options';
@@ -12,6 +13,7 @@ import { decodeArtifact } from './artifact';
 import { dispatch } from './dispatch';
 import { toApplicationFailure } from './failures';
 import { markGuarded } from './fire-once';
+import { observe, type Observer } from './observe';
 
 /** What the activity interceptor needs: the guard, the policies, and which activities to guard. */
 export interface FireOnceInterceptorConfig {
@@ -34,6 +36,8 @@ export interface FireOnceInterceptorConfig {
   readonly payloadCodecs?: readonly PayloadCodec[];
   /** Wakes `'wait'`ers by pub/sub; without it they poll. @defaultValue none */
   readonly wake?: WakeHub;
+  /** Where decisions are appended. @defaultValue none */
+  readonly dispatchLog?: DispatchLog;
 }
 
 /**
@@ -85,30 +89,71 @@ export interface GuardedCall {
 async function runGuarded(call: GuardedCall): Promise<unknown> {
   const { config, options, ctx } = call;
   const target = resolveTarget(call);
+  const observer = observe(ctx, target, config.dispatchLog);
+  if (options.observeOnly) {
+    observer.decision('dispatched');
+    return call.next();
+  }
   const lockMode = options.lockMode ?? config.lockMode ?? 'lease';
   const acquireOptions = { lockTtlMs: lockMode === 'lease' ? (options.leaseMs ?? config.leaseMs ?? 30_000) : (options.lockTtlMs ?? config.guard.options.lockTtlMs) };
-  const first = await config.guard.acquire(target, acquireOptions);
-  let outcome: TurnOutcome;
-  if (first.kind === 'held') {
-    const policy = options.onInFlight ?? config.onInFlight ?? 'wait';
-    const context = { key: first.lockKey, scope: target.scope, step: target.step, jobType: target.jobType };
-    if (policy === 'skip') {
-      ctx.log.info('fire-once: in flight elsewhere, skipped', context);
-      return undefined;
-    }
-    if (policy === 'fail') {
-      throw new FireOnceInFlight(`step ${JSON.stringify(target.step)} is in flight in scope ${JSON.stringify(target.scope)}`, first.ttlMs, context);
-    }
-    outcome = await waitForTurn(config.guard, target, first, acquireOptions, waitOptions(config, ctx));
-  } else {
-    outcome = first;
-  }
+  const outcome = await noteConflicts(observer, async () => {
+    const started = performance.now();
+    const first = await config.guard.acquire(target, acquireOptions);
+    observer.acquireLatency(performance.now() - started);
+    return first.kind === 'held' ? onHeld(call, target, observer, first, acquireOptions) : first;
+  });
+  if (outcome === undefined) return undefined; // skipped
 
-  if (outcome.kind === 'acquired') return dispatch(call, outcome.lease, lockMode, acquireOptions.lockTtlMs);
+  if (outcome.kind === 'acquired') {
+    observer.decision('dispatched', { holder: holderId(outcome.lease.token), fencingToken: outcome.lease.fencingToken });
+    return dispatch(call, observer, outcome.lease, lockMode, acquireOptions.lockTtlMs);
+  }
+  observer.decision('fast-forwarded');
   ctx.log.debug('fire-once: artifact found, fast-forward', { key: outcome.artifactKey, scope: target.scope, jobType: target.jobType });
   if (target.externalArtifactKey !== undefined) return undefined;
   const context = { key: outcome.artifactKey, scope: target.scope, jobType: target.jobType };
   return RawValue.fromPayload(await decodeArtifact(outcome.artifact, config.payloadCodecs ?? [], context));
+}
+
+/** The in-flight policy: skip (`undefined`), fail, or wait for the artifact or the lock. */
+async function onHeld(
+  { config, options, ctx }: GuardedCall,
+  target: DispatchTarget,
+  observer: Observer,
+  held: Extract<Awaited<ReturnType<FireOnceGuard['acquire']>>, { kind: 'held' }>,
+  acquireOptions: { lockTtlMs: number },
+): Promise<TurnOutcome | undefined> {
+  const policy = options.onInFlight ?? config.onInFlight ?? 'wait';
+  const context = { key: held.lockKey, scope: target.scope, step: target.step, jobType: target.jobType };
+  if (policy === 'skip') {
+    observer.decision('in-flight-skipped', { fencingToken: held.fencingToken });
+    ctx.log.info('fire-once: in flight elsewhere, skipped', context);
+    return undefined;
+  }
+  if (policy === 'fail') {
+    observer.decision('in-flight-failed', { fencingToken: held.fencingToken });
+    throw new FireOnceInFlight(`step ${JSON.stringify(target.step)} is in flight in scope ${JSON.stringify(target.scope)}`, held.ttlMs, context);
+  }
+  const started = performance.now();
+  try {
+    const outcome = await waitForTurn(config.guard, target, held, acquireOptions, waitOptions(config, ctx));
+    observer.decision('in-flight-waited', { fencingToken: held.fencingToken });
+    return outcome;
+  } catch (err) {
+    if (err instanceof FireOnceInFlight) observer.decision('in-flight-failed', { fencingToken: held.fencingToken });
+    throw err;
+  } finally {
+    observer.waitTime(performance.now() - started);
+  }
+}
+
+async function noteConflicts<T>(observer: Observer, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof FireOnceKeyConflict) observer.decision('conflict');
+    throw err;
+  }
 }
 
 function resolveTarget({ config, options, ctx, input }: GuardedCall): DispatchTarget {

@@ -1,4 +1,4 @@
-import { GUARD_DEFAULTS, checkDuration, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from '../core/options';
+import { GUARD_DEFAULTS, checkBoolean, checkDuration, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from '../core/options';
 import { LOCK_MODES, MAX_LEASE_MS, POLICIES, checkOneOf, type InFlightPolicy, type LockMode } from './activity-options';
 
 /**
@@ -40,11 +40,22 @@ export interface FireOncePluginOptions extends FireOnceGuardOptions {
    * @defaultValue none
    */
   readonly resumeWindowMs?: number;
+  /**
+   * Append every decision to the dispatch log stream `<keyPrefix>:log`, which
+   * `npx fire-once report` reads.
+   * @defaultValue `true`
+   */
+  readonly dispatchLog?: boolean;
+  /**
+   * Approximate cap on the dispatch log's length (`XADD MAXLEN ~`).
+   * @defaultValue `100_000`
+   */
+  readonly dispatchLogMaxLen?: number;
 }
 
 /** Plugin options with every default filled in. */
 export type ResolvedPluginOptions = ResolvedGuardOptions &
-  Required<Pick<FireOncePluginOptions, 'onInFlight' | 'pollIntervalMs' | 'lockMode' | 'leaseMs' | 'maxArtifactBytes'>> &
+  Required<Pick<FireOncePluginOptions, 'onInFlight' | 'pollIntervalMs' | 'lockMode' | 'leaseMs' | 'maxArtifactBytes' | 'dispatchLog' | 'dispatchLogMaxLen'>> &
   Pick<FireOncePluginOptions, 'resumeWindowMs'>;
 
 /**
@@ -63,9 +74,11 @@ export const FIRE_ONCE_DEFAULTS = Object.freeze({
   lockMode: 'lease',
   leaseMs: 30_000,
   maxArtifactBytes: 1024 * 1024,
+  dispatchLog: true,
+  dispatchLogMaxLen: 100_000,
 } as const);
 
-const PLUGIN_KEYS = ['onInFlight', 'pollIntervalMs', 'lockMode', 'leaseMs', 'maxArtifactBytes', 'resumeWindowMs'];
+const PLUGIN_KEYS = ['onInFlight', 'pollIntervalMs', 'lockMode', 'leaseMs', 'maxArtifactBytes', 'resumeWindowMs', 'dispatchLog', 'dispatchLogMaxLen'];
 
 /** Check every plugin option and fill in defaults; throws `FireOnceConfigError` naming the field. */
 export function resolvePluginOptions(options: FireOncePluginOptions): ResolvedPluginOptions {
@@ -78,6 +91,8 @@ export function resolvePluginOptions(options: FireOncePluginOptions): ResolvedPl
     lockMode: checkOneOf('lockMode', options.lockMode ?? d.lockMode, LOCK_MODES),
     leaseMs: checkDuration('leaseMs', options.leaseMs ?? d.leaseMs, MAX_LEASE_MS),
     maxArtifactBytes: checkDuration('maxArtifactBytes', options.maxArtifactBytes ?? d.maxArtifactBytes, 512 * 1024 * 1024),
+    dispatchLog: checkBoolean('dispatchLog', options.dispatchLog ?? d.dispatchLog),
+    dispatchLogMaxLen: checkDuration('dispatchLogMaxLen', options.dispatchLogMaxLen ?? d.dispatchLogMaxLen, 100_000_000),
     ...(options.resumeWindowMs === undefined ? {} : { resumeWindowMs: checkDuration('resumeWindowMs', options.resumeWindowMs) }),
   };
 }

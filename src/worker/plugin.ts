@@ -1,6 +1,7 @@
 import { loadDataConverter } from '@temporalio/common/lib/internal-non-workflow';
 import { SimplePlugin } from '@temporalio/plugin';
 import type { Worker, WorkerOptions } from '@temporalio/worker';
+import { DispatchLog } from '../core/dispatch-log';
 import { FireOnceGuard } from '../core/guard';
 import { WakeHub } from '../core/wake';
 import { createFireOnceActivityInterceptor } from './interceptor';
@@ -52,6 +53,8 @@ export class FireOncePlugin extends SimplePlugin {
   readonly fireOnceOptions: ResolvedPluginOptions;
   /** The core guard this plugin uses; usable directly, e.g. to inspect keys. */
   readonly guard: FireOnceGuard;
+  /** The dispatch log, unless switched off. */
+  readonly dispatchLog: DispatchLog | undefined;
   private readonly wake: WakeHub;
   private runningWorkers = 0;
 
@@ -68,6 +71,7 @@ export class FireOncePlugin extends SimplePlugin {
       publishWakeUps: resolved.publishWakeUps,
     });
     this.wake = new WakeHub(resolved.redis);
+    this.dispatchLog = resolved.dispatchLog ? new DispatchLog(resolved.redis, this.guard.keys.log(), resolved.dispatchLogMaxLen) : undefined;
     for (const warning of ttlWarnings(resolved)) process.emitWarning(warning, { code: 'FIRE_ONCE_TTL' });
   }
 
@@ -87,6 +91,7 @@ export class FireOncePlugin extends SimplePlugin {
       payloadConverter,
       payloadCodecs,
       ...(o.publishWakeUps ? { wake: this.wake } : {}),
+      ...(this.dispatchLog ? { dispatchLog: this.dispatchLog } : {}),
     });
     const interceptors = configured.interceptors ?? {};
     return { ...configured, interceptors: { ...interceptors, activity: [...(interceptors.activity ?? []), activity] } };

@@ -1,0 +1,51 @@
+import type { Context } from '@temporalio/activity';
+import type { MetricMeter } from '@temporalio/common';
+import type { Decision, DispatchLog } from '../core/dispatch-log';
+import type { DispatchTarget } from '../core/guard';
+
+/**
+ * Metric names, stable and documented in the README. Tags: `activity_type`, `step`, `job_type`
+ * and, on the counter, `decision`. Never the scope: it is unbounded.
+ */
+export const METRICS = Object.freeze({
+  decisions: 'fire_once_decisions',
+  acquireLatency: 'fire_once_acquire_latency',
+  waitTime: 'fire_once_wait_time',
+} as const);
+
+/** Records one guarded call's decisions: dispatch log, metrics and logs, from one place. */
+export interface Observer {
+  decision(decision: Decision, extra?: { readonly holder?: string; readonly fencingToken?: number }): void;
+  acquireLatency(ms: number): void;
+  waitTime(ms: number): void;
+}
+
+/** The observer of one guarded call. */
+export function observe(ctx: Context, target: DispatchTarget, log: DispatchLog | undefined): Observer {
+  const { info } = ctx;
+  const meter: MetricMeter = ctx.metricMeter.withTags({ activity_type: info.activityType, step: target.step, job_type: target.jobType });
+  const decisions = meter.createCounter(METRICS.decisions, '1', 'fire-once guard decisions, by decision');
+  return {
+    decision(decision, extra = {}) {
+      decisions.add(1, { decision });
+      log?.record({
+        decision,
+        scope: target.scope,
+        step: target.step,
+        jobType: target.jobType,
+        workflowId: info.workflowExecution?.workflowId,
+        runId: info.workflowExecution?.runId,
+        activityId: info.activityId,
+        activityType: info.activityType,
+        attempt: info.attempt,
+        ...extra,
+      });
+    },
+    acquireLatency(ms) {
+      meter.createHistogram(METRICS.acquireLatency, 'float', 'ms', 'one acquire round trip').record(ms);
+    },
+    waitTime(ms) {
+      meter.createHistogram(METRICS.waitTime, 'float', 'ms', 'time spent waiting for an in-flight dispatch').record(ms);
+    },
+  };
+}

@@ -1,0 +1,115 @@
+import type { MetricCounter, MetricHistogram, MetricMeter, MetricTags } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import type { Redis } from 'ioredis';
+import { DispatchLog, FireOnceGuard, METRICS, createFireOnceActivityInterceptor, fireOnce, fireOnceActivityMap, parseEvent } from '../../src';
+import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+
+/** A MetricMeter that records every data point with its merged tags. */
+function recordingMeter(points: { name: string; value: number; tags: MetricTags }[], base: MetricTags = {}): MetricMeter {
+  const metric = (name: string) => ({
+    name,
+    kind: 'counter' as const,
+    valueType: 'int' as const,
+    add: (value: number, extra: MetricTags = {}) => void points.push({ name, value, tags: { ...base, ...extra } }),
+    record: (value: number, extra: MetricTags = {}) => void points.push({ name, value, tags: { ...base, ...extra } }),
+    set: () => undefined,
+    withTags: () => metric(name),
+  });
+  return {
+    createCounter: (name) => metric(name) as unknown as MetricCounter,
+    createHistogram: (name) => metric(name) as unknown as MetricHistogram,
+    createGauge: (name) => metric(name) as never,
+    withTags: (tags) => recordingMeter(points, { ...base, ...tags }),
+  };
+}
+
+describe('dispatch log and metrics', () => {
+  let redis: Redis;
+  let prefix: string;
+  let guard: FireOnceGuard;
+
+  beforeAll(() => {
+    redis = connectRedis();
+  });
+  beforeEach(() => {
+    prefix = testPrefix('obs');
+    guard = new FireOnceGuard({ redis, keyPrefix: prefix });
+  });
+  afterEach(() => deletePrefix(redis, prefix));
+  afterAll(() => redis.quit());
+
+  it('appends each decision with its IDs, never a payload, and counts it by decision without the scope tag', async () => {
+    const secret = 'secret-argument-9931';
+    const log = new DispatchLog(redis, guard.keys.log(), 1_000);
+    const points: { name: string; value: number; tags: MetricTags }[] = [];
+    const activities = {
+      job: fireOnce(async (scope: string, _text: string) => `result for ${scope} ${secret}`, { scope: ([s]) => s }),
+    };
+    const run = async (attempt: number) => {
+      const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), dispatchLog: log });
+      const env = new MockActivityEnvironment(
+        {
+          activityType: 'job',
+          attempt,
+          activityId: `act-${attempt}`,
+          workflowExecution: { workflowId: 'wf-1', runId: `run-${attempt}` },
+          startToCloseTimeoutMs: 10_000,
+          currentAttemptScheduledTimestampMs: Date.now(),
+        },
+        { interceptors: [factory], metricMeter: recordingMeter(points) },
+      );
+      return env.run(activities.job, 'session-7', secret);
+    };
+    await run(1);
+    await run(2);
+    await new Promise((r) => setTimeout(r, 50)); // appends are not awaited by the guard
+    const entries = await redis.xrange(guard.keys.log(), '-', '+');
+    const events = entries.map(([, fields]) => parseEvent(fields));
+    expect(events.map((e) => e.decision)).toEqual(['dispatched', 'committed', 'fast-forwarded']);
+    expect(events[0]).toMatchObject({ scope: 'session-7', step: 'job', jobType: 'job', workflowId: 'wf-1', runId: 'run-1', activityId: 'act-1', attempt: 1, fencingToken: 1 });
+    expect(events[0].holder).toMatch(/^[0-9a-f]{12}$/);
+    expect(events[2]).toMatchObject({ runId: 'run-2', attempt: 2 });
+    expect(JSON.stringify(entries)).not.toContain(secret);
+
+    const decisions = points.filter((p) => p.name === METRICS.decisions);
+    expect(decisions.map((p) => p.tags.decision)).toEqual(['dispatched', 'committed', 'fast-forwarded']);
+    expect(decisions[0].tags).toMatchObject({ activity_type: 'job', step: 'job', job_type: 'job' });
+    expect(points.every((p) => !('scope' in p.tags))).toBe(true);
+    expect(points.filter((p) => p.name === METRICS.acquireLatency)).toHaveLength(2);
+  });
+
+  it('caps the stream at about maxLen entries', async () => {
+    const log = new DispatchLog(redis, guard.keys.log(), 100);
+    for (let i = 0; i < 1_000; i++) log.record({ decision: 'dispatched', scope: `s${i}`, step: 'x', jobType: 'x' });
+    await redis.ping();
+    const length = await redis.xlen(guard.keys.log());
+    expect(length).toBeGreaterThanOrEqual(100);
+    expect(length).toBeLessThan(1_000);
+  });
+});
+
+describe('observeOnly', () => {
+  it('logs every call as dispatched but never guards', async () => {
+    const redis = connectRedis();
+    const prefix = testPrefix('observe-only');
+    try {
+      const guard = new FireOnceGuard({ redis, keyPrefix: prefix });
+      const log = new DispatchLog(redis, guard.keys.log(), 1_000);
+      let runs = 0;
+      const activities = { job: fireOnce(async (s: string) => (runs++, s), { scope: ([s]) => s, observeOnly: true }) };
+      for (let i = 0; i < 3; i++) {
+        const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), dispatchLog: log });
+        const env = new MockActivityEnvironment({ activityType: 'job' }, { interceptors: [factory] });
+        expect(await env.run(activities.job, 's')).toBe('s');
+      }
+      await redis.ping();
+      const events = (await redis.xrange(guard.keys.log(), '-', '+')).map(([, f]) => parseEvent(f));
+      expect(runs).toBe(3);
+      expect(events.map((e) => e.decision)).toEqual(['dispatched', 'dispatched', 'dispatched']);
+      expect(await redis.exists(guard.keys.lock('s', 'job'))).toBe(0);
+    } finally {
+      await deletePrefix(redis, prefix);
+      await redis.quit();
+    }
+  });
+});
