@@ -19,7 +19,7 @@ export interface MachineInfo {
 
 function run(command: string, args: readonly string[]): string {
   try {
-    return execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    return execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trimEnd();
   } catch {
     return `(${command} failed)`;
   }

@@ -95,5 +95,5 @@ export function renderTables(report: CostReport): string {
 export function renderMarkdown(report: CostReport): string {
   const md = ({ head, body }: { head: string[]; body: string[][] }) =>
     [`| ${head.join(' | ')} |`, `| ${head.map(() => '---').join(' | ')} |`, ...body.map((r) => `| ${r.join(' | ')} |`)].join('\n');
-  return [...rows(report).map(md), '', e2eLine(report.e2e), ''].join('\n\n');
+  return `${[...rows(report).map(md), e2eLine(report.e2e)].join('\n\n')}\n`;
 }
