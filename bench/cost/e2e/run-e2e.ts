@@ -39,16 +39,29 @@ export interface E2eResult {
   readonly pooledRatio: number;
   /** The lowest and highest guarded / plain of one repetition: how noisy the pairs were. */
   readonly ratioRange: readonly [number, number];
+  /** Workflow runs that failed, with their cause chain; their activities do not count. */
+  readonly failures: readonly string[];
   /** Artifacts found after the run: one per guarded activity, or the guard did not run. */
   readonly artifacts: number;
   readonly expectedArtifacts: number;
   readonly reps: readonly E2eRep[];
 }
 
+/** A failure's cause chain in one line: `WorkflowFailedError: … <- ActivityFailure: … <- …`. */
+function describeFailure(err: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = err; e instanceof Error && parts.length < 6; e = e.cause) {
+    const type = (e as { type?: unknown }).type;
+    parts.push(`${e.name}${typeof type === 'string' ? `(${type})` : ''}: ${e.message}`);
+  }
+  return parts.length > 0 ? parts.join(' <- ') : String(err);
+}
+
 /**
  * Start a Temporal dev server, run one worker with `FireOncePlugin` in this process, and time
  * batches of workflows whose activities are all guarded or all plain, alternating which goes
- * first. The same worker serves both, so the difference is the guard alone.
+ * first. The same worker serves both, so the difference is the guard alone. A workflow run that
+ * fails is recorded with its cause, and its activities are not counted.
  *
  * @example
  * ```ts
@@ -74,6 +87,7 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
     const worker = await Worker.create({ connection, taskQueue, activities: createE2eActivities(opts.payload), workflowBundle: { code }, plugins: [plugin] });
     const running = worker.run();
     let guardedBatches = 0;
+    const failures: string[] = [];
     const batch = async (guarded: boolean, tag: string, workflows: number): Promise<{ rate: number; seconds: number }> => {
       if (guarded) guardedBatches += workflows;
       const start = process.hrtime.bigint();
@@ -82,9 +96,14 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
           client.workflow.start(costWorkflow, { taskQueue, workflowId: `${prefix}-${tag}-${i}`, args: [guarded, `${tag}-${i}`, opts.activitiesPerWorkflow] }),
         ),
       );
-      const done = await Promise.all(handles.map((h) => h.result()));
+      const settled = await Promise.allSettled(handles.map((h) => h.result()));
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-      return { rate: done.reduce((a, b) => a + b, 0) / seconds, seconds };
+      let completed = 0;
+      for (const outcome of settled) {
+        if (outcome.status === 'fulfilled') completed += outcome.value;
+        else failures.push(`${guarded ? 'guarded' : 'plain'}: ${describeFailure(outcome.reason)}`);
+      }
+      return { rate: completed / seconds, seconds };
     };
     try {
       opts.progress('e2e: warm-up');
@@ -107,6 +126,7 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
         ratio: median(reps.map((r) => r.guarded / r.plain)),
         pooledRatio: reps.reduce((a, r) => a + r.plainSeconds, 0) / reps.reduce((a, r) => a + r.guardedSeconds, 0),
         ratioRange: [Math.min(...reps.map((r) => r.guarded / r.plain)), Math.max(...reps.map((r) => r.guarded / r.plain))],
+        failures,
         artifacts,
         expectedArtifacts: guardedBatches * opts.activitiesPerWorkflow,
         reps,
