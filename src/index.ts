@@ -11,6 +11,8 @@ export type { AcquireOptions, AcquireOutcome, DispatchTarget, Lease } from './co
 export { waitForTurn } from './core/wait';
 export type { TurnOutcome, WaitOptions } from './core/wait';
 export { WakeHub } from './core/wake';
+export { ArtifactCache, ARTIFACT_CACHE_DEFAULTS } from './core/artifact-cache';
+export type { ArtifactCacheOptions } from './core/artifact-cache';
 export { DispatchLog, EVENT_FIELDS, parseEvent } from './core/dispatch-log';
 export type { Decision, DispatchEvent } from './core/dispatch-log';
 export { startRenewal } from './core/renewal';

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { FireOnceError, FireOnceKeyConflict, FireOnceStoreUnavailable, type FireOnceErrorContext } from './errors';
 import { FireOnceKeys, encodeId } from './keys';
 import { checkDuration, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
-import { acquireScript, commitScript, extendScript, releaseScript, type RedisClient } from './scripts';
+import { acquireScript, commitScript, extendScript, invalidateScript, releaseScript, type RedisClient } from './scripts';
 
 /** What one dispatch is guarded on. */
 export interface DispatchTarget {
@@ -184,6 +184,17 @@ export class FireOnceGuard {
     const reply = await this.call(contextOf(lease.target, lease.lockKey, lease.token), () =>
       extendScript(this.redis, [lease.lockKey, lease.fenceKey], [lease.token, ttl, this.fenceTtlMs(ttl)]),
     );
+    return reply === 1;
+  }
+
+  /**
+   * Delete the result artifact of `(scope, jobType)` so that the next invocation dispatches
+   * again, and publish the key so every worker's local cache drops its copy. Resolves whether
+   * an artifact existed.
+   */
+  async invalidate(scope: string, jobType: string): Promise<boolean> {
+    const key = this.keys.artifact(scope, jobType);
+    const reply = await this.call({ key, scope, jobType }, () => invalidateScript(this.redis, [key], [this.keys.invalidations()]));
     return reply === 1;
   }
 

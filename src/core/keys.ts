@@ -55,6 +55,7 @@ export const KEY_PREFIX_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
  *   dispatched job writes itself (external-artifact mode)
  * - channel:  `<prefix>:{<scope>}:wake`, the pub/sub channel that wakes waiters of the scope
  * - log:      `<prefix>:log`, the dispatch log stream (one per prefix, in its own slot)
+ * - channel:  `<prefix>:invalidations`, where invalidated artifact keys are published
  *
  * @example
  * ```ts
@@ -86,6 +87,11 @@ export class FireOnceKeys {
   /** The dispatch log stream of this prefix. */
   log(): string {
     return `${this.prefix}:log`;
+  }
+
+  /** The pub/sub channel on which invalidated artifact keys are published to local caches. */
+  invalidations(): string {
+    return `${this.prefix}:invalidations`;
   }
 
   /** The fencing counter of one `(scope, step)`. */

@@ -61,3 +61,6 @@ export const extendScript = defineScript<[token: string, lockTtlMs: number, fenc
   'fireOnceExtendV2',
   2,
 );
+
+/** Delete an artifact and publish its key to every worker's cache; 1 if it existed, else 0. */
+export const invalidateScript = defineScript<[channel: string], 0 | 1>('invalidate.lua', 'fireOnceInvalidateV2', 1);

@@ -1,6 +1,6 @@
 import type { RedisClient } from './scripts';
 
-type Waiter = () => void;
+type Waiter = (message: string) => void;
 
 /**
  * One shared subscriber connection per worker, multiplexed over every waiter: waiters of a
@@ -11,6 +11,7 @@ export class WakeHub {
   private subscriber: RedisClient | undefined;
   private readonly waiters = new Map<string, Set<Waiter>>();
   private readonly subscribed = new Map<string, Promise<void>>();
+  private readonly healthListeners: ((healthy: boolean) => void)[] = [];
 
   constructor(private readonly redis: RedisClient) {}
 
@@ -35,6 +36,18 @@ export class WakeHub {
     return () => this.leave(channel, waiter);
   }
 
+  /**
+   * Follow the subscriber connection's health: `false` when it closes (messages published until
+   * it is back are lost), `true` when it is ready again (ioredis re-subscribes on reconnect).
+   */
+  onHealth(listener: (healthy: boolean) => void): void {
+    this.healthListeners.push(listener);
+  }
+
+  private emitHealth(healthy: boolean): void {
+    for (const listener of this.healthListeners) listener(healthy);
+  }
+
   /** Close the subscriber connection; later joins open a new one. */
   close(): void {
     this.subscriber?.disconnect();
@@ -56,9 +69,11 @@ export class WakeHub {
     if (!this.subscriber) {
       const subscriber = (this.redis as { duplicate(): RedisClient }).duplicate();
       subscriber.on('error', () => undefined); // waiters fall back to polling
-      subscriber.on('message', (channel: string) => {
-        for (const wake of this.waiters.get(channel) ?? []) wake();
+      subscriber.on('message', (channel: string, message: string) => {
+        for (const wake of this.waiters.get(channel) ?? []) wake(message);
       });
+      subscriber.on('close', () => this.emitHealth(false));
+      subscriber.on('ready', () => this.emitHealth(true));
       this.subscriber = subscriber;
     }
     return this.subscriber;

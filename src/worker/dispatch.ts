@@ -76,8 +76,9 @@ async function commitResult(call: GuardedCall, observer: Observer, lease: Lease,
       ctx.log.error(`fire-once: ${err.message}`, { ...log, type: err.type });
       await hold(call, lease, renewal);
     } else {
-      const ttl = options.artifactTtlMs === undefined ? {} : { artifactTtlMs: options.artifactTtlMs };
-      const stillOurs = await config.guard.commit(lease, bytes, ttl);
+      const artifactTtlMs = options.artifactTtlMs ?? config.guard.options.artifactTtlMs;
+      const stillOurs = await config.guard.commit(lease, bytes, { artifactTtlMs });
+      config.cache?.set(lease.artifactKey, bytes, lease.target.argsHash ?? '', artifactTtlMs);
       observer.decision('committed', { holder: log.holder, fencingToken: lease.fencingToken });
       if (!stillOurs) ctx.log.warn('fire-once: artifact written after the lock had expired; raise lockTtlMs or leaseMs above the job time', log);
     }

@@ -2,6 +2,7 @@ import type { Context } from '@temporalio/activity';
 import { RawValue, defaultPayloadConverter, type Headers, type PayloadCodec, type PayloadConverter } from '@temporalio/common';
 import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, ActivityInterceptorsFactory } from '@temporalio/worker';
 import { SCOPE_HEADER } from '../common/header';
+import type { ArtifactCache } from '../core/artifact-cache';
 import type { DispatchLog } from '../core/dispatch-log';
 import { FireOnceError, FireOnceInFlight, FireOnceKeyConflict, FireOnceMissingScope } from '../core/errors';
 import { holderId, type DispatchTarget, type FireOnceGuard } from '../core/guard';
@@ -38,6 +39,8 @@ export interface FireOnceInterceptorConfig {
   readonly wake?: WakeHub;
   /** Where decisions are appended. @defaultValue none */
   readonly dispatchLog?: DispatchLog;
+  /** In-worker cache of committed artifacts. @defaultValue none */
+  readonly cache?: ArtifactCache;
 }
 
 /**
@@ -94,6 +97,8 @@ async function runGuarded(call: GuardedCall): Promise<unknown> {
     observer.decision('dispatched');
     return call.next();
   }
+  const cached = target.externalArtifactKey === undefined ? config.cache?.get(config.guard.artifactKey(target), target.argsHash ?? '') : undefined;
+  if (cached !== undefined) return fastForward(call, target, observer, { artifact: cached, artifactKey: config.guard.artifactKey(target) });
   const lockMode = options.lockMode ?? config.lockMode ?? 'lease';
   const acquireOptions = { lockTtlMs: lockMode === 'lease' ? (options.leaseMs ?? config.leaseMs ?? 30_000) : (options.lockTtlMs ?? config.guard.options.lockTtlMs) };
   const outcome = await noteConflicts(observer, async () => {
@@ -108,11 +113,22 @@ async function runGuarded(call: GuardedCall): Promise<unknown> {
     observer.decision('dispatched', { holder: holderId(outcome.lease.token), fencingToken: outcome.lease.fencingToken });
     return dispatch(call, observer, outcome.lease, lockMode, acquireOptions.lockTtlMs);
   }
+  if (target.externalArtifactKey === undefined) config.cache?.set(outcome.artifactKey, outcome.artifact, target.argsHash ?? '', outcome.ttlMs);
+  return fastForward(call, target, observer, outcome);
+}
+
+/** Return the stored result (`'result'` mode) or `undefined` (external artifact) without running. */
+async function fastForward(
+  { config, ctx }: GuardedCall,
+  target: DispatchTarget,
+  observer: Observer,
+  found: { readonly artifact: Buffer; readonly artifactKey: string },
+): Promise<unknown> {
   observer.decision('fast-forwarded');
-  ctx.log.debug('fire-once: artifact found, fast-forward', { key: outcome.artifactKey, scope: target.scope, jobType: target.jobType });
+  ctx.log.debug('fire-once: artifact found, fast-forward', { key: found.artifactKey, scope: target.scope, jobType: target.jobType });
   if (target.externalArtifactKey !== undefined) return undefined;
-  const context = { key: outcome.artifactKey, scope: target.scope, jobType: target.jobType };
-  return RawValue.fromPayload(await decodeArtifact(outcome.artifact, config.payloadCodecs ?? [], context));
+  const context = { key: found.artifactKey, scope: target.scope, jobType: target.jobType };
+  return RawValue.fromPayload(await decodeArtifact(found.artifact, config.payloadCodecs ?? [], context));
 }
 
 /** The in-flight policy: skip (`undefined`), fail, or wait for the artifact or the lock. */

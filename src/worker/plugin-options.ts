@@ -1,4 +1,6 @@
-import { GUARD_DEFAULTS, checkBoolean, checkDuration, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from '../core/options';
+import { ARTIFACT_CACHE_DEFAULTS, type ArtifactCacheOptions } from '../core/artifact-cache';
+import { FireOnceConfigError } from '../core/errors';
+import { GUARD_DEFAULTS, checkKnownKeys, describe, checkBoolean, checkDuration, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from '../core/options';
 import { LOCK_MODES, MAX_LEASE_MS, POLICIES, checkOneOf, type InFlightPolicy, type LockMode } from './activity-options';
 
 /**
@@ -51,12 +53,19 @@ export interface FireOncePluginOptions extends FireOnceGuardOptions {
    * @defaultValue `100_000`
    */
   readonly dispatchLogMaxLen?: number;
+  /**
+   * An in-worker LRU of committed artifacts, so that hot repeats cost no Redis round trip:
+   * `true` for the defaults, or its bounds. Invalidations through `plugin.invalidate()` (or the
+   * CLI) reach every worker's cache by pub/sub.
+   * @defaultValue `false`
+   */
+  readonly localCache?: boolean | ArtifactCacheOptions;
 }
 
 /** Plugin options with every default filled in. */
 export type ResolvedPluginOptions = ResolvedGuardOptions &
   Required<Pick<FireOncePluginOptions, 'onInFlight' | 'pollIntervalMs' | 'lockMode' | 'leaseMs' | 'maxArtifactBytes' | 'dispatchLog' | 'dispatchLogMaxLen'>> &
-  Pick<FireOncePluginOptions, 'resumeWindowMs'>;
+  Pick<FireOncePluginOptions, 'resumeWindowMs'> & { readonly localCache: Required<ArtifactCacheOptions> | false };
 
 /**
  * Every default of the plugin, frozen.
@@ -78,7 +87,17 @@ export const FIRE_ONCE_DEFAULTS = Object.freeze({
   dispatchLogMaxLen: 100_000,
 } as const);
 
-const PLUGIN_KEYS = ['onInFlight', 'pollIntervalMs', 'lockMode', 'leaseMs', 'maxArtifactBytes', 'resumeWindowMs', 'dispatchLog', 'dispatchLogMaxLen'];
+const PLUGIN_KEYS = [
+  'onInFlight',
+  'pollIntervalMs',
+  'lockMode',
+  'leaseMs',
+  'maxArtifactBytes',
+  'resumeWindowMs',
+  'dispatchLog',
+  'dispatchLogMaxLen',
+  'localCache',
+];
 
 /** Check every plugin option and fill in defaults; throws `FireOnceConfigError` naming the field. */
 export function resolvePluginOptions(options: FireOncePluginOptions): ResolvedPluginOptions {
@@ -93,7 +112,23 @@ export function resolvePluginOptions(options: FireOncePluginOptions): ResolvedPl
     maxArtifactBytes: checkDuration('maxArtifactBytes', options.maxArtifactBytes ?? d.maxArtifactBytes, 512 * 1024 * 1024),
     dispatchLog: checkBoolean('dispatchLog', options.dispatchLog ?? d.dispatchLog),
     dispatchLogMaxLen: checkDuration('dispatchLogMaxLen', options.dispatchLogMaxLen ?? d.dispatchLogMaxLen, 100_000_000),
+    localCache: resolveCache(options.localCache),
     ...(options.resumeWindowMs === undefined ? {} : { resumeWindowMs: checkDuration('resumeWindowMs', options.resumeWindowMs) }),
+  };
+}
+
+function resolveCache(option: FireOncePluginOptions['localCache']): Required<ArtifactCacheOptions> | false {
+  if (option === undefined || option === false) return false;
+  if (option === true) return { ...ARTIFACT_CACHE_DEFAULTS };
+  if (option === null || typeof option !== 'object') {
+    throw new FireOnceConfigError(`localCache must be a boolean or { maxEntries, maxBytes, maxAgeMs } (got ${describe(option)})`);
+  }
+  checkKnownKeys('localCache', option, ['maxEntries', 'maxBytes', 'maxAgeMs']);
+  const d = ARTIFACT_CACHE_DEFAULTS;
+  return {
+    maxEntries: checkDuration('localCache.maxEntries', option.maxEntries ?? d.maxEntries, 10_000_000),
+    maxBytes: checkDuration('localCache.maxBytes', option.maxBytes ?? d.maxBytes, 16 * 1024 * 1024 * 1024),
+    maxAgeMs: checkDuration('localCache.maxAgeMs', option.maxAgeMs ?? d.maxAgeMs),
   };
 }
 

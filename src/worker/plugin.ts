@@ -1,6 +1,7 @@
 import { loadDataConverter } from '@temporalio/common/lib/internal-non-workflow';
 import { SimplePlugin } from '@temporalio/plugin';
 import type { Worker, WorkerOptions } from '@temporalio/worker';
+import { ArtifactCache } from '../core/artifact-cache';
 import { DispatchLog } from '../core/dispatch-log';
 import { FireOnceGuard } from '../core/guard';
 import { WakeHub } from '../core/wake';
@@ -55,7 +56,10 @@ export class FireOncePlugin extends SimplePlugin {
   readonly guard: FireOnceGuard;
   /** The dispatch log, unless switched off. */
   readonly dispatchLog: DispatchLog | undefined;
+  /** The in-worker artifact cache, when `localCache` is on. */
+  readonly cache: ArtifactCache | undefined;
   private readonly wake: WakeHub;
+  private cacheAttached: Promise<void> | undefined;
   private runningWorkers = 0;
 
   constructor(options: FireOncePluginOptions) {
@@ -71,6 +75,7 @@ export class FireOncePlugin extends SimplePlugin {
       publishWakeUps: resolved.publishWakeUps,
     });
     this.wake = new WakeHub(resolved.redis);
+    this.cache = resolved.localCache ? new ArtifactCache(resolved.localCache) : undefined;
     this.dispatchLog = resolved.dispatchLog ? new DispatchLog(resolved.redis, this.guard.keys.log(), resolved.dispatchLogMaxLen) : undefined;
     for (const warning of ttlWarnings(resolved)) process.emitWarning(warning, { code: 'FIRE_ONCE_TTL' });
   }
@@ -92,6 +97,7 @@ export class FireOncePlugin extends SimplePlugin {
       payloadCodecs,
       ...(o.publishWakeUps ? { wake: this.wake } : {}),
       ...(this.dispatchLog ? { dispatchLog: this.dispatchLog } : {}),
+      ...(this.cache ? { cache: this.cache } : {}),
     });
     const interceptors = configured.interceptors ?? {};
     return { ...configured, interceptors: { ...interceptors, activity: [...(interceptors.activity ?? []), activity] } };
@@ -101,9 +107,29 @@ export class FireOncePlugin extends SimplePlugin {
   override async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
     this.runningWorkers++;
     try {
+      await this.attachCache();
       await super.runWorker(worker, next);
     } finally {
-      if (--this.runningWorkers === 0) this.wake.close();
+      if (--this.runningWorkers === 0) {
+        this.wake.close();
+        this.cacheAttached = undefined;
+      }
     }
+  }
+
+  /**
+   * Delete the stored result of `(scope, jobType)` so the next invocation dispatches again. Every
+   * worker's local cache drops it too. Resolves whether an artifact existed.
+   */
+  async invalidate(scope: string, jobType: string): Promise<boolean> {
+    this.cache?.delete(this.guard.keys.artifact(scope, jobType));
+    return this.guard.invalidate(scope, jobType);
+  }
+
+  /** Subscribe the local cache to invalidations before the worker takes tasks. */
+  attachCache(): Promise<void> {
+    if (this.cache === undefined) return Promise.resolve();
+    this.cacheAttached ??= this.cache.attach(this.wake, this.guard.keys.invalidations());
+    return this.cacheAttached;
   }
 }

@@ -75,7 +75,7 @@ describe('leases, fencing and wake-ups on Redis alone', () => {
       if (held.kind !== 'held') throw new Error('expected held');
       let rings = 0;
       const join = hub.join.bind(hub);
-      jest.spyOn(hub, 'join').mockImplementation((channel, waiter) => join(channel, () => (rings++, waiter())));
+      jest.spyOn(hub, 'join').mockImplementation((channel, waiter) => join(channel, (message) => (rings++, waiter(message))));
       const waiters = [1, 2, 3].map(() => waitForTurn(guard, target, held, {}, { pollIntervalMs: 60_000, deadline: Date.now() + 60_000, wake: hub }));
       await sleep(100);
       const [, subscribers] = (await redis.pubsub('NUMSUB', guard.keys.wakeChannel(target.scope))) as [string, number];

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { acquireScript, commitScript, extendScript, releaseScript } from '../../src/core/scripts';
+import { acquireScript, commitScript, extendScript, invalidateScript, releaseScript } from '../../src/core/scripts';
 import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
 
 // Each Lua script, called directly against a real Redis, against the contract in its header.
@@ -106,6 +106,17 @@ describe('Lua scripts', () => {
       expect(await redis.hget(lock, 't')).toBe('tok');
     });
 
+    it('marks the lock committed, so that once the artifact is gone the lock no longer blocks', async () => {
+      await acquire('tok');
+      expect(await commitScript(redis, [artifact, lock], ['tok', Buffer.from('p'), 60_000, '', ''])).toBe(1);
+      expect(await redis.hget(lock, 'c')).toBe('1');
+      expect((await acquire('late'))[0]).toBe(1); // artifact there: fast-forward
+      await redis.del(artifact); // expired or invalidated
+      expect(await acquire('next')).toEqual([2, 2]);
+      expect(await redis.hget(lock, 't')).toBe('next');
+      expect(await redis.hget(lock, 'c')).toBeNull();
+    });
+
     it('still writes the artifact but returns 0 when the lock expired or moved on', async () => {
       expect(await commitScript(redis, [artifact, lock], ['tok', Buffer.from('p'), 5_000, '', ''])).toBe(0);
       await redis.hset(lock, 't', 'other');
@@ -126,6 +137,22 @@ describe('Lua scripts', () => {
 
     it('returns 0 for a missing lock', async () => {
       expect(await releaseScript(redis, [lock], ['tok', ''])).toBe(0);
+    });
+  });
+
+  describe('invalidate.lua', () => {
+    it('deletes the artifact and publishes its key, even when there was none', async () => {
+      await redis.hset(artifact, 'p', 'x');
+      const sub = redis.duplicate();
+      const messages: string[] = [];
+      sub.on('message', (_c, m) => messages.push(m));
+      await sub.subscribe(`${prefix}:invalidations`);
+      expect(await invalidateScript(redis, [artifact], [`${prefix}:invalidations`])).toBe(1);
+      expect(await invalidateScript(redis, [artifact], [`${prefix}:invalidations`])).toBe(0);
+      await redis.ping();
+      await sub.quit();
+      expect(messages).toEqual([artifact, artifact]);
+      expect(await redis.exists(artifact)).toBe(0);
     });
   });
 

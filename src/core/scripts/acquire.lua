@@ -2,7 +2,8 @@
   acquire: the whole fire-once decision for one (scope, step), in one round trip.
 
   KEYS[1]  artifact key of (scope, jobType)
-  KEYS[2]  lock key of (scope, step): a hash {t = token, o = holder, h = args hash, f = fencing}
+  KEYS[2]  lock key of (scope, step): a hash {t = token, o = holder, h = args hash, f = fencing,
+           c = '1' once its holder committed an artifact}
   KEYS[3]  fencing counter of (scope, step)
   All keys carry the same {scope} hash tag, so they share a Redis Cluster slot.
 
@@ -20,7 +21,9 @@
     {1, payload, pttl}        fast-forward: the artifact exists. 'result': its payload bytes and
                               its remaining TTL in ms; 'exists': '' and its PTTL. Lock untouched.
     {2, fencing}              acquired: the lock now holds ARGV[1] with TTL ARGV[2]; fencing is
-                              the counter's new value, higher than any earlier holder's.
+                              the counter's new value, higher than any earlier holder's. A lock
+                              whose holder committed (c = '1') no longer guards anything once its
+                              artifact is gone (expired or invalidated): it is replaced.
     {3, pttl, holder, fencing} held by another token; pttl is the lock's remaining TTL in ms,
                               holder and fencing are the current holder's.
     {4, where, stored}        conflict: ARGV[5] differs from the args hash stored with the
@@ -41,14 +44,15 @@ elseif redis.call('EXISTS', KEYS[1]) == 1 then
   return {1, '', redis.call('PTTL', KEYS[1])}
 end
 
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  local lock = redis.call('HMGET', KEYS[2], 'o', 'h', 'f')
+local lock = redis.call('HMGET', KEYS[2], 'o', 'h', 'f', 'c')
+if lock[1] and lock[4] ~= '1' then
   if check and lock[1] ~= ARGV[4] and lock[2] and lock[2] ~= '' and lock[2] ~= ARGV[5] then
     return {4, 'lock', lock[2]}
   end
   return {3, redis.call('PTTL', KEYS[2]), lock[1] or '', tonumber(lock[3]) or 0}
 end
 
+redis.call('DEL', KEYS[2])
 local fencing = redis.call('INCR', KEYS[3])
 redis.call('PEXPIRE', KEYS[3], ARGV[6])
 redis.call('HSET', KEYS[2], 't', ARGV[1], 'o', ARGV[4], 'h', ARGV[5], 'f', fencing)

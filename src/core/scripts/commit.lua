@@ -10,9 +10,10 @@
   ARGV[4]  args hash of the call that produced it ('' if not checked)
   ARGV[5]  pub/sub channel to wake waiters on, or '' for none
 
-  Writes the artifact hash {p = payload, h = args hash} with its TTL. The lock is never deleted:
-  on success it runs out by its own TTL while the artifact takes over, so no moment exists with
-  neither lock nor artifact. Publishes ARGV[5] so waiters re-check at once.
+  Writes the artifact hash {p = payload, h = args hash} with its TTL and, if the lock is still
+  ours, marks it committed (c = '1'). The lock is never deleted: on success it runs out by its own
+  TTL while the artifact takes over, so no moment exists with neither lock nor artifact; once the
+  artifact is gone, acquire.lua replaces a committed lock. Publishes ARGV[5] so waiters re-check.
 
   Returns:
     1  the artifact is written and the lock still held ARGV[1]
@@ -25,6 +26,7 @@ if ARGV[5] ~= '' then
   redis.call('PUBLISH', ARGV[5], 'commit')
 end
 if redis.call('HGET', KEYS[2], 't') == ARGV[1] then
+  redis.call('HSET', KEYS[2], 'c', '1')
   return 1
 end
 return 0

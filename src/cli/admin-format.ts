@@ -1,0 +1,38 @@
+import type { InvalidateResult } from './invalidate';
+import type { ReleaseResult } from './release';
+import { formatMs, table } from './table';
+
+/** The human form of `release`: the lock as it was, and what happened to it. */
+export function formatRelease(result: ReleaseResult): string {
+  const rows: [string, string][] = [
+    ['key', result.key],
+    ['holder', result.holder || '(not recorded)'],
+    ...(result.tokenHash ? [['token hash', result.tokenHash] as [string, string]] : []),
+    ...(result.fencingToken !== undefined ? [['fencing token', String(result.fencingToken)] as [string, string]] : []),
+    ['TTL left', result.ttlMs === null ? 'no expiry' : formatMs(result.ttlMs)],
+  ];
+  const head = result.released
+    ? `released the lock of step ${JSON.stringify(result.step)} in scope ${JSON.stringify(result.scope)}; waiters were woken and the next invocation dispatches again`
+    : `would release the lock of step ${JSON.stringify(result.step)} in scope ${JSON.stringify(result.scope)}; run again with --force to release it`;
+  return [head, table([], rows), ...logLine('release-forced', result)].join('\n');
+}
+
+/** The human form of `invalidate`: the keys, and any lock that still holds invocations off. */
+export function formatInvalidate(result: InvalidateResult): string {
+  const lines = [
+    result.deleted
+      ? `deleted the artifact of job type ${JSON.stringify(result.jobType)} in scope ${JSON.stringify(result.scope)}: ${result.keys.join(', ')}`
+      : `would delete the artifact of job type ${JSON.stringify(result.jobType)} in scope ${JSON.stringify(result.scope)}: ${result.keys.join(', ')}; run again with --force to delete it`,
+  ];
+  for (const lock of result.standingLocks) {
+    const ttl = lock.ttlMs === null ? 'no expiry' : `${formatMs(lock.ttlMs)} left`;
+    lines.push(`note: the lock of step ${JSON.stringify(lock.step)} still stands (${ttl}): invocations stay held off until it expires, or release it with: fire-once release ${JSON.stringify(result.scope)} --step ${JSON.stringify(lock.step)} --force`);
+  }
+  lines.push(...logLine('invalidated', result));
+  return lines.join('\n');
+}
+
+function logLine(decision: string, result: { logEntryId?: string | null }): string[] {
+  if (result.logEntryId === undefined) return [];
+  return [result.logEntryId === null ? `the ${decision} entry could not be recorded in the dispatch log` : `recorded ${decision} in the dispatch log as ${result.logEntryId}`];
+}

@@ -1,0 +1,35 @@
+/**
+ * The CLI's exit codes, stable and documented in the README. Scripts may rely on them.
+ */
+export const EXIT = Object.freeze({
+  /** Done; for `report`, no duplicate dispatch in the window. */
+  ok: 0,
+  /** `report` found at least one (scope, step) dispatched more than once in the window. */
+  duplicates: 1,
+  /** Bad usage: unknown command or option, a missing or malformed argument, or `--force` missing. */
+  usage: 2,
+  /** Redis unreachable, refused the credentials, or did not answer within `--timeout`. */
+  redis: 3,
+  /** Nothing to act on: `release` found no lock, `invalidate` found no artifact. */
+  notFound: 4,
+  /** `release` refused: the lock changed hands between reading it and deleting it. */
+  conflict: 5,
+  /** A bug in the CLI itself. */
+  internal: 70,
+} as const);
+
+/** One of {@link EXIT}'s values. */
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+/** An error the CLI reports as one line on stderr, ending the process with `exitCode`. */
+export class CliError extends Error {
+  override readonly name = 'CliError';
+
+  constructor(
+    message: string,
+    readonly exitCode: ExitCode,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}

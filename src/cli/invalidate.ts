@@ -1,0 +1,63 @@
+import type { Redis } from 'ioredis';
+import { decodeId, type FireOnceKeys } from '../core/keys';
+import { CliError, EXIT } from './exit-codes';
+import { appendEvent } from './log';
+
+/** A lock of the same scope that still stands after the artifact is gone. */
+export interface StandingLock {
+  readonly step: string;
+  readonly key: string;
+  readonly ttlMs: number | null;
+}
+
+/** What `fire-once invalidate` deleted, or with `force` unset would delete. */
+export interface InvalidateResult {
+  readonly scope: string;
+  readonly jobType: string;
+  /** The artifact keys present: the guard's `artifact:` key and the suggested `external:` key. */
+  readonly keys: readonly string[];
+  readonly deleted: boolean;
+  /** Locks of the scope still held: until they expire or are released, invocations stay held off. */
+  readonly standingLocks: readonly StandingLock[];
+  readonly logEntryId?: string | null;
+  readonly logError?: string;
+}
+
+/**
+ * Delete the artifact of `(scope, jobType)` so that the next invocation runs again: the guard's
+ * own `artifact:` key and, if present, the suggested `external:` key. Records `invalidated` in
+ * the dispatch log and waits for Redis to accept it. Without `force` it only says what it would
+ * delete.
+ */
+export async function invalidate(redis: Redis, keys: FireOnceKeys, scope: string, jobType: string, force: boolean): Promise<InvalidateResult> {
+  const candidates = [keys.artifact(scope, jobType), keys.external(scope, jobType)];
+  const exists = await Promise.all(candidates.map((key) => redis.exists(key)));
+  const present = candidates.filter((_, i) => exists[i] === 1);
+  if (present.length === 0) throw new CliError(`no artifact of job type ${JSON.stringify(jobType)} in scope ${JSON.stringify(scope)} (${candidates.join(', ')}): nothing to invalidate`, EXIT.notFound);
+  const standingLocks = await locksOf(redis, keys, scope);
+  const seen = { scope, jobType, keys: present, deleted: false, standingLocks };
+  if (!force) return seen;
+  await redis.del(...present);
+  try {
+    const id = await appendEvent(redis, keys.log(), { decision: 'invalidated', scope, step: '', jobType });
+    return { ...seen, deleted: true, logEntryId: id };
+  } catch (err) {
+    return { ...seen, deleted: true, logEntryId: null, logError: (err as Error).message };
+  }
+}
+
+async function locksOf(redis: Redis, keys: FireOnceKeys, scope: string): Promise<StandingLock[]> {
+  const base = keys.scopeBase(scope);
+  const locks: StandingLock[] = [];
+  let cursor = '0';
+  do {
+    const [next, found] = await redis.scan(cursor, 'MATCH', `${base}:lock:*`, 'COUNT', 1000);
+    for (const key of found) {
+      const pttl = await redis.pttl(key);
+      if (pttl === -2) continue;
+      locks.push({ step: decodeId(key.slice(`${base}:lock:`.length)), key, ttlMs: pttl < 0 ? null : pttl });
+    }
+    cursor = next;
+  } while (cursor !== '0');
+  return locks;
+}

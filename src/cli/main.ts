@@ -1,0 +1,178 @@
+#!/usr/bin/env node
+/**
+ * `npx fire-once <command>`: operate the guard from a shell. Floor 3: it imports the core guard's
+ * keys and dispatch-log format, and nothing imports it.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Command, CommanderError, Option } from 'commander';
+import type { Redis } from 'ioredis';
+import { DEFAULT_PREFIX, checkId, keysFor, parseDuration, parseSince, redisUrlOf, serverTimeMs, type CommonOptions } from './args';
+import { connect, isRedisError, redactUrl } from './connect';
+import { CliError, EXIT, type ExitCode } from './exit-codes';
+import { inspect } from './inspect';
+import { formatInspection } from './inspect-format';
+import { invalidate } from './invalidate';
+import { formatRelease, formatInvalidate } from './admin-format';
+import { release } from './release';
+import { buildReport } from './report';
+import { DEFAULT_SCOPE_LIMIT, formatReport } from './report-format';
+
+/** Where the CLI writes; the tests pass their own. */
+export interface Io {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+const processIo: Io = { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) };
+
+/** Run the CLI on `argv` (as `process.argv`: node, script, arguments...) and resolve its exit code. */
+export async function main(argv: readonly string[], io: Io = processIo): Promise<ExitCode> {
+  let code: ExitCode = EXIT.ok;
+  const program = buildProgram(io, (c) => {
+    code = c;
+  });
+  try {
+    await program.parseAsync([...argv]);
+    return code;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Help and version end here too; every other commander error is bad usage.
+      return ['commander.helpDisplayed', 'commander.help', 'commander.version'].includes(err.code) ? EXIT.ok : EXIT.usage;
+    }
+    if (err instanceof CliError) {
+      io.err(`fire-once: ${err.message}\n`);
+      return err.exitCode;
+    }
+    io.err(`fire-once: internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    return EXIT.internal;
+  }
+}
+
+function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
+  const program = new Command('fire-once')
+    .description('Operate temporal-fire-once: read the dispatch log, inspect a scope, force-release a lock, invalidate an artifact.')
+    .version(packageVersion(), '-V, --version')
+    .configureOutput({ writeOut: io.out, writeErr: io.err })
+    .exitOverride()
+    .showHelpAfterError('(run with --help for usage)')
+    .addHelpText('after', EXIT_HELP);
+
+  common(program.command('report'))
+    .description('Count the decisions in the dispatch log per job type and per scope, and list every scope dispatched more than once.')
+    .option('--since <when>', 'window start: a duration back from now (30m, 1h, 7d), an ISO 8601 time, or "all"', '1h')
+    .option('--job-type <jobType>', 'only this job type')
+    .addOption(new Option('--limit <n>', 'scopes listed in the human output (0 for all)').default(DEFAULT_SCOPE_LIMIT).argParser(nonNegativeInt))
+    .action(async (opts: CommonOptions & { since: string; jobType?: string; limit: number }) => {
+      const keys = keysFor(opts.prefix);
+      if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
+      const report = await withRedis(opts, async (redis) => {
+        const nowMs = await serverTimeMs(redis);
+        return buildReport(redis, keys, { fromMs: parseSince(opts.since, nowMs), toMs: nowMs, ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }) });
+      });
+      io.out(`${opts.json ? JSON.stringify(report, null, 2) : formatReport(report, opts.limit)}\n`);
+      setCode(report.duplicates.length > 0 ? EXIT.duplicates : EXIT.ok);
+    });
+
+  common(program.command('inspect').argument('<scope>', 'the dispatch scope, e.g. the session ID'))
+    .description("Show a scope's lock (holder, TTL left, fencing counter) and artifact (size, age, TTL left). Writes nothing.")
+    .option('--step <step>', "only this step's lock and fencing counter")
+    .option('--job-type <jobType>', "only this job type's artifact")
+    .option('--artifact-ttl <duration>', 'the artifactTtlMs the artifact was written with (e.g. 7d): age = TTL - TTL left')
+    .action(async (scope: string, opts: CommonOptions & { step?: string; jobType?: string; artifactTtl?: string }) => {
+      const keys = keysFor(opts.prefix);
+      checkId('scope', scope);
+      if (opts.step !== undefined) checkId('step', opts.step);
+      if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
+      const artifactTtlMs = opts.artifactTtl === undefined ? undefined : parseDuration('--artifact-ttl', opts.artifactTtl);
+      const view = await withRedis(opts, (redis) =>
+        inspect(redis, keys, {
+          scope,
+          ...(opts.step === undefined ? {} : { step: opts.step }),
+          ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }),
+          ...(artifactTtlMs === undefined ? {} : { artifactTtlMs }),
+        }),
+      );
+      io.out(`${opts.json ? JSON.stringify(view, null, 2) : formatInspection(view)}\n`);
+    });
+
+  common(program.command('release').argument('<scope>', 'the dispatch scope'))
+    .description('Force-release a stuck lock, e.g. after a worker crashed mid-dispatch. The next invocation dispatches again.')
+    .requiredOption('--step <step>', 'the step whose lock to release')
+    .option('--force', 'really release it; without it, only show what would be released (exit 2)')
+    .action(async (scope: string, opts: CommonOptions & { step: string; force?: boolean }) => {
+      const keys = keysFor(opts.prefix);
+      checkId('scope', scope);
+      checkId('step', opts.step);
+      const result = await withRedis(opts, (redis) => release(redis, keys, scope, opts.step, opts.force === true));
+      io.out(`${opts.json ? JSON.stringify(result, null, 2) : formatRelease(result)}\n`);
+      if (!result.released) throw new CliError('refusing to release without --force', EXIT.usage);
+      if (result.logError !== undefined) io.err(`fire-once: released, but the release-forced entry was not recorded: ${result.logError}\n`);
+    });
+
+  common(program.command('invalidate').argument('<scope>', 'the dispatch scope'))
+    .description("Delete a job type's artifact so that the next invocation runs it again.")
+    .requiredOption('--job-type <jobType>', 'the job type whose artifact to delete')
+    .option('--force', 'really delete it; without it, only show what would be deleted (exit 2)')
+    .action(async (scope: string, opts: CommonOptions & { jobType: string; force?: boolean }) => {
+      const keys = keysFor(opts.prefix);
+      checkId('scope', scope);
+      checkId('jobType', opts.jobType);
+      const result = await withRedis(opts, (redis) => invalidate(redis, keys, scope, opts.jobType, opts.force === true));
+      io.out(`${opts.json ? JSON.stringify(result, null, 2) : formatInvalidate(result)}\n`);
+      if (!result.deleted) throw new CliError('refusing to invalidate without --force', EXIT.usage);
+      if (result.logError !== undefined) io.err(`fire-once: invalidated, but the invalidated entry was not recorded: ${result.logError}\n`);
+    });
+
+  return program;
+}
+
+/** The options every command takes, so that they can follow the command name. */
+function common(command: Command): Command {
+  return command
+    .option('--redis <url>', 'Redis URL: redis://[user:password@]host:port[/db], rediss:// for TLS (default: $REDIS_URL, else redis://127.0.0.1:6379)')
+    .option('--prefix <keyPrefix>', "the workers' keyPrefix", DEFAULT_PREFIX)
+    .option('--json', 'print JSON for scripts instead of tables')
+    .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s');
+}
+
+async function withRedis<T>(options: CommonOptions, run: (redis: Redis) => Promise<T>): Promise<T> {
+  const url = redisUrlOf(options);
+  const redis = await connect({ url, timeoutMs: parseDuration('--timeout', options.timeout) });
+  try {
+    return await run(redis);
+  } catch (err) {
+    if (isRedisError(err)) throw new CliError(`Redis at ${redactUrl(url)} failed: ${(err as Error).message}`, EXIT.redis, { cause: err });
+    throw err;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+function nonNegativeInt(text: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 0) throw new CliError(`--limit must be a non-negative integer (got ${JSON.stringify(text)})`, EXIT.usage);
+  return n;
+}
+
+function packageVersion(): string {
+  // src/cli and dist/cli both sit two levels below the package root.
+  return (JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+const EXIT_HELP = `
+Exit codes:
+  0   done; for report, no scope dispatched more than once in the window
+  1   report found a scope and step dispatched more than once
+  2   usage error, or release/invalidate without --force (nothing changed)
+  3   Redis unreachable, refused the credentials, or timed out
+  4   nothing to act on: no such lock (release) or artifact (invalidate)
+  5   release refused: the lock changed hands while it was being released
+  70  internal error in the CLI
+`;
+
+if (require.main === module) {
+  void main(process.argv).then((code) => {
+    process.exitCode = code;
+  });
+}

@@ -1,0 +1,43 @@
+import type { Report } from './report';
+import { table } from './table';
+
+/** How many scopes the human report lists unless told otherwise. */
+export const DEFAULT_SCOPE_LIMIT = 20;
+
+/** The human form of a report: counts by job type, by scope, then every duplicate in full. */
+export function formatReport(report: Report, scopeLimit = DEFAULT_SCOPE_LIMIT): string {
+  const lines: string[] = [];
+  const filter = report.jobType === undefined ? '' : `, job type ${JSON.stringify(report.jobType)}`;
+  lines.push(`dispatch log ${report.stream}, ${report.from} to ${report.to}${filter}: ${report.events} event(s)`);
+  if (report.events === 0) {
+    lines.push('no decisions recorded in this window (is the prefix right, and the dispatchLog option on?)');
+    return lines.join('\n');
+  }
+  const columns = report.decisions;
+  const cells = (counts: Record<string, number>) => columns.map((d) => counts[d] ?? 0);
+
+  lines.push('', 'by job type');
+  lines.push(table(['job type', ...columns, 'total'], report.byJobType.map((r) => [r.jobType || '(none)', ...cells(r.counts), r.total])));
+
+  const shown = scopeLimit > 0 ? report.byScope.slice(0, scopeLimit) : report.byScope;
+  const more = report.byScope.length - shown.length;
+  lines.push('', `by scope (${report.byScope.length}${more > 0 ? `, the ${shown.length} with most dispatches shown; --limit 0 for all` : ''})`);
+  lines.push(table(['job type', 'scope', ...columns, 'total'], shown.map((r) => [r.jobType || '(none)', r.scope, ...cells(r.counts), r.total])));
+
+  lines.push('');
+  if (report.duplicates.length === 0) {
+    lines.push('duplicates: none (no scope and step was dispatched more than once in this window)');
+    return lines.join('\n');
+  }
+  lines.push(`duplicates: ${report.duplicates.length} scope(s) dispatched more than once in this window`);
+  for (const dup of report.duplicates) {
+    lines.push('', `scope ${JSON.stringify(dup.scope)}, step ${JSON.stringify(dup.step)}, job type ${JSON.stringify(dup.jobType)}: ${dup.dispatches.length} dispatches`);
+    lines.push(
+      table(
+        ['time', 'workflow ID', 'run ID', 'attempt', 'holder', 'fencing', 'outcome'],
+        dup.dispatches.map((d) => [d.at, d.workflowId ?? '', d.runId ?? '', d.attempt ?? '', d.holder ?? '', d.fencingToken ?? '', d.outcome ?? '']),
+      ),
+    );
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,82 @@
+import { LRUCache } from 'lru-cache';
+import type { WakeHub } from './wake';
+
+/** Bounds of the in-worker artifact cache. */
+export interface ArtifactCacheOptions {
+  /**
+   * Most artifacts kept.
+   * @defaultValue `10_000`
+   */
+  readonly maxEntries?: number;
+  /**
+   * Most bytes kept (stored artifact bytes).
+   * @defaultValue `67_108_864` (64 MiB)
+   */
+  readonly maxBytes?: number;
+  /**
+   * Longest an entry is served without asking Redis, whatever the artifact's TTL left.
+   * @defaultValue `60_000`
+   */
+  readonly maxAgeMs?: number;
+}
+
+/** The cache's defaults. */
+export const ARTIFACT_CACHE_DEFAULTS = Object.freeze({ maxEntries: 10_000, maxBytes: 64 * 1024 * 1024, maxAgeMs: 60_000 } as const);
+
+interface Entry {
+  readonly bytes: Buffer;
+  readonly argsHash: string;
+}
+
+/**
+ * An in-worker LRU of committed artifacts, bounded by entries and bytes, so that a hot repeat
+ * costs no Redis round trip. An entry never outlives the artifact's TTL in Redis (it is stored
+ * with the TTL left when read), nor `maxAgeMs`. Invalidations published by
+ * `FireOnceGuard.invalidate` evict it on every worker; while the subscription that carries them
+ * is down, the cache is emptied and serves nothing.
+ */
+export class ArtifactCache {
+  private readonly lru: LRUCache<string, Entry>;
+  private live = false;
+
+  constructor(readonly options: Required<ArtifactCacheOptions>) {
+    this.lru = new LRUCache<string, Entry>({
+      max: options.maxEntries,
+      maxSize: options.maxBytes,
+      sizeCalculation: (entry) => entry.bytes.length + 1,
+      ttl: options.maxAgeMs,
+    });
+  }
+
+  /** Subscribe to invalidations; the cache serves only while that subscription is live. */
+  async attach(hub: WakeHub, channel: string): Promise<void> {
+    hub.onHealth((healthy) => {
+      if (!healthy) this.lru.clear();
+      this.live = healthy;
+    });
+    await hub.join(channel, (key) => this.lru.delete(key));
+    this.live = true;
+  }
+
+  /** The cached bytes of `key`, unless absent, expired, detached, or stored for other arguments. */
+  get(key: string, argsHash: string): Buffer | undefined {
+    if (!this.live) return undefined;
+    const entry = this.lru.get(key);
+    if (entry === undefined || entry.argsHash !== argsHash) return undefined;
+    return entry.bytes;
+  }
+
+  /** Keep `bytes` for at most `ttlMs` (the artifact's TTL left) and `maxAgeMs`. */
+  set(key: string, bytes: Buffer, argsHash: string, ttlMs: number): void {
+    if (!this.live || ttlMs <= 0 || bytes.length + 1 > this.options.maxBytes) return;
+    this.lru.set(key, { bytes, argsHash }, { ttl: Math.min(ttlMs, this.options.maxAgeMs) });
+  }
+
+  delete(key: string): void {
+    this.lru.delete(key);
+  }
+
+  get size(): number {
+    return this.lru.size;
+  }
+}

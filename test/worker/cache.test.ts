@@ -1,0 +1,100 @@
+import { MockActivityEnvironment } from '@temporalio/testing';
+import type { Redis } from 'ioredis';
+import { ArtifactCache, ARTIFACT_CACHE_DEFAULTS, FireOnceGuard, WakeHub, createFireOnceActivityInterceptor, fireOnce, fireOnceActivityMap } from '../../src';
+import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+
+describe('local artifact cache', () => {
+  let redis: Redis;
+  let prefix: string;
+  let guard: FireOnceGuard;
+  let hubs: WakeHub[];
+  let runs: number;
+  const activities = { job: fireOnce(async (s: string) => (runs++, `result ${s}`), { scope: ([s]) => s }) };
+
+  beforeAll(() => {
+    redis = connectRedis();
+  });
+  beforeEach(() => {
+    prefix = testPrefix('cache');
+    guard = new FireOnceGuard({ redis, keyPrefix: prefix });
+    hubs = [];
+    runs = 0;
+  });
+  afterEach(async () => {
+    hubs.forEach((h) => h.close());
+    await deletePrefix(redis, prefix);
+  });
+  afterAll(() => redis.quit());
+
+  /** A worker's cache, subscribed to invalidations on its own connection. */
+  async function workerCache(options: Partial<typeof ARTIFACT_CACHE_DEFAULTS> = {}): Promise<ArtifactCache> {
+    const hub = new WakeHub(redis);
+    hubs.push(hub);
+    const cache = new ArtifactCache({ ...ARTIFACT_CACHE_DEFAULTS, ...options });
+    await cache.attach(hub, guard.keys.invalidations());
+    return cache;
+  }
+
+  const run = (cache: ArtifactCache, scope = 's') => {
+    const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), cache });
+    return new MockActivityEnvironment({ activityType: 'job' }, { interceptors: [factory] }).run(activities.job, scope);
+  };
+  const evalCalls = async () => {
+    const stats = await redis.info('commandstats');
+    return [...stats.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
+  };
+
+  it('serves a hot repeat without any Redis round trip', async () => {
+    const cache = await workerCache();
+    await run(cache); // dispatch + commit: cached
+    const before = await evalCalls();
+    await run(cache);
+    await run(cache);
+    expect(await evalCalls()).toBe(before + 0);
+    expect(runs).toBe(1);
+  });
+
+  it('never serves an entry past the artifact TTL', async () => {
+    const cache = await workerCache();
+    const short = new FireOnceGuard({ redis, keyPrefix: prefix, artifactTtlMs: 150 });
+    const factory = createFireOnceActivityInterceptor({ guard: short, activities: fireOnceActivityMap(activities), cache });
+    const go = () => new MockActivityEnvironment({ activityType: 'job' }, { interceptors: [factory] }).run(activities.job, 's');
+    await go();
+    await new Promise((r) => setTimeout(r, 250));
+    await go(); // artifact expired in Redis and in the cache: runs again
+    expect(runs).toBe(2);
+  });
+
+  it('drops an invalidated artifact on every worker, so the next invocation dispatches again', async () => {
+    const a = await workerCache();
+    const b = await workerCache();
+    await run(a);
+    await run(b); // b caches it from Redis
+    expect(a.size + b.size).toBe(2);
+    expect(await guard.invalidate('s', 'job')).toBe(true);
+    await redis.ping();
+    await new Promise((r) => setTimeout(r, 50)); // pub/sub delivery
+    expect(a.size + b.size).toBe(0);
+    await run(b);
+    expect(runs).toBe(2);
+  });
+
+  it('serves nothing while the invalidation subscription is down', async () => {
+    const cache = await workerCache();
+    await run(cache);
+    expect(cache.get(guard.keys.artifact('s', 'job'), '')).toBeUndefined(); // other args hash
+    hubs[0].close();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(cache.size).toBe(0);
+    await redis.del(guard.keys.artifact('s', 'job'), guard.keys.lock('s', 'job'));
+    await run(cache);
+    expect(runs).toBe(2);
+  });
+
+  it('stays within its byte bound', async () => {
+    const cache = await workerCache({ maxBytes: 200 });
+    for (let i = 0; i < 10; i++) await run(cache, `scope-${i}`);
+    expect(cache.size).toBeLessThan(10);
+    expect(cache.size).toBeGreaterThan(0);
+  });
+});
