@@ -130,6 +130,19 @@ describe('fire-once on a real Temporal server with two worker processes', () => 
     expect(await redis.llen(jobQueueKey(prefix))).toBe(0);
   });
 
+  it('a job that outlives its lease five times over is never dispatched again while it is alive', async () => {
+    const scope = `session-${randomUUID()}`;
+    const first = await start('longRun', [scope, scope, 5_000]);
+    const later: Awaited<ReturnType<typeof start>>[] = [];
+    for (let i = 0; i < 4; i++) {
+      await new Promise((r) => setTimeout(r, 1_000)); // one lease later each time
+      later.push(await start('longRun', [scope, scope, 5_000]));
+    }
+    const results = (await Promise.all([first, ...later].map((h) => h.result()))) as JobResult[];
+    expect(new Set(results.map((r) => r.nonce)).size).toBe(1);
+    expect(await dispatches(scope)).toBe(1);
+  });
+
   it('start-to-close shorter than the job, with retries: attempts overlap, 1 dispatch, result delivered', async () => {
     const scope = `session-${randomUUID()}`;
     const result = (await (await start('overlapRun', [scope, scope, 5_000])).result()) as JobResult;
