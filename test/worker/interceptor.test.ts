@@ -147,6 +147,20 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     expect(await count()).toBe(0);
   });
 
+  it("'wait' heartbeats while it waits when the activity has a heartbeat timeout", async () => {
+    const holder = await guard.acquire({ scope: 's', step: 'job', jobType: 'job' });
+    if (holder.kind !== 'acquired') throw new Error('expected acquired');
+    const activities = { job: guarded(async () => 'mine') };
+    const env = envFor(activities, 'job', 'wait', { heartbeatTimeoutMs: 100 });
+    let heartbeats = 0;
+    env.on('heartbeat', () => heartbeats++);
+    const waiting = env.run(activities.job, 's');
+    await waitFor(async () => heartbeats >= 3);
+    await guard.release(holder.lease);
+    expect(decode(await waiting)).toBe('mine'); // the holder failed: this call competed and won
+    expect(await count()).toBe(1);
+  });
+
   it("'wait' gives up with a retryable FireOnceInFlight before start-to-close", async () => {
     await holdLock(guard.keys.lock('s', 'job'));
     const activities = { job: guarded(async () => 'x') };
