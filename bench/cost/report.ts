@@ -59,7 +59,11 @@ function e2eLine(e2e: E2eResult | undefined): string {
     `end to end (one worker, dev server from ${e2e.temporalSource}): guarded ${e2e.guardedPerSec.toFixed(1)} activities/s, ` +
     `unguarded ${e2e.plainPerSec.toFixed(1)} activities/s, ratio ${e2e.ratio.toFixed(3)} (median of ${e2e.reps.length} paired reps, ` +
     `range ${e2e.ratioRange[0].toFixed(2)}-${e2e.ratioRange[1].toFixed(2)}; pooled ${e2e.pooledRatio.toFixed(3)}; ` +
-    `${e2e.artifacts}/${e2e.expectedArtifacts} artifacts written; ${e2e.failures.length} workflow runs failed)` +
+    `${e2e.artifacts}/${e2e.expectedArtifacts} artifacts written; ${e2e.failures.length} workflow runs failed). ` +
+    `Plugin per guarded activity: ${e2e.commandsPerGuardedActivity.toFixed(2)} Redis commands ` +
+    `(${Object.entries(e2e.commandNames).map(([n, c]) => `${n} ${c}`).join(', ')}), ` +
+    `${bytes(e2e.memoryPerGuardedActivity.bytesPerStepWithLock)} bytes while locked, ` +
+    `${bytes(e2e.memoryPerGuardedActivity.bytesPerStepAfterLock)} after (every key under the prefix, dispatch log included)` +
     e2e.failures.slice(0, 5).map((f) => `\n  failed: ${f}`).join('')
   );
 }

@@ -4,7 +4,9 @@ import { Redis } from 'ioredis';
 import { startTemporal } from '../../../sample-workflows/services';
 import { quietTemporalLogs } from '../../../sample-workflows/shared/temporal';
 import { FireOncePlugin } from '../../../src';
-import { scanKeys } from '../memory';
+import { LOCK_TTL_MS } from '../guards';
+import { memoryPerStep, scanKeys, type StepMemory } from '../memory';
+import { CommandCounter } from '../round-trips';
 import { median } from '../stats';
 import { createE2eActivities } from './activities';
 import { costWorkflow } from './workflows';
@@ -39,6 +41,14 @@ export interface E2eResult {
   readonly pooledRatio: number;
   /** The lowest and highest guarded / plain of one repetition: how noisy the pairs were. */
   readonly ratioRange: readonly [number, number];
+  /**
+   * Redis commands the worker sent per guarded activity, counted through ioredis' command hook
+   * over one extra, untimed batch; by command name. Fire-and-forget writes count too.
+   */
+  readonly commandsPerGuardedActivity: number;
+  readonly commandNames: Readonly<Record<string, number>>;
+  /** `MEMORY USAGE` of every key under the plugin's prefix, per guarded activity. */
+  readonly memoryPerGuardedActivity: StepMemory;
   /** Workflow runs that failed, with their cause chain; their activities do not count. */
   readonly failures: readonly string[];
   /** Artifacts found after the run: one per guarded activity, or the guard did not run. */
@@ -118,7 +128,21 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
         const [g, p] = guardedFirst ? [first, second] : [second, first];
         reps.push({ guarded: g.rate, plain: p.rate, guardedSeconds: g.seconds, plainSeconds: p.seconds });
       }
+      opts.progress('e2e: counting Redis commands per guarded activity');
+      const counter = new CommandCounter();
+      counter.start();
+      const from = counter.mark();
+      const countWorkflows = Math.min(10, opts.workflows);
+      try {
+        await batch(true, 'count', countWorkflows);
+      } finally {
+        counter.stop();
+      }
+      const names = counter.between(from, counter.mark());
+      const commandNames: Record<string, number> = {};
+      for (const name of names) commandNames[name] = (commandNames[name] ?? 0) + 1;
       const artifacts = (await scanKeys(redis, `${prefix}:*:artifact:*`)).length;
+      const guardedActivities = guardedBatches * opts.activitiesPerWorkflow;
       return {
         temporalSource: temporal.source,
         guardedPerSec: median(reps.map((r) => r.guarded)),
@@ -126,9 +150,12 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
         ratio: median(reps.map((r) => r.guarded / r.plain)),
         pooledRatio: reps.reduce((a, r) => a + r.plainSeconds, 0) / reps.reduce((a, r) => a + r.guardedSeconds, 0),
         ratioRange: [Math.min(...reps.map((r) => r.guarded / r.plain)), Math.max(...reps.map((r) => r.guarded / r.plain))],
+        commandsPerGuardedActivity: names.length / (countWorkflows * opts.activitiesPerWorkflow),
+        commandNames,
+        memoryPerGuardedActivity: await memoryPerStep(redis, [`${prefix}*`], guardedActivities, 0, LOCK_TTL_MS),
         failures,
         artifacts,
-        expectedArtifacts: guardedBatches * opts.activitiesPerWorkflow,
+        expectedArtifacts: guardedActivities,
         reps,
       };
     } finally {
