@@ -37,8 +37,9 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
     return code;
   } catch (err) {
     if (err instanceof CommanderError) {
-      // Help and version end here too; every other commander error is bad usage.
-      return ['commander.helpDisplayed', 'commander.help', 'commander.version'].includes(err.code) ? EXIT.ok : EXIT.usage;
+      // --help and --version end here with commander's exit code 0; every other commander error,
+      // including a missing command, is bad usage.
+      return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
     }
     if (err instanceof CliError) {
       io.err(`fire-once: ${err.message}\n`);
@@ -66,6 +67,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
     .action(async (opts: CommonOptions & { since: string; jobType?: string; limit: number }) => {
       const keys = keysFor(opts.prefix);
       if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
+      parseSince(opts.since, Date.now()); // a bad --since is a usage error even when Redis is down
       const report = await withRedis(opts, async (redis) => {
         const nowMs = await serverTimeMs(redis);
         return buildReport(redis, keys, { fromMs: parseSince(opts.since, nowMs), toMs: nowMs, ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }) });

@@ -20,7 +20,15 @@ export interface ArtifactCacheOptions {
   readonly maxAgeMs?: number;
 }
 
-/** The cache's defaults. */
+/**
+ * The cache's defaults.
+ *
+ * @example
+ * ```ts
+ * import { ARTIFACT_CACHE_DEFAULTS } from 'temporal-fire-once';
+ * ARTIFACT_CACHE_DEFAULTS.maxAgeMs; // 60000
+ * ```
+ */
 export const ARTIFACT_CACHE_DEFAULTS = Object.freeze({ maxEntries: 10_000, maxBytes: 64 * 1024 * 1024, maxAgeMs: 60_000 } as const);
 
 interface Entry {
@@ -34,6 +42,18 @@ interface Entry {
  * with the TTL left when read), nor `maxAgeMs`. Invalidations published by
  * `FireOnceGuard.invalidate` evict it on every worker; while the subscription that carries them
  * is down, the cache is emptied and serves nothing.
+ *
+ * @example
+ * ```ts
+ * import { ARTIFACT_CACHE_DEFAULTS, ArtifactCache, FireOnceGuard, WakeHub } from 'temporal-fire-once';
+ * import { Redis } from 'ioredis';
+ *
+ * export async function cacheFor(redis: Redis): Promise<ArtifactCache> {
+ *   const cache = new ArtifactCache({ ...ARTIFACT_CACHE_DEFAULTS, maxBytes: 8 * 1024 * 1024 });
+ *   await cache.attach(new WakeHub(redis), new FireOnceGuard({ redis }).keys.invalidations());
+ *   return cache;
+ * }
+ * ```
  */
 export class ArtifactCache {
   private readonly lru: LRUCache<string, Entry>;

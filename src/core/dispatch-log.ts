@@ -33,7 +33,15 @@ export interface DispatchEvent {
   readonly ts?: number;
 }
 
-/** Stream field names, in order; the CLI reads entries back with the same names. */
+/**
+ * Stream field names, in order; the CLI reads entries back with the same names.
+ *
+ * @example
+ * ```ts
+ * import { EVENT_FIELDS } from 'temporal-fire-once';
+ * EVENT_FIELDS.includes('fencingToken'); // true
+ * ```
+ */
 export const EVENT_FIELDS = [
   'decision',
   'scope',
@@ -54,6 +62,17 @@ export const EVENT_FIELDS = [
  * (`XADD <prefix>:log MAXLEN ~ N`). Appends are sent without being awaited, so they ride the
  * same connection right behind the decision's own command and never add a wait to the hot
  * path; a failed append is counted in `dropped`, never thrown.
+ *
+ * @example
+ * ```ts
+ * import { DispatchLog, FireOnceKeys } from 'temporal-fire-once';
+ * import { Redis } from 'ioredis';
+ *
+ * export function recordForcedRelease(redis: Redis, scope: string, step: string): void {
+ *   const log = new DispatchLog(redis, new FireOnceKeys('fire-once').log(), 100_000);
+ *   log.record({ decision: 'release-forced', scope, step, jobType: step });
+ * }
+ * ```
  */
 export class DispatchLog {
   /** Appends that Redis refused (e.g. the stream's node was unreachable). */
@@ -81,7 +100,20 @@ export class DispatchLog {
   }
 }
 
-/** Parse one stream entry's flat field list back into an event. */
+/**
+ * Parse one stream entry's flat field list back into an event.
+ *
+ * @example
+ * ```ts
+ * import { parseEvent } from 'temporal-fire-once';
+ * import { Redis } from 'ioredis';
+ *
+ * export async function lastDecisions(redis: Redis, count = 10) {
+ *   const entries = await redis.xrevrange('fire-once:log', '+', '-', 'COUNT', count);
+ *   return entries.map(([, fields]) => parseEvent(fields));
+ * }
+ * ```
+ */
 export function parseEvent(fields: readonly string[]): DispatchEvent & { ts: number } {
   const map = new Map<string, string>();
   for (let i = 0; i + 1 < fields.length; i += 2) map.set(fields[i], fields[i + 1]);

@@ -84,6 +84,12 @@ symbolBasedInstanceOf('FireOnceConfigError')(FireOnceConfigError);
 /**
  * A guarded activity ran with no scope: neither `options.scope` nor `setDispatchScope()` gave one.
  * Not retryable; nothing was dispatched.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceMissingScope } from 'temporal-fire-once';
+ * new FireOnceMissingScope('activity "send" has no dispatch scope', { activityType: 'send' }).type; // 'FireOnceMissingScope'
+ * ```
  */
 export class FireOnceMissingScope extends FireOnceError {
   override readonly type = 'FireOnceMissingScope';
@@ -93,6 +99,16 @@ symbolBasedInstanceOf('FireOnceMissingScope')(FireOnceMissingScope);
 /**
  * A scope, step or job type is not a usable ID (empty, whitespace only, too long, or not
  * well-formed Unicode). Not retryable; nothing was dispatched.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceInvalidId, encodeId } from 'temporal-fire-once';
+ * try {
+ *   encodeId('scope', '   ');
+ * } catch (err) {
+ *   if (err instanceof FireOnceInvalidId) console.log(err.message); // scope must not be empty or whitespace only ...
+ * }
+ * ```
  */
 export class FireOnceInvalidId extends FireOnceError {
   override readonly type = 'FireOnceInvalidId';
@@ -102,6 +118,14 @@ symbolBasedInstanceOf('FireOnceInvalidId')(FireOnceInvalidId);
 /**
  * Another invocation holds the fire-once lock and the in-flight policy gave up waiting (or is
  * `'fail'`). Retryable: `retryAfterMs` is the lock's remaining TTL when last seen.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceInFlight } from 'temporal-fire-once';
+ * const err = new FireOnceInFlight('step "send" is in flight', 2_000, { scope: 's', step: 'send' });
+ * err.retryable; // true
+ * err.retryAfterMs; // 2000
+ * ```
  */
 export class FireOnceInFlight extends FireOnceError {
   override readonly type = 'FireOnceInFlight';
@@ -119,6 +143,21 @@ symbolBasedInstanceOf('FireOnceInFlight')(FireOnceInFlight);
 /**
  * Redis could not be reached or answered with an error. The guard fails closed: nothing was
  * dispatched by this attempt. Retryable.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceGuard, FireOnceStoreUnavailable } from 'temporal-fire-once';
+ * import { Redis } from 'ioredis';
+ *
+ * export async function tryAcquire(redis: Redis) {
+ *   try {
+ *     return await new FireOnceGuard({ redis }).acquire({ scope: 's', step: 'send', jobType: 'send' });
+ *   } catch (err) {
+ *     if (err instanceof FireOnceStoreUnavailable) return undefined; // fail closed: do not dispatch
+ *     throw err;
+ *   }
+ * }
+ * ```
  */
 export class FireOnceStoreUnavailable extends FireOnceError {
   override readonly type = 'FireOnceStoreUnavailable';
@@ -129,6 +168,12 @@ symbolBasedInstanceOf('FireOnceStoreUnavailable')(FireOnceStoreUnavailable);
 /**
  * A stored artifact is not a valid payload. Not retryable: retrying would read the same bytes.
  * Nothing is dispatched; remove the artifact (or let it expire) to run the job again.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceCorruptArtifact } from 'temporal-fire-once';
+ * new FireOnceCorruptArtifact('stored artifact is not a valid payload', { key: 'fire-once:{s}:artifact:j' }).retryable; // false
+ * ```
  */
 export class FireOnceCorruptArtifact extends FireOnceError {
   override readonly type = 'FireOnceCorruptArtifact';
@@ -139,6 +184,12 @@ symbolBasedInstanceOf('FireOnceCorruptArtifact')(FireOnceCorruptArtifact);
  * The activity succeeded (its job was dispatched) but its result could not be stored as an
  * artifact. The lock is kept until its TTL so that no retry dispatches the job again.
  * Not retryable.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceUnstorableResult } from 'temporal-fire-once';
+ * new FireOnceUnstorableResult('the result cannot be serialised').type; // 'FireOnceUnstorableResult'
+ * ```
  */
 export class FireOnceUnstorableResult extends FireOnceError {
   override readonly type = 'FireOnceUnstorableResult';
@@ -149,6 +200,13 @@ symbolBasedInstanceOf('FireOnceUnstorableResult')(FireOnceUnstorableResult);
  * Same scope and step, different arguments: a later call does not match the call that holds the
  * lock or produced the artifact (Stripe's `idempotency_error`). Not retryable; nothing was
  * dispatched. Set `onConflict: 'ignore'` to let such calls share the first call's outcome.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceKeyConflict } from 'temporal-fire-once';
+ * const err: unknown = new FireOnceKeyConflict('other arguments', { scope: 's', step: 'send' });
+ * if (err instanceof FireOnceKeyConflict) console.log(err.context.step); // 'send'
+ * ```
  */
 export class FireOnceKeyConflict extends FireOnceError {
   override readonly type = 'FireOnceKeyConflict';
@@ -159,6 +217,18 @@ symbolBasedInstanceOf('FireOnceKeyConflict')(FireOnceKeyConflict);
  * A lease renewal found the lock gone or held by another token: this holder no longer owns the
  * dispatch. The activity's `fireOnceContext().signal` is aborted with this error. Retryable: the
  * next attempt finds the new holder's lock or artifact.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceLockLost, fireOnce, fireOnceContext } from 'temporal-fire-once';
+ *
+ * export const upload = fireOnce(async (): Promise<void> => {
+ *   const { signal } = fireOnceContext();
+ *   signal.addEventListener('abort', () => {
+ *     if (signal.reason instanceof FireOnceLockLost) console.warn('another holder took over');
+ *   });
+ * });
+ * ```
  */
 export class FireOnceLockLost extends FireOnceError {
   override readonly type = 'FireOnceLockLost';
@@ -169,6 +239,12 @@ symbolBasedInstanceOf('FireOnceLockLost')(FireOnceLockLost);
 /**
  * A result is larger than `maxArtifactBytes`. Logged, not thrown: the result still reaches the
  * workflow, no artifact is stored, and the lock is kept until its TTL.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceArtifactTooLarge } from 'temporal-fire-once';
+ * new FireOnceArtifactTooLarge('artifact of 2000000 bytes exceeds maxArtifactBytes').type; // 'FireOnceArtifactTooLarge'
+ * ```
  */
 export class FireOnceArtifactTooLarge extends FireOnceError {
   override readonly type = 'FireOnceArtifactTooLarge';

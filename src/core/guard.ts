@@ -65,7 +65,15 @@ export interface AcquireOptions {
   readonly lockTtlMs?: number;
 }
 
-/** A short hash of a lock token, safe to log. */
+/**
+ * A short hash of a lock token, safe to log.
+ *
+ * @example
+ * ```ts
+ * import { holderId } from 'temporal-fire-once';
+ * holderId('a-secret-lock-token'); // 12 hex characters, safe to log
+ * ```
+ */
 export function holderId(token: string): string {
   return createHash('sha256').update(token).digest('hex').slice(0, 12);
 }

@@ -1,6 +1,14 @@
 import { FireOnceInvalidId } from './errors';
 
-/** Longest accepted scope, step or job type, in UTF-8 bytes, before encoding. */
+/**
+ * Longest accepted scope, step or job type, in UTF-8 bytes, before encoding.
+ *
+ * @example
+ * ```ts
+ * import { MAX_ID_BYTES } from 'temporal-fire-once';
+ * Buffer.byteLength('session-42') <= MAX_ID_BYTES; // true
+ * ```
+ */
 export const MAX_ID_BYTES = 512;
 
 /** Which kind of ID is being encoded; named in error messages. */
@@ -13,6 +21,12 @@ const UNRESERVED = /^[A-Za-z0-9._~-]$/;
 /**
  * Encode one ID for use inside a key: UTF-8, then every byte outside `[A-Za-z0-9._~-]` as `%XX`.
  * Throws {@link FireOnceInvalidId} for an empty, whitespace-only, over-long or malformed ID.
+ *
+ * @example
+ * ```ts
+ * import { encodeId } from 'temporal-fire-once';
+ * encodeId('scope', 'chat:7*'); // 'chat%3A7%2A'
+ * ```
  */
 export function encodeId(kind: IdKind, id: unknown): string {
   if (typeof id !== 'string') {
@@ -36,7 +50,15 @@ export function encodeId(kind: IdKind, id: unknown): string {
   return out;
 }
 
-/** Inverse of {@link encodeId}; used by tests and tooling that read keys back. */
+/**
+ * Inverse of {@link encodeId}; used by tests and tooling that read keys back.
+ *
+ * @example
+ * ```ts
+ * import { decodeId } from 'temporal-fire-once';
+ * decodeId('chat%3A7%2A'); // 'chat:7*'
+ * ```
+ */
 export function decodeId(encoded: string): string {
   return decodeURIComponent(encoded);
 }

@@ -45,7 +45,15 @@ export interface FireOnceGuardOptions {
 /** Guard options with every default filled in. */
 export type ResolvedGuardOptions = Required<FireOnceGuardOptions>;
 
-/** The guard's defaults. */
+/**
+ * The guard's defaults.
+ *
+ * @example
+ * ```ts
+ * import { GUARD_DEFAULTS } from 'temporal-fire-once';
+ * GUARD_DEFAULTS.keyPrefix; // 'fire-once'
+ * ```
+ */
 export const GUARD_DEFAULTS = Object.freeze({
   keyPrefix: 'fire-once',
   lockTtlMs: 15 * 60 * 1000,

@@ -16,6 +16,24 @@ export interface Renewal {
  * renewal finds the lock gone or another holder's, or no renewal has succeeded for a whole lease
  * (Redis unreachable), the lock is treated as lost: `signal` aborts with {@link FireOnceLockLost}
  * and `onLost` is called once.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceGuard, startRenewal } from 'temporal-fire-once';
+ * import { Redis } from 'ioredis';
+ *
+ * export async function withLease(redis: Redis, job: (signal: AbortSignal) => Promise<void>): Promise<void> {
+ *   const guard = new FireOnceGuard({ redis });
+ *   const outcome = await guard.acquire({ scope: 's', step: 'job', jobType: 'job' }, { lockTtlMs: 30_000 });
+ *   if (outcome.kind !== 'acquired') return;
+ *   const renewal = startRenewal(guard, outcome.lease, 30_000, (err) => console.warn(err.message));
+ *   try {
+ *     await job(renewal.signal);
+ *   } finally {
+ *     renewal.stop();
+ *   }
+ * }
+ * ```
  */
 export function startRenewal(guard: FireOnceGuard, lease: Lease, leaseMs: number, onLost: (err: FireOnceLockLost) => void): Renewal {
   const controller = new AbortController();

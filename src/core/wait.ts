@@ -25,6 +25,25 @@ export type TurnOutcome = Exclude<AcquireOutcome, { kind: 'held' }>;
  * (fast-forward) or the lock is gone without one (the holder failed, so this caller competes for
  * it again). Gives up with {@link FireOnceInFlight} at the deadline; its `retryAfterMs` is one
  * poll interval (at most the lock's TTL), since a retry waits again.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceGuard, WakeHub, waitForTurn } from 'temporal-fire-once';
+ * import { Redis } from 'ioredis';
+ *
+ * export async function acquireOrWait(redis: Redis) {
+ *   const guard = new FireOnceGuard({ redis });
+ *   const target = { scope: 'session-42', step: 'summarise', jobType: 'summary' };
+ *   const first = await guard.acquire(target);
+ *   if (first.kind !== 'held') return first;
+ *   const wake = new WakeHub(redis);
+ *   try {
+ *     return await waitForTurn(guard, target, first, {}, { pollIntervalMs: 250, deadline: Date.now() + 30_000, wake });
+ *   } finally {
+ *     wake.close();
+ *   }
+ * }
+ * ```
  */
 export async function waitForTurn(
   guard: FireOnceGuard,

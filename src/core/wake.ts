@@ -6,6 +6,18 @@ type Waiter = (message: string) => void;
  * One shared subscriber connection per worker, multiplexed over every waiter: waiters of a
  * channel are woken when the holder's commit or release publishes on it. The connection is a
  * `duplicate()` of the caller's client, opened on first use and closed by {@link close}.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceGuard, WakeHub } from 'temporal-fire-once';
+ * import { Redis } from 'ioredis';
+ *
+ * export async function onNextCommit(redis: Redis, scope: string, run: () => void): Promise<() => void> {
+ *   const keys = new FireOnceGuard({ redis }).keys;
+ *   const hub = new WakeHub(redis); // one subscriber connection, shared by every join
+ *   return hub.join(keys.wakeChannel(scope), run); // call the result to leave
+ * }
+ * ```
  */
 export class WakeHub {
   private subscriber: RedisClient | undefined;

@@ -9,7 +9,16 @@ const guardedContexts = new WeakSet<object>();
 
 type AnyFunction = (...args: any[]) => Promise<unknown>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-/** The fire-once options recorded on a wrapped activity, or `undefined` for a plain one. */
+/**
+ * The fire-once options recorded on a wrapped activity, or `undefined` for a plain one.
+ *
+ * @example
+ * ```ts
+ * import { fireOnce, fireOnceOptionsOf } from 'temporal-fire-once';
+ * const send = fireOnce(async (): Promise<void> => undefined, { jobType: 'mail' });
+ * fireOnceOptionsOf(send)?.jobType; // 'mail'
+ * ```
+ */
 export function fireOnceOptionsOf(fn: unknown): FireOnceOptions | undefined {
   return typeof fn === 'function' ? (fn as unknown as Record<symbol, FireOnceOptions | undefined>)[OPTIONS] : undefined;
 }

@@ -6,6 +6,12 @@ import type { DispatchTarget } from '../core/guard';
 /**
  * Metric names, stable and documented in the README. Tags: `activity_type`, `step`, `job_type`
  * and, on the counter, `decision`. Never the scope: it is unbounded.
+ *
+ * @example
+ * ```ts
+ * import { METRICS } from 'temporal-fire-once';
+ * METRICS.decisions; // 'fire_once_decisions', tagged decision, activity_type, step, job_type
+ * ```
  */
 export const METRICS = Object.freeze({
   decisions: 'fire_once_decisions',
