@@ -8,23 +8,15 @@ import {
   waitForTurn,
   type Lease,
 } from '../../src';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { useGuardFixture } from '../helpers/redis';
 
 describe('FireOnceGuard on Redis alone', () => {
+  const fx = useGuardFixture('guard', { lockTtlMs: 30_000, artifactTtlMs: 60_000 });
   let redis: Redis;
   let prefix: string;
   let guard: FireOnceGuard;
+  beforeEach(() => ({ redis, prefix, guard } = fx));
   const target = { scope: 'session-1', step: 'dispatch', jobType: 'summary' };
-
-  beforeAll(() => {
-    redis = connectRedis();
-  });
-  beforeEach(() => {
-    prefix = testPrefix('guard');
-    guard = new FireOnceGuard({ redis, keyPrefix: prefix, lockTtlMs: 30_000, artifactTtlMs: 60_000 });
-  });
-  afterEach(() => deletePrefix(redis, prefix));
-  afterAll(() => redis.quit());
 
   it('gives the lock to exactly one of 100 concurrent acquires, each on its own connection', async () => {
     const clients = Array.from({ length: 10 }, () => new Redis(process.env.REDIS_URL as string));

@@ -1,33 +1,25 @@
 import type { Redis } from 'ioredis';
 import { FireOnceGuard, FireOnceLockLost, WakeHub, startRenewal, waitForTurn } from '../../src';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { useGuardFixture } from '../helpers/redis';
 
 describe('leases, fencing and wake-ups on Redis alone', () => {
+  const fx = useGuardFixture('lease');
   let redis: Redis;
-  let prefix: string;
   let guard: FireOnceGuard;
+  beforeEach(() => ({ redis, guard } = fx));
   const target = { scope: 'session-1', step: 'dispatch', jobType: 'summary' };
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-  beforeAll(() => {
-    redis = connectRedis();
-  });
-  beforeEach(() => {
-    prefix = testPrefix('lease');
-    guard = new FireOnceGuard({ redis, keyPrefix: prefix });
-  });
-  afterEach(() => deletePrefix(redis, prefix));
-  afterAll(() => redis.quit());
-
   it('keeps a lease alive across many lease periods while renewing, then lets it expire once stopped', async () => {
-    const outcome = await guard.acquire(target, { lockTtlMs: 150 });
+    // Leases long enough that a loaded 2-core machine's event-loop stalls stay under a third.
+    const outcome = await guard.acquire(target, { lockTtlMs: 900 });
     if (outcome.kind !== 'acquired') throw new Error('expected acquired');
-    const renewal = startRenewal(guard, outcome.lease, 150, () => undefined);
-    await sleep(750); // five leases
+    const renewal = startRenewal(guard, outcome.lease, 900, () => undefined);
+    await sleep(4_500); // five leases
     expect((await guard.acquire(target)).kind).toBe('held');
     expect(renewal.signal.aborted).toBe(false);
     renewal.stop();
-    await sleep(300);
+    await sleep(1_200);
     expect((await guard.acquire(target)).kind).toBe('acquired');
   });
 

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { FireOnceGuard, type FireOnceGuardOptions } from '../../src';
 
 /** A client on the suite's Redis (REDIS_URL, set by the global setup). */
 export function connectRedis(): Redis {
@@ -21,4 +22,29 @@ export async function deletePrefix(redis: Redis, prefix: string): Promise<void> 
     if (keys.length > 0) await redis.del(...keys);
     cursor = next;
   } while (cursor !== '0');
+}
+
+/** What {@link useGuardFixture} gives each test: its own Redis client, prefix and guard. */
+export interface GuardFixture {
+  redis: Redis;
+  prefix: string;
+  guard: FireOnceGuard;
+}
+
+/**
+ * Register the usual hooks: one client for the file, a fresh prefix and guard per test, and
+ * deletion of that prefix (only) after each test.
+ */
+export function useGuardFixture(name: string, options: Partial<FireOnceGuardOptions> = {}): GuardFixture {
+  const fx = {} as GuardFixture;
+  beforeAll(() => {
+    fx.redis = connectRedis();
+  });
+  beforeEach(() => {
+    fx.prefix = testPrefix(name);
+    fx.guard = new FireOnceGuard({ redis: fx.redis, keyPrefix: fx.prefix, ...options });
+  });
+  afterEach(() => deletePrefix(fx.redis, fx.prefix));
+  afterAll(() => fx.redis.quit());
+  return fx;
 }

@@ -13,24 +13,16 @@ import {
   type InFlightPolicy,
 } from '../../src';
 import { payloadToBytes } from '../../src/worker/artifact';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { useGuardFixture } from '../helpers/redis';
 
 // MockActivityEnvironment passes empty headers, so these tests give the scope through options;
 // header propagation is covered by the integration suite on a real server.
 describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
+  const fx = useGuardFixture('icpt', { lockTtlMs: 60_000 });
   let redis: Redis;
   let prefix: string;
   let guard: FireOnceGuard;
-
-  beforeAll(() => {
-    redis = connectRedis();
-  });
-  beforeEach(() => {
-    prefix = testPrefix('icpt');
-    guard = new FireOnceGuard({ redis, keyPrefix: prefix, lockTtlMs: 60_000 });
-  });
-  afterEach(() => deletePrefix(redis, prefix));
-  afterAll(() => redis.quit());
+  beforeEach(() => ({ redis, prefix, guard } = fx));
 
   /** A counter the guard does not own: INCR under the test's prefix inside the activity body. */
   const counterKey = () => `${prefix}:counter`;

@@ -2,7 +2,7 @@ import type { MetricCounter, MetricHistogram, MetricMeter, MetricTags } from '@t
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
 import { DispatchLog, FireOnceGuard, METRICS, createFireOnceActivityInterceptor, fireOnce, fireOnceActivityMap, parseEvent } from '../../src';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { connectRedis, deletePrefix, testPrefix, useGuardFixture } from '../helpers/redis';
 
 /** A MetricMeter that records every data point with its merged tags. */
 function recordingMeter(points: { name: string; value: number; tags: MetricTags }[], base: MetricTags = {}): MetricMeter {
@@ -24,19 +24,10 @@ function recordingMeter(points: { name: string; value: number; tags: MetricTags 
 }
 
 describe('dispatch log and metrics', () => {
+  const fx = useGuardFixture('obs');
   let redis: Redis;
-  let prefix: string;
   let guard: FireOnceGuard;
-
-  beforeAll(() => {
-    redis = connectRedis();
-  });
-  beforeEach(() => {
-    prefix = testPrefix('obs');
-    guard = new FireOnceGuard({ redis, keyPrefix: prefix });
-  });
-  afterEach(() => deletePrefix(redis, prefix));
-  afterAll(() => redis.quit());
+  beforeEach(() => ({ redis, guard } = fx));
 
   it('appends each decision with its IDs, never a payload, and counts it by decision without the scope tag', async () => {
     const secret = 'secret-argument-9931';

@@ -10,7 +10,7 @@ import {
   fireOnceContext,
   type FireOnceInterceptorConfig,
 } from '../../src';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { useGuardFixture } from '../helpers/redis';
 
 /** A codec that XORs every byte and marks the payload, standing in for an encryption codec. */
 const xorCodec: PayloadCodec = {
@@ -29,19 +29,11 @@ const xorCodec: PayloadCodec = {
 };
 
 describe('production semantics (MockActivityEnvironment, real Redis)', () => {
+  const fx = useGuardFixture('sem');
   let redis: Redis;
   let prefix: string;
   let guard: FireOnceGuard;
-
-  beforeAll(() => {
-    redis = connectRedis();
-  });
-  beforeEach(() => {
-    prefix = testPrefix('sem');
-    guard = new FireOnceGuard({ redis, keyPrefix: prefix });
-  });
-  afterEach(() => deletePrefix(redis, prefix));
-  afterAll(() => redis.quit());
+  beforeEach(() => ({ redis, prefix, guard } = fx));
 
   const counterKey = () => `${prefix}:counter`;
   const count = async () => Number((await redis.get(counterKey())) ?? 0);
