@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { FireOnceError, FireOnceKeyConflict, FireOnceStoreUnavailable, type FireOnceErrorContext } from './errors';
 import { FireOnceKeys, encodeId } from './keys';
 import { checkDuration, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
@@ -126,7 +126,7 @@ export class FireOnceGuard {
     const lockKey = this.keys.lock(target.scope, target.step);
     const fenceKey = this.keys.fence(target.scope, target.step);
     const artifactKey = this.artifactKey(target);
-    const token = randomBytes(16).toString('base64url');
+    const token = randomUUID(); // 122 random bits, and cheaper than randomBytes
     const mode = target.externalArtifactKey === undefined ? 'result' : 'exists';
     const context = contextOf(target, lockKey);
     const reply = await this.call(context, () =>

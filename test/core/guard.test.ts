@@ -35,7 +35,7 @@ describe('FireOnceGuard on Redis alone', () => {
   it('uses a fresh random token per acquire and sets the lock TTL', async () => {
     const first = await guard.acquire(target, { lockTtlMs: 5_000 });
     if (first.kind !== 'acquired') throw new Error(`expected acquired, got ${first.kind}`);
-    expect(first.lease.token).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(first.lease.token).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     const pttl = await redis.pttl(first.lease.lockKey);
     expect(pttl).toBeGreaterThan(0);
     expect(pttl).toBeLessThanOrEqual(5_000);

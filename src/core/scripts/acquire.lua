@@ -52,7 +52,9 @@ if lock[1] and lock[4] ~= '1' then
   return {3, redis.call('PTTL', KEYS[2]), lock[1] or '', tonumber(lock[3]) or 0}
 end
 
-redis.call('DEL', KEYS[2])
+if lock[1] then
+  redis.call('DEL', KEYS[2]) -- a committed lock whose artifact is gone
+end
 local fencing = redis.call('INCR', KEYS[3])
 redis.call('PEXPIRE', KEYS[3], ARGV[6])
 redis.call('HSET', KEYS[2], 't', ARGV[1], 'o', ARGV[4], 'h', ARGV[5], 'f', fencing)
