@@ -2,8 +2,16 @@
  * `npm run demo`: the seed's bug and its fix, side by side. One chat session gets a burst of
  * new workflow runs while its summary job is in flight, once without the guard and once with
  * it, and the table counts how many times the job was dispatched.
+ *
+ * Both runs also write the dispatch log: the unguarded one through `observeOnly` under the key
+ * prefix `<base>-unguarded`, the guarded one under `<base>-guarded` (`<base>` is
+ * `DEMO_KEY_PREFIX`, default `demo`). With `REDIS_URL` set the logs are left in place, so that
+ * `npx fire-once report --prefix demo-unguarded` flags the session and `--prefix demo-guarded`
+ * shows no duplicate.
  */
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, type WorkflowBundle } from '@temporalio/worker';
 import Table from 'cli-table3';
@@ -15,6 +23,7 @@ import { startJobRunner } from './chat-session/job-runner';
 import { sendBurst, type Strategy } from './chat-session/client';
 import { bundleSampleWorkflows, quietTemporalLogs } from './shared/temporal';
 import { deleteKeysUnder, readCount } from './shared/redis';
+import { FireOnceKeys } from '../src';
 
 const INVOCATIONS = 8;
 const SPACING_MS = 7; // 8 runs within about 50 ms, as in the seed's measurement
@@ -37,24 +46,41 @@ interface Connections {
   readonly workflowBundle: WorkflowBundle;
 }
 
+/** `DEMO_KEY_PREFIX`, else `demo`: the guard's prefixes are `<base>-unguarded` and `<base>-guarded`. */
+const BASE_PREFIX = process.env.DEMO_KEY_PREFIX ?? 'demo';
+
+/** The `FireOncePlugin` key prefix of one strategy: where its dispatch log is kept. */
+function guardPrefix(strategy: Strategy): string {
+  return `${BASE_PREFIX}-${strategy}`;
+}
+
 /**
- * One burst on a fresh key prefix and task queue: a worker and a job runner run while the
- * first message's job is dispatched and the other runs arrive. Deletes its keys afterwards.
+ * One burst on a fresh task queue: a worker and a job runner run while the first message's job
+ * is dispatched and the other runs arrive. The sample's own keys (job list, counters, summary)
+ * live under a fresh prefix; the guard's under the strategy's fixed one, for a session that is
+ * new each time, so no earlier demo's keys or log entries can mix in. Deletes every key it wrote
+ * except the dispatch log `<guard prefix>:log`.
  */
-async function runBurst(conn: Connections, strategy: Strategy): Promise<BurstRow> {
+async function runBurst(conn: Connections, strategy: Strategy, sessionId: string): Promise<BurstRow> {
   const suffix = randomBytes(4).toString('hex');
-  const prefix = `demo-${strategy}-${suffix}`;
+  const prefix = `${BASE_PREFIX}-${strategy}-${suffix}`;
   const taskQueue = `demo-chat-${strategy}-${suffix}`;
   const keys = chatKeys(prefix);
   const worker = await createChatWorker({
-    connection: conn.native, redis: conn.redis, taskQueue, keyPrefix: prefix, timings: TIMINGS, workflowBundle: conn.workflowBundle,
+    connection: conn.native,
+    redis: conn.redis,
+    taskQueue,
+    keyPrefix: prefix,
+    guardKeyPrefix: guardPrefix(strategy),
+    timings: TIMINGS,
+    workflowBundle: conn.workflowBundle,
   });
   const runner = startJobRunner({ redisUrl: conn.redisUrl, keys, ...TIMINGS });
   try {
     const started = Date.now();
     await worker.runUntil(
       sendBurst(conn.client, {
-        taskQueue, sessionId: 'session-42', strategy, redis: conn.redis, keys, invocations: INVOCATIONS, spacingMs: SPACING_MS,
+        taskQueue, sessionId, strategy, redis: conn.redis, keys, invocations: INVOCATIONS, spacingMs: SPACING_MS,
       }),
     );
     const wallMs = Date.now() - started;
@@ -62,6 +88,7 @@ async function runBurst(conn: Connections, strategy: Strategy): Promise<BurstRow
   } finally {
     await runner.stop();
     await deleteKeysUnder(conn.redis, prefix);
+    await deleteKeysUnder(conn.redis, new FireOnceKeys(guardPrefix(strategy)).scopeBase(sessionId)); // the lock and fencing counter
   }
 }
 
@@ -88,6 +115,16 @@ function checkClaim(rows: readonly BurstRow[]): string[] {
   return problems;
 }
 
+/** The one line that says how to read the dispatch logs the demo wrote. */
+function reportHint(redisService: RedisService): string {
+  const build = existsSync(join(__dirname, '..', 'dist', 'cli', 'main.js')) ? '' : 'npm run build, then ';
+  const [unguarded, guarded] = [guardPrefix('unguarded'), guardPrefix('guarded')];
+  if (redisService.spawned) {
+    return `dispatch logs: this Redis stops with the demo; set REDIS_URL to keep them, then ${build}npx fire-once report --prefix ${unguarded} (and --prefix ${guarded})`;
+  }
+  return `dispatch logs kept in ${redisService.url}: ${build}npx fire-once report --prefix ${unguarded} flags the session; npx fire-once report --prefix ${guarded} shows none`;
+}
+
 async function demo(redisService: RedisService, temporal: TemporalService): Promise<number> {
   const redis = new Redis(redisService.url);
   const native = await NativeConnection.connect({ address: temporal.address });
@@ -101,14 +138,17 @@ async function demo(redisService: RedisService, temporal: TemporalService): Prom
         `summary job is in flight (job ${TIMINGS.jobMs} ms, artifact written ${TIMINGS.artifactDelayMs} ms after it resolves)\n`,
     );
     const rows: BurstRow[] = [];
-    for (const strategy of ['unguarded', 'guarded'] as const) rows.push(await runBurst(conn, strategy));
+    const sessionId = `session-${randomBytes(3).toString('hex')}`;
+    for (const strategy of ['unguarded', 'guarded'] as const) rows.push(await runBurst(conn, strategy, sessionId));
     printTable(rows);
     for (const row of rows) console.log(explain(row));
+    console.log(reportHint(redisService));
     const problems = checkClaim(rows);
     for (const problem of problems) console.error(`demo: ${problem}`);
     return problems.length === 0 ? 0 : 1;
   } finally {
-    redis.disconnect();
+    // quit, not disconnect: it waits for the dispatch log appends still in flight on this connection.
+    await redis.quit();
     await connection.close();
     await native.close();
   }

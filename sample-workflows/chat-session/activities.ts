@@ -19,6 +19,12 @@ export interface ChatActivities {
   dispatchSummary(sessionId: string, message: string): Promise<void>;
   /** The same body without `fireOnce`: pushes a job on every run, as the seed's bug did. */
   dispatchSummaryUnguarded(sessionId: string, message: string): Promise<void>;
+  /**
+   * `dispatchSummaryUnguarded` marked `observeOnly`: still never guarded, but each call is
+   * recorded in the dispatch log as `dispatched`, under the same step and job type as the guarded
+   * one. `chatTurnUnguarded` calls it, so `npx fire-once report` can show the duplicates.
+   */
+  dispatchSummaryObserved(sessionId: string, message: string): Promise<void>;
   /** Waits for the summary artifact the job runner writes, and returns it. */
   awaitSummary(sessionId: string, timeoutMs: number): Promise<string>;
 }
@@ -70,6 +76,7 @@ export function createChatActivities(deps: ChatActivityDeps): ChatActivities {
       artifact: { external: ({ scope, jobType }) => keys.summary(scope, jobType) },
     }),
     dispatchSummaryUnguarded: dispatchSummary,
+    dispatchSummaryObserved: fireOnce(dispatchSummary, { step: DISPATCH_STEP, jobType: SUMMARY_JOB, observeOnly: true }),
     awaitSummary,
   };
 }

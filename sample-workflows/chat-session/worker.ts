@@ -10,8 +10,14 @@ export interface ChatWorkerOptions {
   readonly connection: NativeConnection;
   readonly redis: Redis;
   readonly taskQueue: string;
-  /** Prefix of the guard's keys and of the sample's own; shared with the job runner. */
+  /** Prefix of the sample's own keys (job list, counters, summaries); shared with the job runner. */
   readonly keyPrefix: string;
+  /**
+   * The `FireOncePlugin`'s `keyPrefix`: its locks, fencing counters and dispatch log
+   * (`<guardKeyPrefix>:log`, what `npx fire-once report --prefix <guardKeyPrefix>` reads).
+   * @defaultValue `keyPrefix`
+   */
+  readonly guardKeyPrefix?: string;
   /** The job runner's timings, from which the lock TTL is derived. */
   readonly timings: JobTimings;
   /** A prebuilt bundle (see `bundleSampleWorkflows`); without it the worker bundles `workflows.ts`. */
@@ -29,7 +35,7 @@ export interface ChatWorkerOptions {
  */
 export async function createChatWorker(options: ChatWorkerOptions): Promise<Worker> {
   const { redis, keyPrefix } = options;
-  const plugin = new FireOncePlugin({ redis, keyPrefix, pollIntervalMs: 50 });
+  const plugin = new FireOncePlugin({ redis, keyPrefix: options.guardKeyPrefix ?? keyPrefix, pollIntervalMs: 50 });
   const activities = createChatActivities({ redis, keys: chatKeys(keyPrefix), lockTtlMs: lockTtlFor(options.timings) });
   return await Worker.create({
     connection: options.connection,

@@ -2,7 +2,7 @@ import { proxyActivities } from '@temporalio/workflow';
 import { setDispatchScope } from '../../src/workflow';
 import type { ChatActivities } from './activities';
 
-const { dispatchSummary, dispatchSummaryUnguarded } = proxyActivities<ChatActivities>({
+const { dispatchSummary, dispatchSummaryObserved } = proxyActivities<ChatActivities>({
   startToCloseTimeout: '10 seconds',
 });
 
@@ -30,9 +30,13 @@ export async function chatTurn(input: ChatTurnInput): Promise<string> {
   return await awaitSummary(input.sessionId, input.summaryTimeoutMs ?? 60_000);
 }
 
-/** The same chat turn without the guard: every run dispatches the job again. */
+/**
+ * The same chat turn without the guard: every run dispatches the job again. The dispatch is
+ * observed, not guarded: each one is recorded in the dispatch log, where
+ * `npx fire-once report` flags the session as dispatched more than once.
+ */
 export async function chatTurnUnguarded(input: ChatTurnInput): Promise<string> {
   setDispatchScope(input.sessionId);
-  await dispatchSummaryUnguarded(input.sessionId, input.message);
+  await dispatchSummaryObserved(input.sessionId, input.message);
   return await awaitSummary(input.sessionId, input.summaryTimeoutMs ?? 60_000);
 }

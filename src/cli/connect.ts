@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import { FireOnceStoreUnavailable } from '../core/errors';
 import { CliError, EXIT } from './exit-codes';
 
 /** How the CLI reaches Redis. */
@@ -43,6 +44,8 @@ export async function connect({ url, timeoutMs }: ConnectOptions): Promise<Redis
     maxRetriesPerRequest: 0,
     enableOfflineQueue: false,
     retryStrategy: () => null,
+    // No INFO ready check: an ACL user limited to its prefix may not run INFO; the PING below checks instead.
+    enableReadyCheck: false,
   });
   let lastError: Error | undefined;
   redis.on('error', (err: Error) => {
@@ -61,6 +64,7 @@ export async function connect({ url, timeoutMs }: ConnectOptions): Promise<Redis
 
 /** True for errors that come from Redis or the connection to it, not from the CLI's own code. */
 export function isRedisError(err: unknown): boolean {
+  if (err instanceof FireOnceStoreUnavailable) return true; // the core guard's own wrapping of a Redis failure
   if (!(err instanceof Error)) return false;
   if (['ReplyError', 'MaxRetriesPerRequestError', 'AbortError', 'ParserError'].includes(err.name)) return true;
   return /Command timed out|Connection is closed|Stream isn't writeable|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EHOSTUNREACH|EPIPE/.test(err.message);

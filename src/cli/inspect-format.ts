@@ -10,7 +10,8 @@ export function formatInspection(view: Inspection): string {
   }
   for (const lock of view.locks) {
     const fence = view.fences.find((f) => f.step === lock.step);
-    lines.push('', `lock of step ${JSON.stringify(lock.step)}: ${lock.present ? 'held' : 'free'}`);
+    const state = !lock.present ? 'free' : lock.committed ? 'held, committed (its artifact was stored; it stops blocking once that is gone)' : 'held';
+    lines.push('', `lock of step ${JSON.stringify(lock.step)}: ${state}`);
     const rows: [string, string][] = [['key', lock.key]];
     if (lock.present) {
       rows.push(['holder', lock.holder || '(not recorded)']);

@@ -3,6 +3,7 @@ import { holderId } from '../core/guard';
 import { decodeId, type FireOnceKeys } from '../core/keys';
 import { serverTimeMs } from './args';
 import { findLatest } from './log';
+import type { RawConnection } from './raw-connection';
 
 /** What to look at; with neither `step` nor `jobType`, everything stored under the scope. */
 export interface InspectQuery {
@@ -28,6 +29,8 @@ export interface LockView {
   readonly tokenHash?: string;
   readonly argsHash?: string;
   readonly fencingToken?: number;
+  /** The dispatch succeeded and stored its artifact: the lock stops blocking once the artifact is gone. */
+  readonly committed?: boolean;
   readonly ttlMs?: TtlLeft;
 }
 
@@ -66,8 +69,11 @@ export interface Inspection {
   readonly artifacts: readonly ArtifactView[];
 }
 
-/** Read the scope's lock, fencing counter and artifacts; writes nothing. */
-export async function inspect(redis: Redis, keys: FireOnceKeys, query: InspectQuery): Promise<Inspection> {
+/**
+ * Read the scope's lock, fencing counter and artifacts; writes nothing. `openRaw` is called only
+ * when an artifact's age must be looked up in the dispatch log.
+ */
+export async function inspect(redis: Redis, keys: FireOnceKeys, query: InspectQuery, openRaw: () => Promise<RawConnection>): Promise<Inspection> {
   const nowMs = await serverTimeMs(redis);
   let steps = query.step === undefined ? [] : [query.step];
   let jobTypes = query.jobType === undefined ? [] : [query.jobType];
@@ -76,7 +82,7 @@ export async function inspect(redis: Redis, keys: FireOnceKeys, query: InspectQu
   const fences = await Promise.all(steps.map((step) => readFence(redis, keys, query.scope, step)));
   const artifacts: ArtifactView[] = [];
   for (const jobType of jobTypes) {
-    artifacts.push(await readArtifact(redis, keys, query, jobType, nowMs));
+    artifacts.push(await readArtifact(redis, keys, query, jobType, nowMs, openRaw));
     const external = await readExternal(redis, keys.external(query.scope, jobType), jobType);
     // The suggested external key is shown when it exists or was asked for by --job-type.
     if (external.present || query.jobType !== undefined) artifacts.push(external);
@@ -117,6 +123,7 @@ async function readLock(redis: Redis, keys: FireOnceKeys, scope: string, step: s
     ...(lock.t ? { tokenHash: holderId(lock.t) } : {}),
     ...(lock.h ? { argsHash: lock.h } : {}),
     ...(lock.f ? { fencingToken: Number(lock.f) } : {}),
+    committed: lock.c === '1',
     ttlMs: ttl(pttl),
   };
 }
@@ -128,7 +135,14 @@ async function readFence(redis: Redis, keys: FireOnceKeys, scope: string, step: 
   return { step, key, value: Number(value), ttlMs: ttl(pttl) };
 }
 
-async function readArtifact(redis: Redis, keys: FireOnceKeys, query: InspectQuery, jobType: string, nowMs: number): Promise<ArtifactView> {
+async function readArtifact(
+  redis: Redis,
+  keys: FireOnceKeys,
+  query: InspectQuery,
+  jobType: string,
+  nowMs: number,
+  openRaw: () => Promise<RawConnection>,
+): Promise<ArtifactView> {
   const key = keys.artifact(query.scope, jobType);
   const [type, pttl] = await Promise.all([redis.type(key), redis.pttl(key)]);
   if (type === 'none') return { jobType, kind: 'artifact', key, present: false };
@@ -137,11 +151,13 @@ async function readArtifact(redis: Redis, keys: FireOnceKeys, query: InspectQuer
   if (query.artifactTtlMs !== undefined && ttlMs !== null && ttlMs <= query.artifactTtlMs) {
     return { ...view, ageMs: query.artifactTtlMs - ttlMs, ageFrom: 'artifact-ttl' };
   }
-  const committed = await findLatest(
-    redis,
-    keys.log(),
-    ({ event }) => event.decision === 'committed' && event.scope === query.scope && event.jobType === jobType,
-  );
+  const raw = await openRaw();
+  let committed;
+  try {
+    committed = await findLatest(raw, keys.log(), ({ event }) => event.decision === 'committed' && event.scope === query.scope && event.jobType === jobType);
+  } finally {
+    raw.close();
+  }
   return committed === undefined ? view : { ...view, ageMs: Math.max(0, nowMs - committed.atMs), ageFrom: 'dispatch-log' };
 }
 

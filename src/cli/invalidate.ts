@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { FireOnceGuard } from '../core/guard';
 import { decodeId, type FireOnceKeys } from '../core/keys';
 import { CliError, EXIT } from './exit-codes';
 import { appendEvent } from './log';
@@ -25,9 +26,10 @@ export interface InvalidateResult {
 
 /**
  * Delete the artifact of `(scope, jobType)` so that the next invocation runs again: the guard's
- * own `artifact:` key and, if present, the suggested `external:` key. Records `invalidated` in
- * the dispatch log and waits for Redis to accept it. Without `force` it only says what it would
- * delete.
+ * own `artifact:` key through `FireOnceGuard.invalidate` (which also tells every worker's local
+ * artifact cache to drop its copy) and, if present, the suggested `external:` key. Records
+ * `invalidated` in the dispatch log and waits for Redis to accept it. Without `force` it only
+ * says what it would delete.
  */
 export async function invalidate(redis: Redis, keys: FireOnceKeys, scope: string, jobType: string, force: boolean): Promise<InvalidateResult> {
   const candidates = [keys.artifact(scope, jobType), keys.external(scope, jobType)];
@@ -37,7 +39,9 @@ export async function invalidate(redis: Redis, keys: FireOnceKeys, scope: string
   const standingLocks = await locksOf(redis, keys, scope);
   const seen = { scope, jobType, keys: present, deleted: false, standingLocks };
   if (!force) return seen;
-  await redis.del(...present);
+  const [artifactKey, externalKey] = candidates;
+  if (present.includes(artifactKey)) await new FireOnceGuard({ redis, keyPrefix: keys.prefix }).invalidate(scope, jobType);
+  if (present.includes(externalKey)) await redis.del(externalKey);
   try {
     const id = await appendEvent(redis, keys.log(), { decision: 'invalidated', scope, step: '', jobType });
     return { ...seen, deleted: true, logEntryId: id };

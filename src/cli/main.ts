@@ -8,12 +8,13 @@ import { join } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import type { Redis } from 'ioredis';
 import { DEFAULT_PREFIX, checkId, keysFor, parseDuration, parseSince, redisUrlOf, serverTimeMs, type CommonOptions } from './args';
-import { connect, isRedisError, redactUrl } from './connect';
+import { connect, isRedisError, redactUrl, type ConnectOptions } from './connect';
 import { CliError, EXIT, type ExitCode } from './exit-codes';
 import { inspect } from './inspect';
 import { formatInspection } from './inspect-format';
 import { invalidate } from './invalidate';
 import { formatRelease, formatInvalidate } from './admin-format';
+import { RawConnection } from './raw-connection';
 import { release } from './release';
 import { buildReport } from './report';
 import { DEFAULT_SCOPE_LIMIT, formatReport } from './report-format';
@@ -68,9 +69,14 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       const keys = keysFor(opts.prefix);
       if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
       parseSince(opts.since, Date.now()); // a bad --since is a usage error even when Redis is down
-      const report = await withRedis(opts, async (redis) => {
+      const report = await withRedis(opts, async (redis, connection) => {
         const nowMs = await serverTimeMs(redis);
-        return buildReport(redis, keys, { fromMs: parseSince(opts.since, nowMs), toMs: nowMs, ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }) });
+        const raw = await RawConnection.open(connection.url, connection.timeoutMs);
+        try {
+          return await buildReport(raw, keys, { fromMs: parseSince(opts.since, nowMs), toMs: nowMs, ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }) });
+        } finally {
+          raw.close();
+        }
       });
       io.out(`${opts.json ? JSON.stringify(report, null, 2) : formatReport(report, opts.limit)}\n`);
       setCode(report.duplicates.length > 0 ? EXIT.duplicates : EXIT.ok);
@@ -87,13 +93,18 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       if (opts.step !== undefined) checkId('step', opts.step);
       if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
       const artifactTtlMs = opts.artifactTtl === undefined ? undefined : parseDuration('--artifact-ttl', opts.artifactTtl);
-      const view = await withRedis(opts, (redis) =>
-        inspect(redis, keys, {
-          scope,
-          ...(opts.step === undefined ? {} : { step: opts.step }),
-          ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }),
-          ...(artifactTtlMs === undefined ? {} : { artifactTtlMs }),
-        }),
+      const view = await withRedis(opts, (redis, connection) =>
+        inspect(
+          redis,
+          keys,
+          {
+            scope,
+            ...(opts.step === undefined ? {} : { step: opts.step }),
+            ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }),
+            ...(artifactTtlMs === undefined ? {} : { artifactTtlMs }),
+          },
+          () => RawConnection.open(connection.url, connection.timeoutMs),
+        ),
       );
       io.out(`${opts.json ? JSON.stringify(view, null, 2) : formatInspection(view)}\n`);
     });
@@ -106,7 +117,9 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       const keys = keysFor(opts.prefix);
       checkId('scope', scope);
       checkId('step', opts.step);
-      const result = await withRedis(opts, (redis) => release(redis, keys, scope, opts.step, opts.force === true));
+      const result = await withRedis(opts, (redis, connection) =>
+        release(redis, keys, scope, opts.step, opts.force === true, () => RawConnection.open(connection.url, connection.timeoutMs)),
+      );
       io.out(`${opts.json ? JSON.stringify(result, null, 2) : formatRelease(result)}\n`);
       if (!result.released) throw new CliError('refusing to release without --force', EXIT.usage);
       if (result.logError !== undefined) io.err(`fire-once: released, but the release-forced entry was not recorded: ${result.logError}\n`);
@@ -138,11 +151,12 @@ function common(command: Command): Command {
     .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s');
 }
 
-async function withRedis<T>(options: CommonOptions, run: (redis: Redis) => Promise<T>): Promise<T> {
+async function withRedis<T>(options: CommonOptions, run: (redis: Redis, connection: ConnectOptions) => Promise<T>): Promise<T> {
   const url = redisUrlOf(options);
-  const redis = await connect({ url, timeoutMs: parseDuration('--timeout', options.timeout) });
+  const connection = { url, timeoutMs: parseDuration('--timeout', options.timeout) };
+  const redis = await connect(connection);
   try {
-    return await run(redis);
+    return await run(redis, connection);
   } catch (err) {
     if (isRedisError(err)) throw new CliError(`Redis at ${redactUrl(url)} failed: ${(err as Error).message}`, EXIT.redis, { cause: err });
     throw err;

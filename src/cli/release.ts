@@ -2,7 +2,8 @@ import type { Redis } from 'ioredis';
 import { holderId } from '../core/guard';
 import type { FireOnceKeys } from '../core/keys';
 import { CliError, EXIT } from './exit-codes';
-import { appendEvent } from './log';
+import { appendEvent, findLatest } from './log';
+import type { RawConnection } from './raw-connection';
 
 /** What `fire-once release` did, or with `force` unset would do. */
 export interface ReleaseResult {
@@ -27,7 +28,14 @@ export interface ReleaseResult {
  * records `release-forced` in the dispatch log, waiting for Redis to accept it. Without `force`
  * it only reads the lock and says what it would release.
  */
-export async function release(redis: Redis, keys: FireOnceKeys, scope: string, step: string, force: boolean): Promise<ReleaseResult> {
+export async function release(
+  redis: Redis,
+  keys: FireOnceKeys,
+  scope: string,
+  step: string,
+  force: boolean,
+  openRaw: () => Promise<RawConnection>,
+): Promise<ReleaseResult> {
   const key = keys.lock(scope, step);
   await redis.watch(key);
   let watching = true;
@@ -52,11 +60,12 @@ export async function release(redis: Redis, keys: FireOnceKeys, scope: string, s
       throw new CliError(`the lock at ${key} changed while it was being released (taken over or renewed); nothing deleted. Inspect it and try again`, EXIT.conflict);
     }
     try {
+      const jobType = await jobTypeOf(openRaw, keys, scope, step, seen.tokenHash);
       const id = await appendEvent(redis, keys.log(), {
         decision: 'release-forced',
         scope,
         step,
-        jobType: '',
+        jobType,
         ...(seen.tokenHash ? { holder: seen.tokenHash } : {}),
         ...(seen.fencingToken !== undefined ? { fencingToken: seen.fencingToken } : {}),
       });
@@ -66,5 +75,24 @@ export async function release(redis: Redis, keys: FireOnceKeys, scope: string, s
     }
   } finally {
     if (watching) await redis.unwatch().catch(() => undefined);
+  }
+}
+
+/**
+ * The lock does not store its job type; the holder's `dispatched` entry in the dispatch log does.
+ * Read it from there so the `release-forced` entry counts under the right job type in reports;
+ * `''` when the log has no such entry (e.g. `dispatchLog: false`).
+ */
+async function jobTypeOf(openRaw: () => Promise<RawConnection>, keys: FireOnceKeys, scope: string, step: string, tokenHash: string | undefined): Promise<string> {
+  const raw = await openRaw();
+  try {
+    const entry = await findLatest(
+      raw,
+      keys.log(),
+      ({ event }) => event.decision === 'dispatched' && event.scope === scope && event.step === step && (tokenHash === undefined || event.holder === tokenHash),
+    );
+    return entry?.event.jobType ?? '';
+  } finally {
+    raw.close();
   }
 }

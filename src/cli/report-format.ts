@@ -32,12 +32,11 @@ export function formatReport(report: Report, scopeLimit = DEFAULT_SCOPE_LIMIT): 
   lines.push(`duplicates: ${report.duplicates.length} scope(s) dispatched more than once in this window`);
   for (const dup of report.duplicates) {
     lines.push('', `scope ${JSON.stringify(dup.scope)}, step ${JSON.stringify(dup.step)}, job type ${JSON.stringify(dup.jobType)}: ${dup.dispatches.length} dispatches`);
-    lines.push(
-      table(
-        ['time', 'workflow ID', 'run ID', 'attempt', 'holder', 'fencing', 'outcome'],
-        dup.dispatches.map((d) => [d.at, d.workflowId ?? '', d.runId ?? '', d.attempt ?? '', d.holder ?? '', d.fencingToken ?? '', d.outcome ?? '']),
-      ),
-    );
+    const head = ['time', 'workflow ID', 'run ID', 'attempt', 'holder', 'fencing', 'outcome'];
+    const rows = dup.dispatches.map((d) => [d.at, d.workflowId ?? '', d.runId ?? '', d.attempt ?? '', d.holder ?? '', d.fencingToken ?? '', d.outcome ?? '']);
+    // Observe-only dispatches have no holder or fencing token: leave out columns that are empty throughout.
+    const keep = head.map((_, i) => i < 3 || rows.some((row) => row[i] !== ''));
+    lines.push(table(head.filter((_, i) => keep[i]), rows.map((row) => row.filter((_, i) => keep[i]))));
   }
   return lines.join('\n');
 }

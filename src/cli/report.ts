@@ -1,6 +1,6 @@
-import type { Redis } from 'ioredis';
 import type { FireOnceKeys } from '../core/keys';
 import { readLog, type LogEntry } from './log';
+import type { RawConnection } from './raw-connection';
 
 /** Decisions in the order columns show them; any other name found in the log follows these. */
 export const DECISION_ORDER: readonly string[] = [
@@ -78,9 +78,9 @@ export interface ReportQuery {
  * (scope, step) with more than one `dispatched` is a duplicate, listed with each dispatch's
  * workflow and run IDs. One pass, one page of the stream in memory at a time.
  */
-export async function buildReport(redis: Redis, keys: FireOnceKeys, query: ReportQuery): Promise<Report> {
+export async function buildReport(raw: RawConnection, keys: FireOnceKeys, query: ReportQuery): Promise<Report> {
   const tally = new Tally(query.jobType);
-  await readLog(redis, keys.log(), query.fromMs, query.toMs, (entry) => tally.add(entry));
+  await readLog(raw, keys.log(), query.fromMs, query.toMs, (entry) => tally.add(entry));
   return tally.report({ prefix: keys.prefix, stream: keys.log(), ...query });
 }
 

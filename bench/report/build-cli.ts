@@ -1,0 +1,23 @@
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const ROOT = join(__dirname, '..', '..');
+
+/**
+ * Compile the package as `npm run build` does, but into a private temp folder, so that the bench
+ * times the same JavaScript `npx fire-once` runs without racing anyone rebuilding `dist/`.
+ * Returns the path of `dist/cli/main.js` there; its `node_modules` is a link to the repo's.
+ */
+export function buildCli(): { main: string; dir: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'fire-once-bench-report-'));
+  const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+  execFileSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', join(dir, 'dist')], { stdio: 'inherit' });
+  const lua = join(ROOT, 'src', 'core', 'scripts');
+  mkdirSync(join(dir, 'dist', 'core', 'scripts'), { recursive: true });
+  for (const file of readdirSync(lua).filter((f) => f.endsWith('.lua'))) copyFileSync(join(lua, file), join(dir, 'dist', 'core', 'scripts', file));
+  copyFileSync(join(ROOT, 'package.json'), join(dir, 'package.json'));
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  return { main: join(dir, 'dist', 'cli', 'main.js'), dir };
+}

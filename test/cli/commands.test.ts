@@ -1,0 +1,328 @@
+import type { Redis } from 'ioredis';
+import { DispatchLog, FireOnceGuard, holderId, parseEvent, type DispatchEvent } from '../../src';
+import { freePort } from '../../sample-workflows/services';
+import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { runCli } from './run-cli';
+
+// Every command of `fire-once`, each run as its own process against the suite's real Redis, on
+// keys the guard itself wrote: locks and artifacts through FireOnceGuard, log entries through
+// DispatchLog. Each test has its own key prefix and deletes only that.
+// Each test spawns several CLI processes; on a loaded 2-core machine one can take seconds.
+jest.setTimeout(300_000);
+
+describe('fire-once CLI against a real Redis', () => {
+  let redis: Redis;
+  let url: string;
+  const prefixes: string[] = [];
+
+  beforeAll(() => {
+    redis = connectRedis();
+    url = process.env.REDIS_URL!;
+  });
+  afterAll(async () => {
+    for (const prefix of prefixes) await deletePrefix(redis, prefix);
+    await redis.quit();
+  });
+
+  function fresh(name: string): { prefix: string; guard: FireOnceGuard; log: DispatchLog } {
+    const prefix = testPrefix(name);
+    prefixes.push(prefix);
+    const guard = new FireOnceGuard({ redis, keyPrefix: prefix });
+    return { prefix, guard, log: new DispatchLog(redis, guard.keys.log(), 10_000) };
+  }
+
+  /** DispatchLog.record does not wait; a PING behind the appends on the same connection does. */
+  async function record(log: DispatchLog, events: readonly DispatchEvent[]): Promise<void> {
+    for (const event of events) log.record(event);
+    await redis.ping();
+    expect(log.dropped).toBe(0);
+  }
+
+  const cli = (args: readonly string[], env?: Record<string, string | undefined>) => runCli([...args, '--redis', url], env);
+  const json = <T>(stdout: string) => JSON.parse(stdout) as T;
+
+  describe('report', () => {
+    const base = { step: 'dispatch-summary', jobType: 'summary' };
+
+    it('counts decisions per job type and per scope, flags the scope dispatched twice with its workflow and run IDs, and exits 1', async () => {
+      const { prefix, log } = fresh('cli-report');
+      await record(log, [
+        { decision: 'dispatched', scope: 'session-a', ...base, workflowId: 'wf-a1', runId: 'run-a1', attempt: 1, holder: 'h-a1', fencingToken: 1 },
+        { decision: 'committed', scope: 'session-a', ...base, workflowId: 'wf-a1', runId: 'run-a1', holder: 'h-a1', fencingToken: 1 },
+        { decision: 'fast-forwarded', scope: 'session-a', ...base, workflowId: 'wf-a2', runId: 'run-a2' },
+        { decision: 'dispatched', scope: 'session-b', ...base, workflowId: 'wf-b1', runId: 'run-b1', attempt: 1, holder: 'h-b1', fencingToken: 1 },
+        { decision: 'released-on-failure', scope: 'session-b', ...base, holder: 'h-b1', fencingToken: 1 },
+        { decision: 'dispatched', scope: 'session-b', ...base, workflowId: 'wf-b2', runId: 'run-b2', attempt: 1, holder: 'h-b2', fencingToken: 2 },
+        { decision: 'dispatched', scope: 'session-c', step: 'send', jobType: 'mail', workflowId: 'wf-c1', runId: 'run-c1' },
+      ]);
+
+      const run = await cli(['report', '--prefix', prefix, '--json']);
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(1);
+      const report = json<{
+        events: number;
+        byJobType: { jobType: string; counts: Record<string, number> }[];
+        byScope: { scope: string; counts: Record<string, number> }[];
+        duplicates: { scope: string; step: string; jobType: string; dispatches: { workflowId: string; runId: string; outcome?: string }[] }[];
+      }>(run.stdout);
+      expect(report.events).toBe(7);
+      expect(report.byJobType).toEqual([
+        { jobType: 'mail', counts: { dispatched: 1 }, total: 1 },
+        { jobType: 'summary', counts: { dispatched: 3, committed: 1, 'fast-forwarded': 1, 'released-on-failure': 1 }, total: 6 },
+      ]);
+      expect(report.byScope.find((s) => s.scope === 'session-a')?.counts).toEqual({ dispatched: 1, committed: 1, 'fast-forwarded': 1 });
+      expect(report.duplicates).toHaveLength(1);
+      expect(report.duplicates[0]).toMatchObject({ scope: 'session-b', step: 'dispatch-summary', jobType: 'summary' });
+      expect(report.duplicates[0].dispatches.map((d) => [d.workflowId, d.runId, d.outcome])).toEqual([
+        ['wf-b1', 'run-b1', 'released-on-failure'],
+        ['wf-b2', 'run-b2', undefined],
+      ]);
+
+      const human = await cli(['report', '--prefix', prefix]);
+      expect(human.code).toBe(1);
+      expect(human.stdout).toContain('duplicates: 1 scope(s) dispatched more than once');
+      expect(human.stdout).toMatch(/scope "session-b", step "dispatch-summary", job type "summary": 2 dispatches/);
+      expect(human.stdout).toMatch(/wf-b1 .* run-b1/);
+    });
+
+    it('exits 0 with no duplicate, filters by --job-type, and reads only the --since window', async () => {
+      const { prefix, guard } = fresh('cli-window');
+      const now = Number((await redis.time())[0]) * 1000;
+      // Entries with explicit IDs two hours back, then one now: only the last is in a 1h window.
+      const old = (n: number) => `${now - 2 * 3_600_000 + n}-0`;
+      await redis.xadd(guard.keys.log(), old(0), 'decision', 'dispatched', 'scope', 's1', 'step', 'x', 'jobType', 'summary', 'workflowId', 'old-1');
+      await redis.xadd(guard.keys.log(), old(1), 'decision', 'dispatched', 'scope', 's1', 'step', 'x', 'jobType', 'summary', 'workflowId', 'old-2');
+      await redis.xadd(guard.keys.log(), '*', 'decision', 'dispatched', 'scope', 's1', 'step', 'x', 'jobType', 'summary', 'workflowId', 'new-1');
+      await redis.xadd(guard.keys.log(), '*', 'decision', 'dispatched', 'scope', 's2', 'step', 'y', 'jobType', 'mail', 'workflowId', 'new-2');
+
+      const recent = await cli(['report', '--prefix', prefix, '--json']);
+      expect(recent.code).toBe(0);
+      expect(json<{ events: number; duplicates: unknown[] }>(recent.stdout)).toMatchObject({ events: 2, duplicates: [] });
+
+      const all = await cli(['report', '--prefix', prefix, '--since', '3h', '--job-type', 'summary', '--json']);
+      expect(all.code).toBe(1);
+      const report = json<{ events: number; byJobType: { jobType: string }[]; duplicates: { dispatches: { workflowId: string }[] }[] }>(all.stdout);
+      expect(report.events).toBe(3);
+      expect(report.byJobType.map((j) => j.jobType)).toEqual(['summary']);
+      expect(report.duplicates[0].dispatches.map((d) => d.workflowId)).toEqual(['old-1', 'old-2', 'new-1']);
+
+      const human = await cli(['report', '--prefix', prefix]);
+      expect(human.code).toBe(0);
+      expect(human.stdout).toContain('duplicates: none');
+    });
+
+    it('reads a log longer than one page, entry for entry', async () => {
+      const { prefix, guard } = fresh('cli-pages');
+      const total = 23_456; // more than two XRANGE pages of 10,000
+      for (let i = 0; i < total; i += 1_000) {
+        const pipeline = redis.pipeline();
+        for (let j = i; j < Math.min(i + 1_000, total); j++) {
+          // Scope and job type with multi-byte UTF-8, so that chunk boundaries fall inside characters.
+          pipeline.xadd(guard.keys.log(), '*', 'decision', j % 10 === 0 ? 'dispatched' : 'fast-forwarded', 'scope', `sessión-${j % 100}`, 'step', 'st', 'jobType', 'résumé', 'workflowId', `wf-${j}`);
+        }
+        await pipeline.exec();
+      }
+      const run = await cli(['report', '--prefix', prefix, '--json']);
+      expect(run.code).toBe(1);
+      const report = json<{ events: number; byJobType: { jobType: string; counts: Record<string, number> }[]; byScope: unknown[]; duplicates: unknown[] }>(run.stdout);
+      expect(report.events).toBe(total);
+      expect(report.byJobType).toEqual([{ jobType: 'résumé', counts: { dispatched: 2_346, 'fast-forwarded': total - 2_346 }, total }]);
+      expect(report.byScope).toHaveLength(100);
+      expect(report.duplicates).toHaveLength(10); // scopes 0, 10, ..., 90 each dispatched 235 or 234 times
+    });
+
+    it('reports an empty window plainly', async () => {
+      const { prefix } = fresh('cli-empty');
+      const run = await cli(['report', '--prefix', prefix]);
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain('0 event(s)');
+    });
+  });
+
+  describe('inspect', () => {
+    it("shows the lock's holder, fencing token and TTL, and the artifact's size, age and TTL", async () => {
+      const { prefix, guard, log } = fresh('cli-inspect');
+      const target = { scope: 'chat:7', step: 'summarise', jobType: 'summary', holder: 'wf-1 run-1 1' };
+      const outcome = await guard.acquire(target, { lockTtlMs: 60_000 });
+      if (outcome.kind !== 'acquired') throw new Error(`expected to acquire, got ${outcome.kind}`);
+      await guard.commit(outcome.lease, Buffer.from('x'.repeat(321)), { artifactTtlMs: 3_600_000 });
+      await record(log, [{ decision: 'committed', scope: 'chat:7', step: 'summarise', jobType: 'summary', holder: holderId(outcome.lease.token), fencingToken: 1 }]);
+
+      const run = await cli(['inspect', 'chat:7', '--prefix', prefix, '--json']);
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(0);
+      const view = json<{ locks: Record<string, unknown>[]; fences: Record<string, unknown>[]; artifacts: Record<string, unknown>[] }>(run.stdout);
+      expect(view.locks).toEqual([
+        expect.objectContaining({ step: 'summarise', key: guard.keys.lock('chat:7', 'summarise'), present: true, holder: 'wf-1 run-1 1', tokenHash: holderId(outcome.lease.token), fencingToken: 1 }),
+      ]);
+      expect(view.locks[0].ttlMs).toBeGreaterThan(0);
+      expect(view.locks[0].ttlMs).toBeLessThanOrEqual(60_000);
+      expect(view.fences).toEqual([expect.objectContaining({ step: 'summarise', value: 1 })]);
+      expect(view.artifacts).toEqual([expect.objectContaining({ jobType: 'summary', kind: 'artifact', present: true, bytes: 321, ageFrom: 'dispatch-log' })]);
+      expect(view.artifacts[0].ttlMs).toBeLessThanOrEqual(3_600_000);
+      expect(JSON.stringify(view)).not.toContain(outcome.lease.token); // the token itself is never shown
+
+      const withTtl = await cli(['inspect', 'chat:7', '--prefix', prefix, '--job-type', 'summary', '--artifact-ttl', '1h', '--json']);
+      const artifact = json<{ artifacts: { kind: string; ageMs: number; ageFrom: string }[] }>(withTtl.stdout).artifacts[0];
+      expect(artifact.ageFrom).toBe('artifact-ttl');
+      expect(artifact.ageMs).toBeGreaterThanOrEqual(0);
+      expect(artifact.ageMs).toBeLessThan(120_000);
+
+      const human = await cli(['inspect', 'chat:7', '--prefix', prefix]);
+      expect(human.stdout).toContain('lock of step "summarise": held');
+      expect(human.stdout).toContain('wf-1 run-1 1');
+      expect(human.stdout).toContain('artifact of job type "summary": present');
+      expect(human.stdout).toContain('321 bytes');
+    });
+
+    it('says so when nothing is stored for the scope', async () => {
+      const { prefix } = fresh('cli-inspect-none');
+      const run = await cli(['inspect', 'session-nobody', '--prefix', prefix]);
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain('nothing stored for this scope');
+    });
+  });
+
+  describe('release', () => {
+    it('refuses without --force (exit 2), then force-releases, records release-forced, and the next acquire dispatches with a higher fencing token', async () => {
+      const { prefix, guard } = fresh('cli-release');
+      const target = { scope: 'session-stuck', step: 'dispatch', jobType: 'job', holder: 'wf-crashed run-1 1' };
+      const first = await guard.acquire(target);
+      if (first.kind !== 'acquired') throw new Error(first.kind);
+
+      const dry = await cli(['release', 'session-stuck', '--step', 'dispatch', '--prefix', prefix]);
+      expect(dry.code).toBe(2);
+      expect(dry.stderr).toContain('refusing to release without --force');
+      expect(dry.stdout).toContain('wf-crashed run-1 1');
+      expect(await redis.exists(first.lease.lockKey)).toBe(1);
+
+      const forced = await cli(['release', 'session-stuck', '--step', 'dispatch', '--prefix', prefix, '--force', '--json']);
+      expect(forced.stderr).toBe('');
+      expect(forced.code).toBe(0);
+      expect(json<Record<string, unknown>>(forced.stdout)).toMatchObject({ released: true, holder: 'wf-crashed run-1 1', fencingToken: 1 });
+      expect(await redis.exists(first.lease.lockKey)).toBe(0);
+      const entries = await redis.xrange(guard.keys.log(), '-', '+');
+      expect(entries.map(([, fields]) => parseEvent(fields))).toEqual([
+        expect.objectContaining({ decision: 'release-forced', scope: 'session-stuck', step: 'dispatch', holder: holderId(first.lease.token), fencingToken: 1 }),
+      ]);
+
+      const next = await guard.acquire({ ...target, holder: 'wf-retry run-2 1' });
+      expect(next).toMatchObject({ kind: 'acquired', lease: { fencingToken: 2 } });
+      // The crashed holder's late release is refused: the lock is the new holder's.
+      expect(await guard.release(first.lease)).toBe(false);
+
+      const none = await cli(['release', 'session-other', '--step', 'dispatch', '--prefix', prefix, '--force']);
+      expect(none.code).toBe(4);
+      expect(none.stderr).toContain('nothing to release');
+    });
+  });
+
+  describe('invalidate', () => {
+    it('refuses without --force (exit 2), then deletes the artifact, records invalidated, and the next invocation runs again', async () => {
+      const { prefix, guard } = fresh('cli-invalidate');
+      const target = { scope: 'session-done', step: 'summarise', jobType: 'summary' };
+      const first = await guard.acquire(target);
+      if (first.kind !== 'acquired') throw new Error(first.kind);
+      await guard.commit(first.lease, Buffer.from('result'));
+      await guard.release(first.lease); // as if the lock had run out: only the artifact stands
+      expect((await guard.acquire(target)).kind).toBe('fast-forward');
+
+      const dry = await cli(['invalidate', 'session-done', '--job-type', 'summary', '--prefix', prefix]);
+      expect(dry.code).toBe(2);
+      expect(await redis.exists(guard.keys.artifact('session-done', 'summary'))).toBe(1);
+
+      // Workers' local artifact caches listen on the prefix's invalidations channel.
+      const subscriber = redis.duplicate();
+      const published: string[] = [];
+      subscriber.on('message', (_channel: string, key: string) => published.push(key));
+      await subscriber.subscribe(guard.keys.invalidations());
+      const forced = await cli(['invalidate', 'session-done', '--job-type', 'summary', '--prefix', prefix, '--force']);
+      await redis.ping();
+      subscriber.disconnect();
+      expect(published).toEqual([guard.keys.artifact('session-done', 'summary')]);
+      expect(forced.stderr).toBe('');
+      expect(forced.code).toBe(0);
+      expect(forced.stdout).toContain('deleted the artifact of job type "summary"');
+      expect(await redis.exists(guard.keys.artifact('session-done', 'summary'))).toBe(0);
+      const entries = await redis.xrange(guard.keys.log(), '-', '+');
+      expect(entries.map(([, fields]) => parseEvent(fields))).toEqual([expect.objectContaining({ decision: 'invalidated', scope: 'session-done', jobType: 'summary' })]);
+      expect((await guard.acquire(target)).kind).toBe('acquired');
+
+      const none = await cli(['invalidate', 'session-done', '--job-type', 'summary', '--prefix', prefix, '--force']);
+      expect(none.code).toBe(4);
+    });
+
+    it('says which lock still holds invocations off after the artifact is gone', async () => {
+      const { prefix, guard } = fresh('cli-invalidate-lock');
+      const target = { scope: 's', step: 'dispatch', jobType: 'report' };
+      const first = await guard.acquire(target, { lockTtlMs: 60_000 });
+      if (first.kind !== 'acquired') throw new Error(first.kind);
+      await guard.commit(first.lease, Buffer.from('r'));
+      const run = await cli(['invalidate', 's', '--job-type', 'report', '--prefix', prefix, '--force']);
+      expect(run.code).toBe(0);
+      expect(run.stdout).toMatch(/the lock of step "dispatch" still stands/);
+    });
+  });
+
+  describe('usage and connection errors', () => {
+    it.each<[string[], RegExp]>([
+      [['bogus'], /unknown command 'bogus'/],
+      [[], /Usage: fire-once/],
+      [['report', '--since', 'yesterday'], /--since must be a duration/],
+      [['report', '--prefix', 'bad prefix'], /--prefix must be/],
+      [['release', 's'], /required option '--step <step>'/],
+      [['invalidate', 's'], /required option '--job-type <jobType>'/],
+      [['inspect', '  '], /scope must not be empty/],
+      [['report', '--redis', 'http://example.invalid'], /--redis must be a redis:\/\/ or rediss:\/\/ URL/],
+    ])('exits 2 on bad usage, naming the problem: fire-once %j', async (args, message) => {
+      const run = await runCli(args);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toMatch(message);
+    });
+
+    it('exits 0 on --help, which lists the exit codes', async () => {
+      const help = await runCli(['--help']);
+      expect(help.code).toBe(0);
+      expect(help.stdout).toContain('Exit codes:');
+    });
+
+    it('exits 3 when Redis is unreachable or refuses the credentials, without printing the password', async () => {
+      const port = await freePort();
+      const down = await runCli(['report', '--redis', `redis://127.0.0.1:${port}`, '--timeout', '2s']);
+      expect(down.code).toBe(3);
+      expect(down.stderr).toMatch(/cannot use Redis at redis:\/\/127\.0\.0\.1:\d+.*ECONNREFUSED/);
+
+      const u = new URL(url);
+      u.username = 'nobody-cli-test';
+      u.password = 's3cret-pw';
+      const refused = await runCli(['inspect', 's', '--redis', u.toString()]);
+      expect(refused.code).toBe(3);
+      expect(refused.stderr).toMatch(/WRONGPASS|NOAUTH|invalid username-password/i);
+      expect(refused.stderr).not.toContain('s3cret-pw');
+    });
+
+    it('works as an ACL user limited to its prefix, from REDIS_URL', async () => {
+      const { prefix, log } = fresh('cli-acl');
+      await record(log, [
+        { decision: 'dispatched', scope: 's', step: 'x', jobType: 'j', workflowId: 'w1' },
+        { decision: 'dispatched', scope: 's', step: 'x', jobType: 'j', workflowId: 'w2' },
+      ]);
+      const user = `cli-acl-${prefix}`;
+      await redis.call('ACL', 'SETUSER', user, 'on', '>acl-pw', `~${prefix}:*`, '+@read', '+@write', '+@connection', '+time', '+@transaction');
+      try {
+        const u = new URL(url);
+        u.username = user;
+        u.password = 'acl-pw';
+        const run = await runCli(['report', '--prefix', prefix, '--json'], { REDIS_URL: u.toString() });
+        expect(run.stderr).toBe('');
+        expect(run.code).toBe(1);
+        expect(json<{ events: number }>(run.stdout).events).toBe(2);
+        const outside = await runCli(['report', '--prefix', `${prefix}-other`], { REDIS_URL: u.toString() });
+        expect(outside.code).toBe(3);
+        expect(outside.stderr).toMatch(/NOPERM/);
+      } finally {
+        await redis.call('ACL', 'DELUSER', user);
+      }
+    });
+  });
+});

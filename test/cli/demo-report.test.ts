@@ -1,0 +1,68 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { runCli } from './run-cli';
+
+const ROOT = join(__dirname, '..', '..');
+
+/** Run `npm run demo`'s script as a child process; resolve its exit code and output. */
+function runDemo(env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(ROOT, 'sample-workflows', 'demo.ts')], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, TS_NODE_PROJECT: join(ROOT, 'tsconfig.json') },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+// `npm run demo` with REDIS_URL set leaves both dispatch logs behind; the CLI's report then finds
+// the unguarded run's duplicate and none in the guarded run's log.
+// Spawns CLI processes (and, for the demo, a worker and a Temporal bundle); slow on a loaded 2-core machine.
+jest.setTimeout(300_000);
+
+describe('the demo feeds `fire-once report`', () => {
+  const base = testPrefix('demo');
+  const redis = connectRedis();
+
+  afterAll(async () => {
+    for (const strategy of ['unguarded', 'guarded']) await deletePrefix(redis, `${base}-${strategy}`);
+    await redis.quit();
+  });
+
+  it('unguarded: the report flags the session with its 8 dispatches; guarded: none', async () => {
+    const demo = await runDemo({ DEMO_KEY_PREFIX: base, REDIS_URL: process.env.REDIS_URL!, TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS! });
+    expect({ code: demo.code, stderr: demo.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(demo.stdout).toMatch(/│ unguarded │ 8 +│ 8 +│/);
+    expect(demo.stdout).toMatch(/│ guarded +│ 8 +│ 1 +│/);
+    expect(demo.stdout).toContain(`npx fire-once report --prefix ${base}-unguarded flags the session; npx fire-once report --prefix ${base}-guarded shows none`);
+    // Only the two dispatch logs are left behind.
+    const left: string[] = [];
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${base}-*`, 'COUNT', 1_000);
+      left.push(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+    expect(left.sort()).toEqual([`${base}-guarded:log`, `${base}-unguarded:log`]);
+
+    const redisUrl = process.env.REDIS_URL!;
+    const unguarded = await runCli(['report', '--prefix', `${base}-unguarded`, '--json'], { REDIS_URL: redisUrl });
+    expect(unguarded.code).toBe(1);
+    const duplicates = (JSON.parse(unguarded.stdout) as { duplicates: { scope: string; step: string; dispatches: { workflowId: string; runId: string; outcome: string }[] }[] }).duplicates;
+    expect(duplicates).toHaveLength(1);
+    expect(duplicates[0].step).toBe('dispatch-summary');
+    expect(duplicates[0].dispatches).toHaveLength(8);
+    expect(new Set(duplicates[0].dispatches.map((d) => d.runId)).size).toBe(8);
+    expect(duplicates[0].dispatches.every((d) => d.workflowId.startsWith(`${duplicates[0].scope}-msg-`) && d.outcome === 'observe-only')).toBe(true);
+
+    const guarded = await runCli(['report', '--prefix', `${base}-guarded`, '--json'], { REDIS_URL: redisUrl });
+    expect(guarded.code).toBe(0);
+    const report = JSON.parse(guarded.stdout) as { duplicates: unknown[]; byJobType: { counts: Record<string, number> }[] };
+    expect(report.duplicates).toEqual([]);
+    expect(report.byJobType[0].counts).toEqual({ dispatched: 1, 'in-flight-skipped': 7 });
+  });
+});
