@@ -1,0 +1,55 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** The user name of the documented ACL line. */
+export const ACL_USER = 'fire-once-worker';
+
+/**
+ * The least-privilege ACL line exactly as RELIABILITY.md documents it, so that the document and
+ * the test can never disagree: the test runs what the reader copies.
+ */
+export function documentedAclLine(): string {
+  const doc = readFileSync(join(__dirname, '..', '..', 'RELIABILITY.md'), 'utf8');
+  const lines = doc.split('\n').filter((line) => line.startsWith(`ACL SETUSER ${ACL_USER} `));
+  if (lines.length !== 1) throw new Error(`RELIABILITY.md must contain exactly one "ACL SETUSER ${ACL_USER} …" line (found ${lines.length})`);
+  return lines[0];
+}
+
+/**
+ * The documented rules for a given key prefix and password: `fire-once` in the key and channel
+ * patterns becomes `prefix`, `>CHANGE-ME` becomes `>password`.
+ */
+export function aclRules(prefix: string, password: string): string[] {
+  const rules = documentedAclLine().split(' ').slice(3);
+  return rules.map((rule) => {
+    if (rule === '>CHANGE-ME') return `>${password}`;
+    if (rule === '~fire-once:*') return `~${prefix}:*`;
+    if (rule === '&fire-once:*') return `&${prefix}:*`;
+    return rule;
+  });
+}
+
+/** The commands the documented line grants (`+name`). */
+export function grantedCommands(): string[] {
+  return aclRules('p', 'x')
+    .filter((rule) => rule.startsWith('+'))
+    .map((rule) => rule.slice(1));
+}
+
+/** One ACL LOG entry, whatever protocol (RESP2 flat array or RESP3 map) it came back in. */
+export interface AclDenial {
+  readonly reason: string;
+  readonly context: string;
+  readonly object: string;
+  readonly username: string;
+}
+
+export function parseAclLog(reply: unknown): AclDenial[] {
+  return (reply as unknown[]).map((entry) => {
+    const fields: Record<string, unknown> = {};
+    if (Array.isArray(entry)) for (let i = 0; i + 1 < entry.length; i += 2) fields[String(entry[i])] = entry[i + 1];
+    else if (entry instanceof Map) for (const [k, v] of entry) fields[String(k)] = v;
+    else Object.assign(fields, entry);
+    return { reason: String(fields.reason), context: String(fields.context), object: String(fields.object), username: String(fields.username) };
+  });
+}
