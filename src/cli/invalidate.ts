@@ -4,7 +4,11 @@ import { decodeId, type FireOnceKeys } from '../core/keys';
 import { CliError, EXIT } from './exit-codes';
 import { appendEvent } from './log';
 
-/** A lock of the same scope that still stands after the artifact is gone. */
+/**
+ * A lock of the same scope that still holds invocations off after the artifact is gone: one not
+ * marked committed (in flight, or held after an external-artifact dispatch). A committed lock
+ * does not count: the next acquire replaces it once its artifact is gone.
+ */
 export interface StandingLock {
   readonly step: string;
   readonly key: string;
@@ -57,8 +61,8 @@ async function locksOf(redis: Redis, keys: FireOnceKeys, scope: string): Promise
   do {
     const [next, found] = await redis.scan(cursor, 'MATCH', `${base}:lock:*`, 'COUNT', 1000);
     for (const key of found) {
-      const pttl = await redis.pttl(key);
-      if (pttl === -2) continue;
+      const [pttl, committed] = await Promise.all([redis.pttl(key), redis.type(key).then((t) => (t === 'hash' ? redis.hget(key, 'c') : null))]);
+      if (pttl === -2 || committed === '1') continue;
       locks.push({ step: decodeId(key.slice(`${base}:lock:`.length)), key, ttlMs: pttl < 0 ? null : pttl });
     }
     cursor = next;

@@ -252,15 +252,27 @@ describe('fire-once CLI against a real Redis', () => {
       expect(none.code).toBe(4);
     });
 
-    it('says which lock still holds invocations off after the artifact is gone', async () => {
+    it('says which lock still holds invocations off after the artifact is gone, and not a committed one', async () => {
       const { prefix, guard } = fresh('cli-invalidate-lock');
-      const target = { scope: 's', step: 'dispatch', jobType: 'report' };
-      const first = await guard.acquire(target, { lockTtlMs: 60_000 });
-      if (first.kind !== 'acquired') throw new Error(first.kind);
-      await guard.commit(first.lease, Buffer.from('r'));
+      // External-artifact mode: the job wrote keys.external(); the dispatch's lock is held, not committed.
+      const external = { scope: 's', step: 'dispatch', jobType: 'report', externalArtifactKey: guard.keys.external('s', 'report') };
+      const held = await guard.acquire(external, { lockTtlMs: 60_000 });
+      if (held.kind !== 'acquired') throw new Error(held.kind);
+      await redis.set(guard.keys.external('s', 'report'), 'written by the job');
       const run = await cli(['invalidate', 's', '--job-type', 'report', '--prefix', prefix, '--force']);
       expect(run.code).toBe(0);
+      expect(run.stdout).toContain(`deleted the artifact of job type "report" in scope "s": ${guard.keys.external('s', 'report')}`);
       expect(run.stdout).toMatch(/the lock of step "dispatch" still stands/);
+
+      // Result mode: a committed lock stops blocking once its artifact is gone; no note.
+      const result = { scope: 's2', step: 'summarise', jobType: 'summary' };
+      const first = await guard.acquire(result, { lockTtlMs: 60_000 });
+      if (first.kind !== 'acquired') throw new Error(first.kind);
+      await guard.commit(first.lease, Buffer.from('r'));
+      const committed = await cli(['invalidate', 's2', '--job-type', 'summary', '--prefix', prefix, '--force']);
+      expect(committed.code).toBe(0);
+      expect(committed.stdout).not.toContain('still stands');
+      expect((await guard.acquire(result)).kind).toBe('acquired');
     });
   });
 
