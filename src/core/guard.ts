@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { FireOnceError, FireOnceKeyConflict, FireOnceStoreUnavailable, type FireOnceErrorContext } from './errors';
+import { FireOnceCorruptArtifact, FireOnceError, FireOnceKeyConflict, FireOnceStoreUnavailable, type FireOnceErrorContext } from './errors';
 import { FireOnceKeys, encodeId } from './keys';
 import { checkDuration, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
 import { acquireScript, commitScript, extendScript, invalidateScript, releaseScript, type RedisClient } from './scripts';
@@ -153,6 +153,8 @@ export class FireOnceGuard {
           { ...context, key: reply[1].toString() === 'artifact' ? artifactKey : lockKey },
         );
       }
+      case 5:
+        throw new FireOnceCorruptArtifact(`stored artifact is not one this library wrote: ${reply[1].toString()}`, { ...context, key: artifactKey });
       default:
         throw new FireOnceStoreUnavailable(`unexpected reply from acquire script: ${String(reply[0])}`, context);
     }

@@ -38,7 +38,8 @@ export type AcquireReply =
   | [1, Buffer | string, number]
   | [2, number]
   | [3, number, Buffer | string, number]
-  | [4, Buffer | string, Buffer | string];
+  | [4, Buffer | string, Buffer | string]
+  | [5, Buffer | string];
 
 /** Fast-forward, acquire, report the holder, or report a payload conflict, in one round trip. */
 export const acquireScript = defineScript<

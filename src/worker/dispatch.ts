@@ -62,10 +62,12 @@ async function commitResult(call: GuardedCall, observer: Observer, lease: Lease,
     payload = (config.payloadConverter ?? defaultPayloadConverter).toPayload(result);
   } catch (err) {
     await hold(call, lease, renewal);
+    // The converter's own message quotes the value it failed on, i.e. the result: it must not
+    // reach logs or the workflow's history, so only its error class is named.
+    const kind = err instanceof Error ? err.constructor.name : typeof err;
     throw new FireOnceUnstorableResult(
-      `the result of ${ctx.info.activityType} cannot be serialised by the payload converter (${(err as Error).message}); the lock is kept until its TTL`,
+      `the result of ${ctx.info.activityType} cannot be serialised by the payload converter (${kind}); the lock is kept until its TTL`,
       { ...log, jobType: lease.target.jobType, activityType: ctx.info.activityType },
-      { cause: err },
     );
   }
   try {

@@ -26,7 +26,7 @@ const MIN_IN_FLIGHT_RETRY_DELAY_MS = 100;
  * failure.nextRetryDelay; // 10000: capped
  * ```
  */
-export function toApplicationFailure(err: FireOnceError): ApplicationFailure {
+export function toApplicationFailure(err: FireOnceError, extraContext: Record<string, string> = {}): ApplicationFailure {
   const nextRetryDelay =
     err instanceof FireOnceInFlight
       ? Math.min(Math.max(err.retryAfterMs, MIN_IN_FLIGHT_RETRY_DELAY_MS), MAX_IN_FLIGHT_RETRY_DELAY_MS)
@@ -35,7 +35,7 @@ export function toApplicationFailure(err: FireOnceError): ApplicationFailure {
     type: err.type,
     message: err.message,
     nonRetryable: !err.retryable,
-    details: [err.context],
+    details: [{ ...extraContext, ...err.context }],
     cause: err.cause instanceof Error ? err.cause : undefined,
     ...(nextRetryDelay === undefined ? {} : { nextRetryDelay }),
   });

@@ -4,11 +4,12 @@ import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, ActivityInt
 import { SCOPE_HEADER } from '../common/header';
 import type { ArtifactCache } from '../core/artifact-cache';
 import type { DispatchLog } from '../core/dispatch-log';
-import { FireOnceError, FireOnceInFlight, FireOnceKeyConflict, FireOnceMissingScope } from '../core/errors';
+import { FireOnceConfigError, FireOnceError, FireOnceInFlight, FireOnceKeyConflict, FireOnceMissingScope } from '../core/errors';
 import { holderId, type DispatchTarget, type FireOnceGuard } from '../core/guard';
+import { checkDuration, checkKnownKeys } from '../core/options';
 import { waitForTurn, type TurnOutcome } from '../core/wait';
 import type { WakeHub } from '../core/wake';
-import type { FireOnceOptions, InFlightPolicy, LockMode } from './activity-options';
+import { LOCK_MODES, MAX_LEASE_MS, POLICIES, checkActivityOptions, checkOneOf, type FireOnceOptions, type InFlightPolicy, type LockMode } from './activity-options';
 import { argsHash } from './args-hash';
 import { decodeArtifact } from './artifact';
 import { dispatch } from './dispatch';
@@ -65,6 +66,7 @@ export interface FireOnceInterceptorConfig {
  * ```
  */
 export function createFireOnceActivityInterceptor(config: FireOnceInterceptorConfig): ActivityInterceptorsFactory {
+  checkInterceptorConfig(config);
   return (ctx) => {
     const options = config.activities.get(ctx.info.activityType);
     if (options === undefined) return {};
@@ -72,12 +74,41 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
       execute: (input, next) => {
         markGuarded(ctx);
         return runGuarded({ config, options, ctx, input, next: () => next(input) }).catch((err: unknown) => {
-          throw err instanceof FireOnceError ? toApplicationFailure(err) : err;
+          throw err instanceof FireOnceError ? toApplicationFailure(err, { activityType: ctx.info.activityType }) : err;
         });
       },
     };
     return { inbound };
   };
+}
+
+const CONFIG_KEYS = [
+  'guard',
+  'activities',
+  'onInFlight',
+  'pollIntervalMs',
+  'lockMode',
+  'leaseMs',
+  'maxArtifactBytes',
+  'payloadConverter',
+  'payloadCodecs',
+  'wake',
+  'dispatchLog',
+  'cache',
+];
+
+/** The same checks the plugin makes, for interceptors wired by hand. */
+function checkInterceptorConfig(config: FireOnceInterceptorConfig): void {
+  const where = 'createFireOnceActivityInterceptor';
+  checkKnownKeys(where, config, CONFIG_KEYS);
+  if (typeof (config.guard as Partial<FireOnceGuard> | undefined)?.acquire !== 'function') throw new FireOnceConfigError(`${where}: guard must be a FireOnceGuard`);
+  if (!(config.activities instanceof Map)) throw new FireOnceConfigError(`${where}: activities must be a Map (see fireOnceActivityMap)`);
+  if (config.onInFlight !== undefined) checkOneOf(`${where}: onInFlight`, config.onInFlight, POLICIES);
+  if (config.lockMode !== undefined) checkOneOf(`${where}: lockMode`, config.lockMode, LOCK_MODES);
+  if (config.pollIntervalMs !== undefined) checkDuration(`${where}: pollIntervalMs`, config.pollIntervalMs, 60_000);
+  if (config.leaseMs !== undefined) checkDuration(`${where}: leaseMs`, config.leaseMs, MAX_LEASE_MS);
+  if (config.maxArtifactBytes !== undefined) checkDuration(`${where}: maxArtifactBytes`, config.maxArtifactBytes, 512 * 1024 * 1024);
+  for (const [name, options] of config.activities) checkActivityOptions(options as FireOnceOptions<never>, `${where}: activity ${JSON.stringify(name)}`);
 }
 
 /** One guarded call: everything the decision and the dispatch need. */

@@ -50,8 +50,9 @@ describe('security: least-privilege Redis ACL', () => {
       wakeSubscribers: 1,
       invalidationSubscribers: 1,
       invalidated: { value: true },
+      rerun: { value: 'summary of s' }, // dispatched again: the invalidated result's lock was replaced
       lockAfterFailure: 0,
-      dispatches: 3,
+      dispatches: 4,
     });
     expect(await admin.xlen(`${tenant}:log`)).toBeGreaterThan(0); // the dispatch log was written
     expect(await denials()).toEqual([]);
@@ -72,6 +73,7 @@ describe('security: least-privilege Redis ACL', () => {
       if (other.kind !== 'acquired') throw new Error('expected to acquire');
       expect(await guard.release(other.lease)).toBe(true);
       expect(await guard.invalidate(target.scope, target.jobType)).toBe(true);
+      expect((await guard.acquire(target)).kind).toBe('acquired'); // replaces the committed lock
     } finally {
       redis.disconnect();
     }

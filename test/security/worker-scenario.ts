@@ -18,6 +18,8 @@ export interface ScenarioReport {
   /** Subscribers of the invalidation channel while the worker ran (the local cache). */
   readonly invalidationSubscribers: number;
   readonly invalidated: { readonly value?: unknown; readonly error?: unknown };
+  /** The invocation after the invalidation: it replaces the committed lock and dispatches again. */
+  readonly rerun: { readonly value?: unknown; readonly error?: unknown };
   /** Whether the failing activity's lock was released (compare-and-delete). */
   readonly lockAfterFailure: number;
   readonly dispatches: number;
@@ -112,6 +114,7 @@ export async function runWorkerScenario(options: {
       const lockAfterFailure = await admin.exists(plugin.guard.keys.lock('s', 'failing'));
       const external = await settle(run('dispatchExternal', logger));
       const invalidated = await settle(plugin.invalidate('s', 'summarise'));
+      const rerun = await settle(run('summarise', logger));
       report = {
         holder: readable(holderOutcome),
         waiter: readable(waiterOutcome),
@@ -121,6 +124,7 @@ export async function runWorkerScenario(options: {
         wakeSubscribers,
         invalidationSubscribers,
         invalidated,
+        rerun: readable(rerun),
         lockAfterFailure,
         dispatches: Number((await admin.get(counterKey)) ?? 0),
       };

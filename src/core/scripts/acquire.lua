@@ -29,11 +29,25 @@
     {4, where, stored}        conflict: ARGV[5] differs from the args hash stored with the
                               artifact (where = 'artifact') or with the lock of a different
                               holder (where = 'lock'); stored is that hash. Nothing is written.
+    {5, what}                 corrupt ('result' mode): the artifact key holds something commit.lua
+                              never writes (another type, or a hash without its payload); what
+                              says which. Nothing is written; the key is left for inspection.
+
+  Under maxmemory the first write is INCR, which Redis refuses with OOM before anything is
+  written: a script may not start with a DEL, which Redis allows under OOM and after which it
+  lets the script's other writes through.
 ]]
 local check = ARGV[5] ~= ''
 
 if ARGV[3] == 'result' then
+  local kind = redis.call('TYPE', KEYS[1]).ok
+  if kind ~= 'none' and kind ~= 'hash' then
+    return {5, 'an artifact of type ' .. kind}
+  end
   local artifact = redis.call('HMGET', KEYS[1], 'p', 'h')
+  if kind == 'hash' and not artifact[1] then
+    return {5, 'an artifact hash without its payload field'}
+  end
   if artifact[1] then
     if check and artifact[2] and artifact[2] ~= '' and artifact[2] ~= ARGV[5] then
       return {4, 'artifact', artifact[2]}
@@ -52,11 +66,11 @@ if lock[1] and lock[4] ~= '1' then
   return {3, redis.call('PTTL', KEYS[2]), lock[1] or '', tonumber(lock[3]) or 0}
 end
 
-if lock[1] then
-  redis.call('DEL', KEYS[2]) -- a committed lock whose artifact is gone
-end
 local fencing = redis.call('INCR', KEYS[3])
 redis.call('PEXPIRE', KEYS[3], ARGV[6])
 redis.call('HSET', KEYS[2], 't', ARGV[1], 'o', ARGV[4], 'h', ARGV[5], 'f', fencing)
+if lock[4] then
+  redis.call('HDEL', KEYS[2], 'c') -- it replaces a committed lock whose artifact is gone
+end
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return {2, fencing}

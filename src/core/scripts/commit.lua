@@ -19,7 +19,9 @@
     1  the artifact is written and the lock still held ARGV[1]
     0  the artifact is written, but the lock had expired or passed to another holder
 ]]
-redis.call('DEL', KEYS[1])
+-- HSET first: under maxmemory Redis refuses it with OOM before anything is written (a leading
+-- DEL would be allowed, and would let the rest of the script write past the limit). The hash
+-- only ever has these two fields, so overwriting them replaces any earlier artifact whole.
 redis.call('HSET', KEYS[1], 'p', ARGV[2], 'h', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if ARGV[5] ~= '' then
