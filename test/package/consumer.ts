@@ -176,10 +176,14 @@ async function main() {
   const redis = new Redis(REDIS_URL);
   const counter = KEY_PREFIX + ':dispatches';
   const activities = {
-    dispatchJob: fireOnce(async (text) => {
-      const n = await redis.incr(counter);
-      return 'job ' + n + ' for ' + text;
-    }),
+    // Each turn's text differs but the job is the session's: let later turns share its result.
+    dispatchJob: fireOnce(
+      async (text) => {
+        const n = await redis.incr(counter);
+        return 'job ' + n + ' for ' + text;
+      },
+      { onConflict: 'ignore' },
+    ),
   };
   const taskQueue = KEY_PREFIX;
   const connection = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
