@@ -2,4 +2,5 @@ export { startRedis, freePort, stopChild } from './redis';
 export type { RedisService } from './redis';
 export { startTemporal, findTemporalCli } from './temporal';
 export type { TemporalService } from './temporal';
+export { startRedisCluster, clusterNodesFromEnv, formatClusterNodes, type ClusterNode, type RedisClusterService } from './cluster';
 export { ServiceUnavailableError } from './errors';

@@ -1,0 +1,82 @@
+/**
+ * Through Temporal: K scopes, each raced by `racers` workflow runs started at once, on two
+ * worker processes whose guard is on the store. Dispatches are counted by the job's own INCR.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import type { Client } from '@temporalio/client';
+import { stopChild } from '../../sample-workflows/services';
+import type { RaceResult } from './core-race';
+import { tallyDispatches } from './counts';
+import { forEachLimited } from './pool';
+import { deletePrefix, type Store } from './stores';
+
+export interface E2eRaceConfig {
+  readonly scopes: number;
+  readonly racers: number;
+  readonly jobMs: number;
+  /** Scopes whose runs are in flight at the same time. */
+  readonly concurrency: number;
+  /** Worker processes on the task queue. */
+  readonly workers: number;
+}
+
+export interface E2eServices {
+  readonly client: Client;
+  readonly temporalAddress: string;
+  /** Path of the workflow bundle built once for every worker. */
+  readonly bundlePath: string;
+}
+
+const ROOT = join(__dirname, '..', '..');
+
+/** Start a worker process and resolve once it prints READY. */
+function startWorker(env: Record<string, string>): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, 'worker.ts')], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, TS_NODE_PROJECT: join(ROOT, 'tsconfig.json') },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve, reject) => {
+    child.stdout?.on('data', (chunk: Buffer) => chunk.toString().includes('READY') && resolve(child));
+    child.once('exit', (code) => reject(new Error(`bench worker exited with ${code} before it was ready`)));
+  });
+}
+
+export async function e2eRace(store: Store, services: E2eServices, config: E2eRaceConfig): Promise<RaceResult> {
+  const suffix = randomBytes(4).toString('hex');
+  const prefix = `bench-scale-${suffix}`;
+  const taskQueue = `bench-scale-${suffix}`;
+  const redis = store.connect();
+  const workers: ChildProcess[] = [];
+  const scopes = Array.from({ length: config.scopes }, (_, i) => `s${i}-${randomBytes(3).toString('hex')}`);
+  let failed = 0;
+  try {
+    const env = {
+      ...store.env,
+      TEMPORAL_ADDRESS: services.temporalAddress,
+      TASK_QUEUE: taskQueue,
+      KEY_PREFIX: prefix,
+      JOB_MS: String(config.jobMs),
+      WORKFLOW_BUNDLE: services.bundlePath,
+    };
+    for (let i = 0; i < config.workers; i++) workers.push(await startWorker(env));
+    const started = Date.now();
+    await forEachLimited(scopes, config.concurrency, async (scope) => {
+      const handles = await Promise.all(
+        Array.from({ length: config.racers }, (_, i) =>
+          services.client.workflow.start('scaleRun', { taskQueue, workflowId: `${prefix}-${scope}-${i}`, args: [scope] }),
+        ),
+      );
+      await Promise.all(handles.map((h) => h.result().catch(() => void failed++)));
+    });
+    const wallMs = Date.now() - started;
+    const tally = await tallyDispatches(redis, prefix, scopes);
+    return { mode: 'e2e', store: store.name, racers: config.racers, invocations: scopes.length * config.racers, wallMs, failed, ...tally };
+  } finally {
+    await Promise.all(workers.map((w) => stopChild(w)));
+    await deletePrefix(redis, prefix);
+    redis.disconnect();
+  }
+}

@@ -1,0 +1,160 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { ServiceUnavailableError } from './errors';
+import { freePort, stopChild } from './redis';
+
+/** One node's address, as ioredis `new Cluster([...])` takes it. */
+export interface ClusterNode {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** A Redis Cluster the caller can use, and how to stop it if we started it. */
+export interface RedisClusterService {
+  /** The master nodes: startup nodes for `new Cluster(nodes)`. */
+  readonly nodes: readonly ClusterNode[];
+  /** True when we spawned the nodes ourselves (no REDIS_CLUSTER_NODES). */
+  readonly spawned: boolean;
+  stop(): Promise<void>;
+}
+
+const HOW_TO_GET_CLUSTER =
+  'Install redis-server and redis-cli 7 (Debian/Ubuntu: `apt-get install -y redis-server`; macOS: `brew install redis`), ' +
+  'or point REDIS_CLUSTER_NODES at a running cluster (comma-separated host:port, e.g. 127.0.0.1:7000,127.0.0.1:7001).';
+
+/** The cluster's node addresses from `REDIS_CLUSTER_NODES`, or `undefined` when it is unset. */
+export function clusterNodesFromEnv(value = process.env.REDIS_CLUSTER_NODES): ClusterNode[] | undefined {
+  if (!value) return undefined;
+  return value.split(',').map((entry) => {
+    const match = /^\s*([^\s:]+|\[[^\]]+\]):(\d+)\s*$/.exec(entry);
+    if (!match) throw new ServiceUnavailableError(`REDIS_CLUSTER_NODES entry ${JSON.stringify(entry)} is not host:port`);
+    return { host: match[1].replace(/^\[|\]$/g, ''), port: Number(match[2]) };
+  });
+}
+
+/** `host:port,host:port`, the form `REDIS_CLUSTER_NODES` takes. */
+export function formatClusterNodes(nodes: readonly ClusterNode[]): string {
+  return nodes.map((n) => `${n.host}:${n.port}`).join(',');
+}
+
+/**
+ * Use `REDIS_CLUSTER_NODES` when it is set (checked: every node must report `cluster_state:ok`);
+ * otherwise spawn `masters` redis-server processes in cluster mode on free ports (own temp dirs,
+ * no persistence), join them with `redis-cli --cluster create --cluster-replicas 0`, and wait
+ * until every node reports `cluster_state:ok`. `stop()` stops what was spawned. Throws
+ * {@link ServiceUnavailableError} saying how to get Redis when neither works.
+ */
+export async function startRedisCluster(options: { readonly masters?: number } = {}): Promise<RedisClusterService> {
+  const fromEnv = clusterNodesFromEnv();
+  if (fromEnv) {
+    await waitForClusterOk(fromEnv, `REDIS_CLUSTER_NODES=${formatClusterNodes(fromEnv)} is not a healthy cluster. ${HOW_TO_GET_CLUSTER}`);
+    return { nodes: fromEnv, spawned: false, stop: async () => undefined };
+  }
+  for (const binary of ['redis-server', 'redis-cli']) {
+    if (spawnSync(binary, ['--version']).error) {
+      throw new ServiceUnavailableError(`${binary} is not on PATH and REDIS_CLUSTER_NODES is not set. ${HOW_TO_GET_CLUSTER}`);
+    }
+  }
+  const masters = options.masters ?? 3;
+  const spawned: { child: ChildProcess; dir: string }[] = [];
+  const stop = async () => {
+    await Promise.all(spawned.map((s) => stopChild(s.child)));
+    for (const s of spawned) rmSync(s.dir, { recursive: true, force: true });
+  };
+  try {
+    const nodes: ClusterNode[] = [];
+    for (let i = 0; i < masters; i++) {
+      // The bus port is chosen too: the default (port + 10000) may be taken or above 65535.
+      const port = await freePort();
+      const busPort = await freePort();
+      const dir = mkdtempSync(join(tmpdir(), 'fire-once-cluster-'));
+      const child = spawn(
+        'redis-server',
+        [
+          '--port', String(port),
+          '--cluster-port', String(busPort),
+          '--bind', '127.0.0.1',
+          '--cluster-enabled', 'yes',
+          '--cluster-config-file', join(dir, 'nodes.conf'),
+          '--cluster-node-timeout', '5000',
+          '--save', '',
+          '--appendonly', 'no',
+          '--dir', dir,
+        ],
+        { stdio: 'ignore' },
+      );
+      spawned.push({ child, dir });
+      nodes.push({ host: '127.0.0.1', port });
+    }
+    await Promise.all(nodes.map((n, i) => ping(n, spawned[i].child)));
+    const create = spawnSync(
+      'redis-cli',
+      ['--cluster', 'create', ...nodes.map((n) => `${n.host}:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    if (create.status !== 0) {
+      throw new ServiceUnavailableError(`redis-cli --cluster create failed (exit ${create.status}): ${create.stdout}${create.stderr}`);
+    }
+    await waitForClusterOk(nodes, `the spawned cluster on ports ${nodes.map((n) => n.port).join(', ')} did not reach cluster_state:ok`);
+    return { nodes, spawned: true, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/** Resolve once every node answers PING (a fresh, non-cluster connection); reject after 10 s. */
+async function ping(node: ClusterNode, child: ChildProcess): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new ServiceUnavailableError(`redis-server on port ${node.port} exited with ${child.exitCode}. ${HOW_TO_GET_CLUSTER}`);
+    const client = connectNode(node);
+    try {
+      await client.connect();
+      await client.ping();
+      return;
+    } catch {
+      if (Date.now() > deadline) throw new ServiceUnavailableError(`redis-server did not start on port ${node.port}. ${HOW_TO_GET_CLUSTER}`);
+      await sleep(100);
+    } finally {
+      client.disconnect();
+    }
+  }
+}
+
+/**
+ * Wait until every node reports `cluster_state:ok` and sees all 16384 slots assigned (the gossip
+ * that spreads slot ownership takes a moment after `--cluster create`); reject after 30 s.
+ */
+async function waitForClusterOk(nodes: readonly ClusterNode[], failure: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  let last = '';
+  for (;;) {
+    const states = await Promise.all(nodes.map((n) => clusterInfo(n).catch((err: Error) => `error: ${err.message}`)));
+    if (states.every((s) => /cluster_state:ok/.test(s) && /cluster_slots_assigned:16384/.test(s))) return;
+    last = states.map((s, i) => `${nodes[i].port}: ${/cluster_state:\w+/.exec(s)?.[0] ?? s}`).join('; ');
+    if (Date.now() > deadline) throw new ServiceUnavailableError(`${failure} (${last})`);
+    await sleep(200);
+  }
+}
+
+async function clusterInfo(node: ClusterNode): Promise<string> {
+  const client = connectNode(node);
+  try {
+    await client.connect();
+    return (await client.cluster('INFO')) as string;
+  } finally {
+    client.disconnect();
+  }
+}
+
+function connectNode(node: ClusterNode): Redis {
+  const client = new Redis({ host: node.host, port: node.port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  client.on('error', () => undefined);
+  return client;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,0 +1,150 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { freePort, stopChild } from '../../../sample-workflows/services';
+
+/** One spawned redis-server, data node or sentinel. */
+export interface RedisProcess {
+  readonly port: number;
+  readonly child: ChildProcess;
+}
+
+/** A master, its replica and three sentinels on localhost, as OPERATIONS.md describes them. */
+export interface SentinelGroup {
+  /** The master group name the sentinels monitor. */
+  readonly name: string;
+  readonly master: RedisProcess;
+  readonly replica: RedisProcess;
+  readonly sentinels: readonly RedisProcess[];
+  /** Addresses for `new Redis({ sentinels, name })`. */
+  readonly sentinelAddresses: readonly { host: string; port: number }[];
+  /** A plain connection to one port (a data node or a sentinel); the caller closes it. */
+  connect(port: number): Redis;
+  /** The master's port as the sentinels report it now. */
+  masterPort(): Promise<number>;
+  stop(): Promise<void>;
+}
+
+const HOST = '127.0.0.1';
+
+/**
+ * Spawn a master, one replica of it and three sentinels (quorum 2, down-after 1000 ms), all
+ * without persistence, and wait until the replica is in sync and every sentinel knows the
+ * replica and the two other sentinels. Sentinels run as `redis-server <conf> --sentinel`, which
+ * is what the `redis-sentinel` binary is, so only redis-server is needed.
+ */
+export async function startSentinelGroup(name = 'mymaster'): Promise<SentinelGroup> {
+  const dirs: string[] = [];
+  const children: ChildProcess[] = [];
+  const stop = async () => {
+    await Promise.all(children.map((c) => stopChild(c)));
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  };
+  const connect = (port: number) => {
+    const client = new Redis({ host: HOST, port, maxRetriesPerRequest: 1, retryStrategy: () => null });
+    client.on('error', () => undefined);
+    return client;
+  };
+  const spawnServer = (port: number, args: string[]): RedisProcess => {
+    const dir = mkdtempSync(join(tmpdir(), 'fire-once-sentinel-'));
+    dirs.push(dir);
+    const child = spawn('redis-server', [...args.map((a) => a.replace('$DIR', dir))], { stdio: 'ignore' });
+    children.push(child);
+    return { port, child };
+  };
+  try {
+    const [masterPort, replicaPort] = [await freePort(), await freePort()];
+    const data = (port: number) => ['--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no', '--dir', '$DIR'];
+    const master = spawnServer(masterPort, data(masterPort));
+    const replica = spawnServer(replicaPort, [...data(replicaPort), '--replicaof', HOST, String(masterPort)]);
+    await until(async () => /master_link_status:up/.test(await info(connect, replicaPort, 'replication')), 'the replica to sync');
+
+    const sentinels: RedisProcess[] = [];
+    for (let i = 0; i < 3; i++) {
+      const port = await freePort();
+      const dir = mkdtempSync(join(tmpdir(), 'fire-once-sentinel-'));
+      dirs.push(dir);
+      const conf = join(dir, 'sentinel.conf'); // sentinels rewrite their config, so each has its own
+      writeFileSync(
+        conf,
+        [
+          `port ${port}`,
+          `bind ${HOST}`,
+          `dir ${dir}`,
+          `sentinel monitor ${name} ${HOST} ${masterPort} 2`,
+          `sentinel down-after-milliseconds ${name} 1000`,
+          `sentinel failover-timeout ${name} 10000`,
+          `sentinel parallel-syncs ${name} 1`,
+          '',
+        ].join('\n'),
+      );
+      const child = spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' });
+      children.push(child);
+      sentinels.push({ port, child });
+    }
+    await until(async () => {
+      for (const s of sentinels) {
+        const client = connect(s.port);
+        try {
+          const [master] = (await client.call('SENTINEL', 'MASTERS')) as string[][];
+          const fields = Object.fromEntries(Array.from({ length: master.length / 2 }, (_, i) => [master[2 * i], master[2 * i + 1]]));
+          if (fields['num-slaves'] !== '1' || fields['num-other-sentinels'] !== '2') return false;
+        } finally {
+          client.disconnect();
+        }
+      }
+      return true;
+    }, 'the sentinels to discover the replica and each other');
+
+    return {
+      name,
+      master,
+      replica,
+      sentinels,
+      sentinelAddresses: sentinels.map((s) => ({ host: HOST, port: s.port })),
+      connect,
+      masterPort: async () => {
+        for (const s of sentinels) {
+          const client = connect(s.port);
+          try {
+            const addr = (await client.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name)) as [string, string] | null;
+            if (addr) return Number(addr[1]);
+          } catch {
+            // ask the next sentinel
+          } finally {
+            client.disconnect();
+          }
+        }
+        throw new Error('no sentinel answered GET-MASTER-ADDR-BY-NAME');
+      },
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/** INFO `section` of the node on `port`, or '' when it does not answer. */
+export async function info(connect: (port: number) => Redis, port: number, section: string): Promise<string> {
+  const client = connect(port);
+  try {
+    return await client.info(section);
+  } catch {
+    return '';
+  } finally {
+    client.disconnect();
+  }
+}
+
+/** Poll `check` every 100 ms until it resolves true; reject after `timeoutMs`, naming `what`. */
+export async function until(check: () => Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check().catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
