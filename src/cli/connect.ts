@@ -59,6 +59,16 @@ export async function connect({ url, timeoutMs }: ConnectOptions): Promise<Redis
     const reason = describeError(lastError ?? err);
     throw new CliError(`cannot use Redis at ${redactUrl(url)}: ${reason}`, EXIT.redis, { cause: err });
   }
+  // A cluster node holds only its own slots: answering from it would report other scopes as
+  // empty, or fail with MOVED. Refuse plainly instead.
+  const info = await redis.info('cluster').catch(() => '');
+  if (/^cluster_enabled:1/m.test(info)) {
+    redis.disconnect();
+    throw new CliError(
+      `${redactUrl(url)} is a Redis Cluster node: the fire-once CLI reads a standalone Redis only (cluster support is not built yet)`,
+      EXIT.usage,
+    );
+  }
   return redis;
 }
 

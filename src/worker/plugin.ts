@@ -3,6 +3,7 @@ import { SimplePlugin } from '@temporalio/plugin';
 import type { Worker, WorkerOptions } from '@temporalio/worker';
 import { ArtifactCache } from '../core/artifact-cache';
 import { DispatchLog } from '../core/dispatch-log';
+import { FireOnceConfigError } from '../core/errors';
 import { FireOnceGuard } from '../core/guard';
 import { WakeHub } from '../core/wake';
 import { createFireOnceActivityInterceptor } from './interceptor';
@@ -75,6 +76,11 @@ export class FireOncePlugin extends SimplePlugin {
       publishWakeUps: resolved.publishWakeUps,
     });
     this.wake = new WakeHub(resolved.redis);
+    if (resolved.localCache && (resolved.redis as { isCluster?: boolean }).isCluster === true) {
+      // ioredis re-subscribes a Cluster's subscriber silently, so a gap in which invalidations
+      // are lost cannot be seen, and a cache that cannot see it could serve a deleted artifact.
+      throw new FireOnceConfigError('localCache is not supported with a Redis Cluster client: the cache could not tell when invalidations were lost');
+    }
     this.cache = resolved.localCache ? new ArtifactCache(resolved.localCache) : undefined;
     this.dispatchLog = resolved.dispatchLog ? new DispatchLog(resolved.redis, this.guard.keys.log(), resolved.dispatchLogMaxLen) : undefined;
     for (const warning of ttlWarnings(resolved)) process.emitWarning(warning, { code: 'FIRE_ONCE_TTL' });

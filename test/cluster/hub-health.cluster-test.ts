@@ -1,15 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { Cluster } from 'ioredis';
-import { WakeHub } from '../../src';
+import { FireOnceConfigError, FireOncePlugin, WakeHub } from '../../src';
 import { connectCluster, masters } from './helpers/cluster';
 
-// WakeHub.onHealth promises `false` when the subscriber connection closes, since messages
-// published until it is back are lost; the local artifact cache relies on it to empty itself and
-// stop serving while invalidations cannot reach it. On a single Redis the duplicate() connection
-// emits 'close'. On a Cluster, duplicate() is a Cluster whose subscriber connection is internal to
-// ioredis: when it drops, ioredis silently picks a node again and re-subscribes, and the Cluster
-// emits neither 'close' nor 'ready'. This test FAILS today: the hub never reports the gap.
-describe('WakeHub on a Redis Cluster', () => {
+// WakeHub.onHealth reports `false` when its subscriber connection closes on a single Redis, and
+// the local artifact cache relies on that to empty itself while invalidations cannot reach it. On
+// a Cluster, ioredis re-subscribes its internal subscriber silently, emitting neither 'close' nor
+// 'ready', so the gap cannot be seen. The plugin therefore refuses localCache with a Cluster
+// client; waiters are unaffected, since their poll covers any wake-up lost in such a gap.
+describe('WakeHub and the local cache on a Redis Cluster', () => {
   let cluster: Cluster;
 
   beforeAll(() => {
@@ -17,23 +16,25 @@ describe('WakeHub on a Redis Cluster', () => {
   });
   afterAll(() => cluster.quit());
 
-  it('reports the loss of its subscriber connection through onHealth(false)', async () => {
+  it('refuses localCache with a Cluster client, naming why', () => {
+    expect(() => new FireOncePlugin({ redis: cluster, localCache: true })).toThrow(FireOnceConfigError);
+    expect(() => new FireOncePlugin({ redis: cluster, localCache: true })).toThrow(/Redis Cluster/);
+    expect(() => new FireOncePlugin({ redis: cluster })).not.toThrow();
+  });
+
+  it('keeps delivering wake-ups after its subscriber connection is killed (ioredis re-subscribes)', async () => {
     const hub = new WakeHub(cluster);
-    const health: boolean[] = [];
-    hub.onHealth((healthy) => health.push(healthy));
     const channel = `t-hub-health-${randomUUID()}`;
     let heard = 0;
     try {
       await hub.join(channel, () => void heard++);
-      // Drop every pub/sub connection on every master: the hub's subscriber is among them.
       const killed = await Promise.all((await masters(cluster)).map((node) => node.call('CLIENT', 'KILL', 'TYPE', 'pubsub') as Promise<number>));
       expect(killed.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
-      // Publish until the hub hears again (its subscription is back), so the gap is over.
-      while (heard === 0) {
+      for (let i = 0; i < 200 && heard === 0; i++) {
         await cluster.publish(channel, 'ping');
         await new Promise((r) => setTimeout(r, 50));
       }
-      expect(health).toContain(false);
+      expect(heard).toBeGreaterThan(0);
     } finally {
       hub.close();
     }
