@@ -1,7 +1,6 @@
 import type { Redis } from 'ioredis';
 import { FireOnceGuard, encodeId, fireOnce } from '../../src';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
-import { BYSTANDER, decoded, differences, dispatchCounter, runActivity, scanKeys, seedBystander, snapshot, type KeySnapshot } from './support/harness';
+import { BYSTANDER, decoded, differences, dispatchCounter, runActivity, scanKeys, type KeySnapshot, useBadInputFixture } from './support/harness';
 
 // IDs with glob characters, separators, braces, control characters or non-ASCII text are
 // accepted: keys.ts percent-encodes them. Each row shows, on a real Redis, that such an ID works,
@@ -22,24 +21,13 @@ const ROWS: readonly (readonly [string, string])[] = [
 ];
 
 describe('bad input: IDs with special characters work, on distinct keys', () => {
+  const fx = useBadInputFixture('bad-ids');
   let redis: Redis;
   let prefix: string;
   let guard: FireOnceGuard;
   let before: KeySnapshot;
   let counter: ReturnType<typeof dispatchCounter>;
-
-  beforeAll(() => {
-    redis = connectRedis();
-  });
-  beforeEach(async () => {
-    prefix = testPrefix('bad-ids');
-    guard = new FireOnceGuard({ redis, keyPrefix: prefix, lockTtlMs: 60_000 });
-    counter = dispatchCounter(redis, prefix);
-    await seedBystander(guard);
-    before = await snapshot(redis, prefix);
-  });
-  afterEach(() => deletePrefix(redis, prefix));
-  afterAll(() => redis.quit());
+  beforeEach(() => ({ redis, prefix, guard, before, counter } = fx));
 
   const allKeys = (pattern: string) => scanKeys(redis, pattern);
 

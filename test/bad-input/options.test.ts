@@ -9,8 +9,7 @@ import {
   fireOnceActivityMap,
   type FireOnceInterceptorConfig,
 } from '../../src';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
-import { differences, dispatchCounter, seedBystander, snapshot, type KeySnapshot } from './support/harness';
+import { differences, dispatchCounter, type KeySnapshot, useBadInputFixture } from './support/harness';
 
 /** One bad number per row, with what the error must say about the field it was given to. */
 const BAD_NUMBERS: readonly (readonly [string, unknown, (field: string) => RegExp])[] = [
@@ -41,24 +40,13 @@ function problem(where: string, fn: () => unknown, message: RegExp): string {
 }
 
 describe('bad input: options', () => {
+  const fx = useBadInputFixture('bad-opt');
   let redis: Redis;
   let prefix: string;
   let guard: FireOnceGuard;
   let before: KeySnapshot;
   let counter: ReturnType<typeof dispatchCounter>;
-
-  beforeAll(() => {
-    redis = connectRedis();
-  });
-  beforeEach(async () => {
-    prefix = testPrefix('bad-opt');
-    guard = new FireOnceGuard({ redis, keyPrefix: prefix, lockTtlMs: 60_000 });
-    counter = dispatchCounter(redis, prefix);
-    await seedBystander(guard);
-    before = await snapshot(redis, prefix);
-  });
-  afterEach(() => deletePrefix(redis, prefix));
-  afterAll(() => redis.quit());
+  beforeEach(() => ({ redis, prefix, guard, before, counter } = fx));
 
   const job = async (_s: string): Promise<string> => {
     await counter.hit();

@@ -1,29 +1,16 @@
 import type { Redis } from 'ioredis';
 import { FireOnceGuard, fireOnce } from '../../src';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
-import { CapturingLogger, asFailure, decoded, differences, dispatchCounter, runActivity, seedBystander, settle, snapshot, type KeySnapshot } from './support/harness';
+import { CapturingLogger, asFailure, decoded, differences, dispatchCounter, runActivity, settle, type KeySnapshot, useBadInputFixture } from './support/harness';
 
 // Results the guard cannot store. The activity did run (its job was dispatched once), so the
 // row's claim is: a typed outcome, no second dispatch on retry, no artifact, other keys intact.
 describe('bad input: results', () => {
+  const fx = useBadInputFixture('bad-result');
   let redis: Redis;
-  let prefix: string;
   let guard: FireOnceGuard;
   let before: KeySnapshot;
   let counter: ReturnType<typeof dispatchCounter>;
-
-  beforeAll(() => {
-    redis = connectRedis();
-  });
-  beforeEach(async () => {
-    prefix = testPrefix('bad-result');
-    guard = new FireOnceGuard({ redis, keyPrefix: prefix, lockTtlMs: 60_000 });
-    counter = dispatchCounter(redis, prefix);
-    await seedBystander(guard);
-    before = await snapshot(redis, prefix);
-  });
-  afterEach(() => deletePrefix(redis, prefix));
-  afterAll(() => redis.quit());
+  beforeEach(() => ({ redis, guard, before, counter } = fx));
 
   const guarded = (result: () => unknown) => ({
     job: fireOnce(

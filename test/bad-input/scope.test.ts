@@ -1,30 +1,17 @@
 import type { Redis } from 'ioredis';
 import { FireOnceGuard, fireOnce } from '../../src';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
-import { asFailure, differences, dispatchCounter, runActivity, seedBystander, settle, snapshot, type KeySnapshot } from './support/harness';
+import { asFailure, differences, dispatchCounter, runActivity, settle, type KeySnapshot, useBadInputFixture } from './support/harness';
 
 // Bad scopes, through the real activity interceptor (MockActivityEnvironment passes no headers,
 // so "missing" is the header-less case a prebuilt bundle without the plugin produces). Each row:
 // a typed, non-retryable failure naming the problem, nothing dispatched, every key intact.
 describe('bad input: scope', () => {
+  const fx = useBadInputFixture('bad-scope');
   let redis: Redis;
-  let prefix: string;
   let guard: FireOnceGuard;
   let before: KeySnapshot;
   let counter: ReturnType<typeof dispatchCounter>;
-
-  beforeAll(() => {
-    redis = connectRedis();
-  });
-  beforeEach(async () => {
-    prefix = testPrefix('bad-scope');
-    guard = new FireOnceGuard({ redis, keyPrefix: prefix, lockTtlMs: 60_000 });
-    counter = dispatchCounter(redis, prefix);
-    await seedBystander(guard);
-    before = await snapshot(redis, prefix);
-  });
-  afterEach(() => deletePrefix(redis, prefix));
-  afterAll(() => redis.quit());
+  beforeEach(() => ({ redis, guard, before, counter } = fx));
 
   /** Run a guarded activity whose scope option is `scope` (or none), and return its failure. */
   async function failureOf(scope: ((args: [string]) => string) | undefined) {

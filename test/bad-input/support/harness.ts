@@ -4,6 +4,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
 import { createFireOnceActivityInterceptor, fireOnceActivityMap, type FireOnceGuard, type FireOnceInterceptorConfig } from '../../../src';
 import { payloadToBytes } from '../../../src/worker/artifact';
+import { useGuardFixture, type GuardFixture } from '../../helpers/redis';
 
 /** Another scope's finished work: its artifact must survive every bad input byte for byte. */
 export const BYSTANDER = { scope: 'bystander', step: 'report', jobType: 'report' } as const;
@@ -147,4 +148,21 @@ export function asFailure(error: unknown): ApplicationFailure {
 export function decoded(value: unknown): unknown {
   if (!(value instanceof RawValue)) throw new Error(`expected a RawValue result, got ${String(value)}`);
   return defaultPayloadConverter.fromPayload(value.payload);
+}
+
+/** Per test: the guard fixture, a dispatch counter, a bystander artifact and its snapshot. */
+export interface BadInputFixture extends GuardFixture {
+  counter: ReturnType<typeof dispatchCounter>;
+  before: KeySnapshot;
+}
+
+/** The hooks every bad-input file shares: {@link useGuardFixture}, then seed and snapshot. */
+export function useBadInputFixture(name: string): BadInputFixture {
+  const fx = useGuardFixture(name, { lockTtlMs: 60_000 }) as BadInputFixture;
+  beforeEach(async () => {
+    fx.counter = dispatchCounter(fx.redis, fx.prefix);
+    await seedBystander(fx.guard);
+    fx.before = await snapshot(fx.redis, fx.prefix);
+  });
+  return fx;
 }
