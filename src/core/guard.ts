@@ -129,13 +129,18 @@ export class FireOnceGuard {
     const token = randomUUID(); // 122 random bits, and cheaper than randomBytes
     const mode = target.externalArtifactKey === undefined ? 'result' : 'exists';
     const context = contextOf(target, lockKey);
-    const reply = await this.call(context, () =>
-      acquireScript(
+    const reply = await this.call(
+      context,
+      () =>
+        acquireScript(
         this.redis,
         [artifactKey, lockKey, fenceKey],
         [token, lockTtlMs, mode, target.holder ?? '', target.argsHash ?? '', this.fenceTtlMs(lockTtlMs)],
-        true,
-      ),
+          true,
+        ),
+      // A timed-out acquire may still run later (ioredis keeps it queued while offline): queue a
+      // compare-and-delete of the same token right behind it, so a lock nobody holds never stays.
+      () => void releaseScript(this.redis, [lockKey], [token, '']).catch(() => undefined),
     );
     switch (reply[0]) {
       case 1:
@@ -227,13 +232,13 @@ export class FireOnceGuard {
     return target.externalArtifactKey;
   }
 
-  private async call<T>(context: FireOnceErrorContext, op: () => Promise<T>): Promise<T> {
+  private async call<T>(context: FireOnceErrorContext, op: () => Promise<T>, onTimeout?: () => void): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new FireOnceStoreUnavailable(`Redis did not answer within ${this.options.storeTimeoutMs} ms`, context)),
-        this.options.storeTimeoutMs,
-      );
+      timer = setTimeout(() => {
+        onTimeout?.();
+        reject(new FireOnceStoreUnavailable(`Redis did not answer within ${this.options.storeTimeoutMs} ms`, context));
+      }, this.options.storeTimeoutMs);
     });
     try {
       return await Promise.race([op(), timeout]);
