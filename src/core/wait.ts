@@ -53,12 +53,12 @@ export async function waitForTurn(
   wait: WaitOptions,
 ): Promise<TurnOutcome> {
   const bell = new Bell();
-  const leave = await joinWakeChannel(guard, target, wait.wake, () => bell.ring());
+  const channel = await joinWakeChannel(guard, target, wait.wake, () => bell.ring());
   try {
     // Re-check once the subscription is live: a commit between the first acquire and the
     // subscription would otherwise go unnoticed until the next poll.
     let ttlMs = held.ttlMs;
-    for (let first = leave !== undefined; ; first = false) {
+    for (let first = channel.recheck; ; first = false) {
       if (!first) {
         const remaining = wait.deadline - Date.now();
         if (remaining <= 0) {
@@ -76,17 +76,46 @@ export async function waitForTurn(
       ttlMs = outcome.ttlMs;
     }
   } finally {
-    leave?.();
+    channel.leave();
   }
 }
 
-async function joinWakeChannel(guard: FireOnceGuard, target: DispatchTarget, hub: WakeHub | undefined, onWake: () => void) {
-  if (hub === undefined || !guard.options.publishWakeUps) return undefined;
-  try {
-    return await hub.join(guard.keys.wakeChannel(target.scope), onWake);
-  } catch {
-    return undefined; // no subscription: polling alone still ends the wait
-  }
+/**
+ * Subscribe to the scope's wake channel, waiting at most `storeTimeoutMs` for the subscription.
+ * ioredis neither times out nor rejects a SUBSCRIBE that was on the wire when the connection
+ * dropped: it re-sends it once Redis is back. A waiter must not hang on that, so a slow join
+ * goes on by polling; if the subscription comes up later, it wakes this waiter from then on.
+ * `recheck` says time has passed since the caller's acquire, so the lock is asked again at once.
+ */
+async function joinWakeChannel(
+  guard: FireOnceGuard,
+  target: DispatchTarget,
+  hub: WakeHub | undefined,
+  onWake: () => void,
+): Promise<{ readonly recheck: boolean; readonly leave: () => void }> {
+  if (hub === undefined || !guard.options.publishWakeUps) return { recheck: false, leave: () => undefined };
+  let left = false;
+  let unsubscribe: (() => void) | undefined;
+  const joined = hub.join(guard.keys.wakeChannel(target.scope), onWake).then(
+    (leave) => {
+      if (left) leave();
+      else unsubscribe = leave;
+    },
+    () => undefined, // no subscription: polling alone still ends the wait
+  );
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, guard.options.storeTimeoutMs);
+  });
+  await Promise.race([joined, late]);
+  clearTimeout(timer);
+  return {
+    recheck: true,
+    leave: () => {
+      left = true;
+      unsubscribe?.();
+    },
+  };
 }
 
 /** A sleep that a wake-up ends early; a wake-up that rings while awake ends the next sleep at once. */

@@ -44,7 +44,12 @@ export class WakeHub {
       this.subscribed.set(channel, ready);
       ready.catch(() => this.subscribed.delete(channel));
     }
-    await ready;
+    try {
+      await ready;
+    } catch (err) {
+      this.leave(channel, waiter); // a failed join leaves nothing registered behind
+      throw err;
+    }
     return () => this.leave(channel, waiter);
   }
 

@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo, type Server } from 'node:net';
 import { Redis } from 'ioredis';
 import {
   FireOnceConfigError,
@@ -5,6 +6,7 @@ import {
   FireOnceInFlight,
   FireOnceInvalidId,
   FireOnceStoreUnavailable,
+  WakeHub,
   waitForTurn,
   type Lease,
 } from '../../src';
@@ -157,6 +159,31 @@ describe('FireOnceGuard on Redis alone', () => {
       const err = await waitForTurn(guard, target, held, {}, { pollIntervalMs: 20, deadline: Date.now() + 100 }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(FireOnceInFlight);
       expect((err as FireOnceInFlight).retryAfterMs).toBeGreaterThan(0);
+    });
+
+    // ioredis re-sends a SUBSCRIBE that was on the wire when the connection dropped, and never
+    // times it out: a waiter that awaited it would hang for the whole outage. Here the hub's
+    // server accepts the connection and never answers, so the subscription never comes.
+    it('goes on by polling when the wake subscription does not come up within storeTimeoutMs', async () => {
+      const silent: Server = createServer(() => undefined);
+      await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+      const hubClient = new Redis({ port: (silent.address() as AddressInfo).port, host: '127.0.0.1' });
+      hubClient.on('error', () => undefined);
+      const hub = new WakeHub(hubClient);
+      const quick = new FireOnceGuard({ redis, keyPrefix: prefix, storeTimeoutMs: 200 });
+      try {
+        const holder = await quick.acquire(target);
+        if (holder.kind !== 'acquired') throw new Error('expected acquired');
+        const held = await quick.acquire(target);
+        if (held.kind !== 'held') throw new Error('expected held');
+        setTimeout(() => void quick.commit(holder.lease, Buffer.from('done')), 100);
+        const outcome = await waitForTurn(quick, target, held, {}, { pollIntervalMs: 20, deadline: Date.now() + 5_000, wake: hub });
+        expect(outcome.kind).toBe('fast-forward');
+      } finally {
+        hub.close();
+        hubClient.disconnect();
+        silent.close();
+      }
     });
 
     it('stops when aborted, with the abort reason', async () => {
