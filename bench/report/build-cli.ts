@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, symlinkSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -14,9 +14,7 @@ export function buildCli(): { main: string; dir: string } {
   const dir = mkdtempSync(join(tmpdir(), 'fire-once-bench-report-'));
   const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
   execFileSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', join(dir, 'dist')], { stdio: 'inherit' });
-  const lua = join(ROOT, 'src', 'core', 'scripts');
-  mkdirSync(join(dir, 'dist', 'core', 'scripts'), { recursive: true });
-  for (const file of readdirSync(lua).filter((f) => f.endsWith('.lua'))) copyFileSync(join(lua, file), join(dir, 'dist', 'core', 'scripts', file));
+  execFileSync(process.execPath, [join(ROOT, 'scripts', 'copy-lua.js'), join(dir, 'dist')], { stdio: 'inherit' });
   copyFileSync(join(ROOT, 'package.json'), join(dir, 'package.json'));
   symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
   return { main: join(dir, 'dist', 'cli', 'main.js'), dir };

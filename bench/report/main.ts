@@ -6,7 +6,9 @@
  * `dispatchLogMaxLen`, so nothing is trimmed), then runs the compiled CLI as a user would,
  * `node dist/cli/main.js report --since 1h`, several times in JSON and in table form, and times
  * each process from spawn to exit. Checks that each run counted every event and flagged exactly
- * the duplicated scopes, and exits non-zero if the median is 2 s or more.
+ * the duplicated scopes, and exits non-zero if the median is 2 s or more. It also prints what
+ * the report cost Redis: its commands' time, and the longest single command (how long one page
+ * kept Redis from serving anyone else).
  *
  * Flags: `--events N` (100000), `--runs N` (5), `--cli path/to/main.js` (default: a private build).
  */
@@ -45,13 +47,20 @@ async function main(): Promise<number> {
     const info = (await redis.info('memory')).match(/used_memory_human:(\S+)/)?.[1];
     console.log(`filled ${keys.log()}: ${filled.events} events (${stored} stored, Redis used_memory ${info}), ${filled.scopes} scopes, ${filled.duplicatedScopes} duplicated, in ${Math.round(performance.now() - fillStarted)} ms`);
 
-    const times: Record<'json' | 'table', { wall: number[]; cpu: number[]; rssMb: number[] }> = {
-      json: { wall: [], cpu: [], rssMb: [] },
-      table: { wall: [], cpu: [], rssMb: [] },
+    const times: Record<'json' | 'table', { wall: number[]; cpu: number[]; rssMb: number[]; redisMs: number[] }> = {
+      json: { wall: [], cpu: [], rssMb: [], redisMs: [] },
+      table: { wall: [], cpu: [], rssMb: [], redisMs: [] },
     };
+    // What the report costs Redis: its commands' time (INFO commandstats, every command), and the
+    // longest one command kept Redis from serving anyone else (the slow log, threshold 0).
+    await redis.config('SET', 'slowlog-log-slower-than', '0');
+    await redis.config('SET', 'slowlog-max-len', '100000');
+    let longestCallUs = 0;
     for (let i = 0; i < runs; i++) {
       for (const mode of ['json', 'table'] as const) {
         const args = ['-r', join(__dirname, 'cpu-usage.js'), cli, 'report', '--since', '1h', '--prefix', keys.prefix, '--redis', service.url, ...(mode === 'json' ? ['--json'] : [])];
+        const usecBefore = await commandUsec(redis);
+        await redis.slowlog('RESET');
         const started = performance.now();
         const child = spawnSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 512 * 1024 * 1024 });
         const ms = performance.now() - started;
@@ -59,6 +68,9 @@ async function main(): Promise<number> {
         const usage = /FIRE_ONCE_BENCH_USAGE (\{.*\})/.exec(child.stderr);
         if (!usage) throw new Error(`no CPU usage line from the CLI process:\n${child.stderr}`);
         const { cpuMs, maxRssKb } = JSON.parse(usage[1]) as { cpuMs: number; maxRssKb: number };
+        times[mode].redisMs.push(Math.round(((await commandUsec(redis)) - usecBefore) / 1_000));
+        const slow = (await redis.slowlog('GET', 100_000)) as [number, number, number, string[]][];
+        for (const [, , us, command] of slow) if (!/^(info|slowlog)$/i.test(command[0])) longestCallUs = Math.max(longestCallUs, us);
         times[mode].cpu.push(cpuMs);
         times[mode].rssMb.push(Math.round(maxRssKb / 1024));
         if (mode === 'json') {
@@ -76,8 +88,9 @@ async function main(): Promise<number> {
     for (const mode of ['json', 'table'] as const) {
       const t = times[mode];
       console.log(`  report --since 1h${mode === 'json' ? ' --json' : '       '}  wall ms ${line(t.wall)}; CPU ms ${line(t.cpu)}; peak RSS MB ${line(t.rssMb)}`);
-      console.log(`    wall ${t.wall.join(', ')} | CPU ${t.cpu.join(', ')}`);
+      console.log(`    wall ${t.wall.join(', ')} | CPU ${t.cpu.join(', ')} | Redis ms ${t.redisMs.join(', ')}`);
     }
+    console.log(`  Redis time in the report's commands per run: ${line(times.json.redisMs)} ms; longest single command: ${(longestCallUs / 1_000).toFixed(1)} ms`);
     const [one, five] = loadavg();
     console.log(`machine: ${cpus().length} cores (${cpus()[0]?.model.trim()}), load average ${one.toFixed(2)} (1 min) ${five.toFixed(2)} (5 min) at the end, node ${process.version}`);
     // CPU time is what the CLI costs; wall time adds the wait for a core, which on a shared,
@@ -90,6 +103,14 @@ async function main(): Promise<number> {
     await service.stop();
     if (built) rmSync(built.dir, { recursive: true, force: true });
   }
+}
+
+/** Microseconds Redis has spent in commands since it started, INFO and SLOWLOG left out. */
+async function commandUsec(redis: Redis): Promise<number> {
+  const stats = await redis.info('commandstats');
+  let usec = 0;
+  for (const match of stats.matchAll(/^cmdstat_([^:]+):calls=\d+,usec=(\d+)/gm)) if (!/^(info|slowlog|config)/.test(match[1])) usec += Number(match[2]);
+  return usec;
 }
 
 main().then(

@@ -1,5 +1,5 @@
-import type { Redis } from 'ioredis';
 import { FireOnceKeys, KEY_PREFIX_PATTERN, encodeId, type IdKind } from '../core/keys';
+import type { RedisClient } from '../core/scripts';
 import { CliError, EXIT } from './exit-codes';
 
 /** The options every command takes. */
@@ -65,7 +65,7 @@ export function redisUrlOf(options: CommonOptions): string {
 }
 
 /** The server's clock in epoch ms: stream IDs are stamped with it, not with ours. */
-export async function serverTimeMs(redis: Redis): Promise<number> {
+export async function serverTimeMs(redis: RedisClient): Promise<number> {
   const [seconds, micros] = (await redis.time()) as (string | number)[];
   return Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000);
 }

@@ -1,5 +1,6 @@
-import { Redis } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { FireOnceStoreUnavailable } from '../core/errors';
+import type { RedisClient } from '../core/scripts';
 import { CliError, EXIT } from './exit-codes';
 
 /** How the CLI reaches Redis. */
@@ -25,9 +26,11 @@ export function redactUrl(url: string): string {
  * Connect, once, failing fast: no reconnect loop, no offline queue, and a timeout on the
  * connection and on every command, so an unreachable Redis ends the CLI with exit code 3 within
  * `timeoutMs` instead of hanging. TLS and ACL users come from the URL (`rediss://`,
- * `redis://user:password@host`), as ioredis reads them.
+ * `redis://user:password@host`), as ioredis reads them. A URL that names a node of a Redis
+ * Cluster gets an ioredis `Cluster` on that node as its seed, so that every command reaches the
+ * node that owns its key.
  */
-export async function connect({ url, timeoutMs }: ConnectOptions): Promise<Redis> {
+export async function connect({ url, timeoutMs }: ConnectOptions): Promise<RedisClient> {
   let protocol: string;
   try {
     protocol = new URL(url).protocol;
@@ -37,7 +40,7 @@ export async function connect({ url, timeoutMs }: ConnectOptions): Promise<Redis
   if (protocol !== 'redis:' && protocol !== 'rediss:') {
     throw new CliError(`--redis must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
   }
-  const redis = new Redis(url, {
+  const options: RedisOptions = {
     lazyConnect: true,
     connectTimeout: timeoutMs,
     commandTimeout: timeoutMs,
@@ -46,30 +49,45 @@ export async function connect({ url, timeoutMs }: ConnectOptions): Promise<Redis
     retryStrategy: () => null,
     // No INFO ready check: an ACL user limited to its prefix may not run INFO; the PING below checks instead.
     enableReadyCheck: false,
+  };
+  const redis = await connected(url, () => {
+    const client = new Redis(url, options);
+    return { client, ready: client.connect().then(() => client.ping()) };
   });
+  // INFO may be denied to an ACL user: then the server is taken as standalone.
+  const info = await redis.info('cluster').catch(() => '');
+  if (!/^cluster_enabled:1/m.test(info)) return redis;
+  const { host, port, username, password, tls, db } = redis.options;
+  redis.disconnect();
+  if (db) throw new CliError(`${redactUrl(url)} names database ${db}, but a Redis Cluster has database 0 only`, EXIT.usage);
+  return connected(url, () => {
+    const cluster = new Cluster([{ host, port }], {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      enableReadyCheck: true, // CLUSTER INFO: resolves once the cluster state is ok
+      clusterRetryStrategy: () => null,
+      slotsRefreshTimeout: timeoutMs,
+      redisOptions: { ...options, username, password, tls },
+    });
+    return { client: cluster, ready: cluster.connect().then(() => cluster.ping()) };
+  });
+}
+
+/** Open a client, turning any failure to reach or use it into exit code 3 with a plain reason. */
+async function connected<C extends RedisClient>(url: string, open: () => { client: C; ready: Promise<unknown> }): Promise<C> {
+  const { client, ready } = open();
   let lastError: Error | undefined;
-  redis.on('error', (err: Error) => {
+  client.on('error', (err: Error) => {
     lastError = err;
   });
   try {
-    await redis.connect();
-    await redis.ping(); // surfaces a refused AUTH or a NOAUTH server here, not in the first real command
+    await ready; // the PING surfaces a refused AUTH or a NOAUTH server here, not in the first real command
+    return client;
   } catch (err) {
-    redis.disconnect();
+    client.disconnect();
     const reason = describeError(lastError ?? err);
     throw new CliError(`cannot use Redis at ${redactUrl(url)}: ${reason}`, EXIT.redis, { cause: err });
   }
-  // A cluster node holds only its own slots: answering from it would report other scopes as
-  // empty, or fail with MOVED. Refuse plainly instead.
-  const info = await redis.info('cluster').catch(() => '');
-  if (/^cluster_enabled:1/m.test(info)) {
-    redis.disconnect();
-    throw new CliError(
-      `${redactUrl(url)} is a Redis Cluster node: the fire-once CLI reads a standalone Redis only (cluster support is not built yet)`,
-      EXIT.usage,
-    );
-  }
-  return redis;
 }
 
 /** True for errors that come from Redis or the connection to it, not from the CLI's own code. */

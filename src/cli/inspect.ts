@@ -1,9 +1,9 @@
-import type { Redis } from 'ioredis';
 import { holderId } from '../core/guard';
 import { decodeId, type FireOnceKeys } from '../core/keys';
+import type { RedisClient } from '../core/scripts';
 import { serverTimeMs } from './args';
 import { findLatest } from './log';
-import type { RawConnection } from './raw-connection';
+import { scanKeys } from './scan';
 
 /** What to look at; with neither `step` nor `jobType`, everything stored under the scope. */
 export interface InspectQuery {
@@ -69,11 +69,8 @@ export interface Inspection {
   readonly artifacts: readonly ArtifactView[];
 }
 
-/**
- * Read the scope's lock, fencing counter and artifacts; writes nothing. `openRaw` is called only
- * when an artifact's age must be looked up in the dispatch log.
- */
-export async function inspect(redis: Redis, keys: FireOnceKeys, query: InspectQuery, openRaw: () => Promise<RawConnection>): Promise<Inspection> {
+/** Read the scope's lock, fencing counter and artifacts; writes nothing. */
+export async function inspect(redis: RedisClient, keys: FireOnceKeys, query: InspectQuery): Promise<Inspection> {
   const nowMs = await serverTimeMs(redis);
   let steps = query.step === undefined ? [] : [query.step];
   let jobTypes = query.jobType === undefined ? [] : [query.jobType];
@@ -82,7 +79,7 @@ export async function inspect(redis: Redis, keys: FireOnceKeys, query: InspectQu
   const fences = await Promise.all(steps.map((step) => readFence(redis, keys, query.scope, step)));
   const artifacts: ArtifactView[] = [];
   for (const jobType of jobTypes) {
-    artifacts.push(await readArtifact(redis, keys, query, jobType, nowMs, openRaw));
+    artifacts.push(await readArtifact(redis, keys, query, jobType, nowMs));
     const external = await readExternal(redis, keys.external(query.scope, jobType), jobType);
     // The suggested external key is shown when it exists or was asked for by --job-type.
     if (external.present || query.jobType !== undefined) artifacts.push(external);
@@ -91,24 +88,19 @@ export async function inspect(redis: Redis, keys: FireOnceKeys, query: InspectQu
 }
 
 /** The steps and job types that have keys under the scope (SCAN of `<prefix>:{<scope>}:*`). */
-async function discover(redis: Redis, keys: FireOnceKeys, scope: string): Promise<{ steps: string[]; jobTypes: string[] }> {
+async function discover(redis: RedisClient, keys: FireOnceKeys, scope: string): Promise<{ steps: string[]; jobTypes: string[] }> {
   const base = keys.scopeBase(scope); // encoded: no glob character can occur in it
   const steps = new Set<string>();
   const jobTypes = new Set<string>();
-  let cursor = '0';
-  do {
-    const [next, found] = await redis.scan(cursor, 'MATCH', `${base}:*`, 'COUNT', 1000);
-    for (const key of found) {
-      const match = /^:(lock|fence|artifact|external):([^:]+)$/.exec(key.slice(base.length));
-      if (!match) continue;
-      (match[1] === 'lock' || match[1] === 'fence' ? steps : jobTypes).add(decodeId(match[2]));
-    }
-    cursor = next;
-  } while (cursor !== '0');
+  for (const key of await scanKeys(redis, `${base}:*`)) {
+    const match = /^:(lock|fence|artifact|external):([^:]+)$/.exec(key.slice(base.length));
+    if (!match) continue;
+    (match[1] === 'lock' || match[1] === 'fence' ? steps : jobTypes).add(decodeId(match[2]));
+  }
   return { steps: [...steps].sort(), jobTypes: [...jobTypes].sort() };
 }
 
-async function readLock(redis: Redis, keys: FireOnceKeys, scope: string, step: string): Promise<LockView> {
+async function readLock(redis: RedisClient, keys: FireOnceKeys, scope: string, step: string): Promise<LockView> {
   const key = keys.lock(scope, step);
   const [type, pttl] = await Promise.all([redis.type(key), redis.pttl(key)]);
   if (type === 'none') return { step, key, present: false };
@@ -128,21 +120,14 @@ async function readLock(redis: Redis, keys: FireOnceKeys, scope: string, step: s
   };
 }
 
-async function readFence(redis: Redis, keys: FireOnceKeys, scope: string, step: string): Promise<FenceView> {
+async function readFence(redis: RedisClient, keys: FireOnceKeys, scope: string, step: string): Promise<FenceView> {
   const key = keys.fence(scope, step);
   const [value, pttl] = await Promise.all([redis.get(key), redis.pttl(key)]);
   if (value === null) return { step, key, value: null };
   return { step, key, value: Number(value), ttlMs: ttl(pttl) };
 }
 
-async function readArtifact(
-  redis: Redis,
-  keys: FireOnceKeys,
-  query: InspectQuery,
-  jobType: string,
-  nowMs: number,
-  openRaw: () => Promise<RawConnection>,
-): Promise<ArtifactView> {
+async function readArtifact(redis: RedisClient, keys: FireOnceKeys, query: InspectQuery, jobType: string, nowMs: number): Promise<ArtifactView> {
   const key = keys.artifact(query.scope, jobType);
   const [type, pttl] = await Promise.all([redis.type(key), redis.pttl(key)]);
   if (type === 'none') return { jobType, kind: 'artifact', key, present: false };
@@ -151,23 +136,17 @@ async function readArtifact(
   if (query.artifactTtlMs !== undefined && ttlMs !== null && ttlMs <= query.artifactTtlMs) {
     return { ...view, ageMs: query.artifactTtlMs - ttlMs, ageFrom: 'artifact-ttl' };
   }
-  const raw = await openRaw();
-  let committed;
-  try {
-    committed = await findLatest(raw, keys.log(), ({ event }) => event.decision === 'committed' && event.scope === query.scope && event.jobType === jobType);
-  } finally {
-    raw.close();
-  }
+  const committed = await findLatest(redis, keys.log(), { decision: 'committed', scope: query.scope, jobType });
   return committed === undefined ? view : { ...view, ageMs: Math.max(0, nowMs - committed.atMs), ageFrom: 'dispatch-log' };
 }
 
-async function readExternal(redis: Redis, key: string, jobType: string): Promise<ArtifactView> {
+async function readExternal(redis: RedisClient, key: string, jobType: string): Promise<ArtifactView> {
   const [type, pttl] = await Promise.all([redis.type(key), redis.pttl(key)]);
   if (type === 'none') return { jobType, kind: 'external', key, present: false };
   return { jobType, kind: 'external', key, present: true, type, ttlMs: ttl(pttl), ...(await sizeOf(redis, key, type)) };
 }
 
-async function sizeOf(redis: Redis, key: string, type: string): Promise<{ bytes?: number; argsHash?: string }> {
+async function sizeOf(redis: RedisClient, key: string, type: string): Promise<{ bytes?: number; argsHash?: string }> {
   if (type === 'string') return { bytes: await redis.strlen(key) };
   if (type !== 'hash') return {};
   const [bytes, argsHash] = await Promise.all([redis.hstrlen(key, 'p'), redis.hget(key, 'h')]);

@@ -1,8 +1,9 @@
-import type { Redis } from 'ioredis';
 import { FireOnceGuard } from '../core/guard';
 import { decodeId, type FireOnceKeys } from '../core/keys';
+import type { RedisClient } from '../core/scripts';
 import { CliError, EXIT } from './exit-codes';
 import { appendEvent } from './log';
+import { scanKeys } from './scan';
 
 /**
  * A lock of the same scope that still holds invocations off after the artifact is gone: one not
@@ -35,7 +36,7 @@ export interface InvalidateResult {
  * `invalidated` in the dispatch log and waits for Redis to accept it. Without `force` it only
  * says what it would delete.
  */
-export async function invalidate(redis: Redis, keys: FireOnceKeys, scope: string, jobType: string, force: boolean): Promise<InvalidateResult> {
+export async function invalidate(redis: RedisClient, keys: FireOnceKeys, scope: string, jobType: string, force: boolean): Promise<InvalidateResult> {
   const candidates = [keys.artifact(scope, jobType), keys.external(scope, jobType)];
   const exists = await Promise.all(candidates.map((key) => redis.exists(key)));
   const present = candidates.filter((_, i) => exists[i] === 1);
@@ -54,18 +55,13 @@ export async function invalidate(redis: Redis, keys: FireOnceKeys, scope: string
   }
 }
 
-async function locksOf(redis: Redis, keys: FireOnceKeys, scope: string): Promise<StandingLock[]> {
+async function locksOf(redis: RedisClient, keys: FireOnceKeys, scope: string): Promise<StandingLock[]> {
   const base = keys.scopeBase(scope);
   const locks: StandingLock[] = [];
-  let cursor = '0';
-  do {
-    const [next, found] = await redis.scan(cursor, 'MATCH', `${base}:lock:*`, 'COUNT', 1000);
-    for (const key of found) {
-      const [pttl, committed] = await Promise.all([redis.pttl(key), redis.type(key).then((t) => (t === 'hash' ? redis.hget(key, 'c') : null))]);
-      if (pttl === -2 || committed === '1') continue;
-      locks.push({ step: decodeId(key.slice(`${base}:lock:`.length)), key, ttlMs: pttl < 0 ? null : pttl });
-    }
-    cursor = next;
-  } while (cursor !== '0');
+  for (const key of await scanKeys(redis, `${base}:lock:*`)) {
+    const [pttl, committed] = await Promise.all([redis.pttl(key), redis.type(key).then((t) => (t === 'hash' ? redis.hget(key, 'c') : null))]);
+    if (pttl === -2 || committed === '1') continue;
+    locks.push({ step: decodeId(key.slice(`${base}:lock:`.length)), key, ttlMs: pttl < 0 ? null : pttl });
+  }
   return locks;
 }

@@ -1,6 +1,9 @@
-import type { Redis } from 'ioredis';
+import { join } from 'node:path';
 import { EVENT_FIELDS, parseEvent, type DispatchEvent } from '../core/dispatch-log';
-import type { RawConnection } from './raw-connection';
+import { defineScript, type RedisClient } from '../core/scripts';
+import { RawConnection } from './raw-connection';
+import { isCluster } from './scan';
+import type { CountedFields } from './stream-scan';
 
 /** One dispatch-log entry as read back: its stream ID, the server time it was appended, the event. */
 export interface LogEntry {
@@ -10,48 +13,71 @@ export interface LogEntry {
   readonly event: ReturnType<typeof parseEvent>;
 }
 
-/** Entries fetched per XRANGE: large enough to need few round trips, small enough not to stall Redis. */
-export const PAGE_SIZE = 10_000;
+/**
+ * Entries per read. `XRANGE` pages this size keep Redis busy for a few milliseconds each (see
+ * bench/RESULTS.md), and the walks of `findLatest` look at this many entries per script call.
+ */
+export const PAGE_SIZE = 5_000;
+
+const findLatestScript = defineScript<string[], [1, string, string[]] | [0, string]>('find-latest.lua', 'fireOnceFindLatestV1', 1, join(__dirname, 'scripts'));
 
 /**
- * Read the stream from `fromMs` to `toMs` (inclusive, Redis's clock) in pages of
- * {@link PAGE_SIZE}, handing each entry to `visit`. Memory stays one page, however long the log.
- * Reads through a {@link RawConnection}: ioredis's reply decoder would take seconds per 100k entries.
+ * A raw connection for reading the log fast, to the node that holds `key`: the URL's own server,
+ * or on a Redis Cluster the master that owns the key's slot (same credentials and TLS).
  */
-export async function readLog(raw: RawConnection, key: string, fromMs: number, toMs: number, visit: (entry: LogEntry) => void): Promise<number> {
-  const end = String(toMs); // a bare ms ID means "<ms>-<any seq>" as an XRANGE end
-  const page = (start: string) => raw.call(['XRANGE', key, start, end, 'COUNT', PAGE_SIZE]) as Promise<[string, string[]][]>;
-  let pending = page(`${fromMs}-0`);
-  let read = 0;
-  for (;;) {
-    const entries = await pending;
-    const full = entries.length === PAGE_SIZE;
-    // Ask for the next page before counting this one, so Redis serialises it meanwhile.
-    if (full) pending = page(nextId(entries[entries.length - 1][0]));
-    for (const [id, fields] of entries) {
-      visit({ id, atMs: Number(id.slice(0, id.indexOf('-'))), event: toEvent(fields) });
-    }
-    read += entries.length;
-    if (!full) return read;
-  }
+export async function openLogReader(redis: RedisClient, url: string, timeoutMs: number, key: string): Promise<RawConnection> {
+  if (!isCluster(redis)) return RawConnection.open(url, timeoutMs);
+  const slot = Number(await redis.cluster('KEYSLOT', key));
+  const owner = (redis as unknown as { slots: string[][] }).slots[slot]?.[0];
+  if (owner === undefined) throw new Error(`no node of the cluster owns slot ${slot} of ${key}`);
+  const at = new URL(url);
+  const colon = owner.lastIndexOf(':');
+  at.hostname = owner.slice(0, colon);
+  at.port = owner.slice(colon + 1);
+  return RawConnection.open(at.toString(), timeoutMs);
 }
 
 /**
- * Walk the stream backwards from the newest entry and return the first one `match` accepts, or
+ * Read the log from `fromMs` to `toMs` (inclusive, Redis's clock) in pages of {@link PAGE_SIZE},
+ * handing each entry's ID and counted fields to `visit` as its bytes arrive; no other field is
+ * decoded (see `StreamPageScanner`). Memory stays one page, however long the log.
+ */
+export async function readLog(raw: RawConnection, key: string, fromMs: number, toMs: number, visit: (id: string, fields: CountedFields) => void): Promise<number> {
+  const end = String(toMs); // a bare ms ID means "<ms>-<any seq>" as an XRANGE end
+  let start = `${fromMs}-0`;
+  let read = 0;
+  for (;;) {
+    const page = await raw.scanPage(['XRANGE', key, start, end, 'COUNT', PAGE_SIZE], visit);
+    read += page.count;
+    if (page.count < PAGE_SIZE) return read;
+    start = nextId(page.lastId);
+  }
+}
+
+/** The entries with these IDs, in the order given (an ID no longer in the log is left out). */
+export async function readEntries(redis: RedisClient, key: string, ids: readonly string[]): Promise<LogEntry[]> {
+  const replies = await Promise.all(ids.map((id) => redis.xrange(key, id, id)));
+  return replies.flatMap((reply) => reply.map(([id, fields]) => toEntry(id, fields)));
+}
+
+/**
+ * The newest entry whose fields equal every value in `match` (a field the entry lacks counts as
+ * `''`), found by walking the log backwards on the server, {@link PAGE_SIZE} entries per call;
  * `undefined` after `maxEntries` or at the start of the log.
  */
-export async function findLatest(raw: RawConnection, key: string, match: (entry: LogEntry) => boolean, maxEntries = 1_000_000): Promise<LogEntry | undefined> {
+export async function findLatest(
+  redis: RedisClient,
+  key: string,
+  match: Partial<Record<(typeof EVENT_FIELDS)[number], string>>,
+  maxEntries = 1_000_000,
+): Promise<LogEntry | undefined> {
+  const pairs = Object.entries(match).flatMap(([name, value]) => [name, value ?? '']);
   let end = '+';
-  let seen = 0;
-  while (seen < maxEntries) {
-    const page = (await raw.call(['XREVRANGE', key, end, '-', 'COUNT', PAGE_SIZE])) as [string, string[]][];
-    for (const [id, fields] of page) {
-      const entry = { id, atMs: Number(id.slice(0, id.indexOf('-'))), event: parseEvent(fields) };
-      if (match(entry)) return entry;
-    }
-    seen += page.length;
-    if (page.length < PAGE_SIZE) return undefined;
-    end = previousId(page[page.length - 1][0]);
+  for (let seen = 0; seen < maxEntries; seen += PAGE_SIZE) {
+    const reply = await findLatestScript(redis, [key], [end, String(PAGE_SIZE), ...pairs]);
+    if (reply[0] === 1) return toEntry(reply[1], reply[2]);
+    if (reply[1] === '') return undefined;
+    end = previousId(reply[1]);
     if (end === '') return undefined;
   }
   return undefined;
@@ -63,7 +89,7 @@ export async function findLatest(raw: RawConnection, key: string, match: (entry:
  * success. Same field names and encoding, from `EVENT_FIELDS`. No `MAXLEN`: the CLI never trims
  * the log, the workers' appends keep it capped.
  */
-export async function appendEvent(redis: Redis, key: string, event: DispatchEvent): Promise<string> {
+export async function appendEvent(redis: RedisClient, key: string, event: DispatchEvent): Promise<string> {
   const withTs: DispatchEvent = { ...event, ts: event.ts ?? Date.now() };
   const fields: string[] = [];
   for (const name of EVENT_FIELDS) {
@@ -74,37 +100,8 @@ export async function appendEvent(redis: Redis, key: string, event: DispatchEven
   return id as string;
 }
 
-/**
- * `parseEvent`, without its per-entry Map: the report calls this 100,000 times per 100,000
- * entries. Same field names (`EVENT_FIELDS`), same result; `test/cli/log.test.ts` checks the
- * two agree.
- */
-export function toEvent(fields: readonly string[]): LogEntry['event'] {
-  const event: { -readonly [K in keyof LogEntry['event']]: LogEntry['event'][K] } = { decision: undefined as never, scope: '', step: '', jobType: '', ts: 0 };
-  for (let i = 0; i + 1 < fields.length; i += 2) {
-    const value = fields[i + 1];
-    switch (fields[i]) {
-      case 'decision':
-        event.decision = value as LogEntry['event']['decision'];
-        break;
-      case 'scope':
-      case 'step':
-      case 'jobType':
-      case 'workflowId':
-      case 'runId':
-      case 'activityId':
-      case 'activityType':
-      case 'holder':
-        event[fields[i] as 'scope'] = value;
-        break;
-      case 'attempt':
-      case 'fencingToken':
-      case 'ts':
-        event[fields[i] as 'ts'] = Number(value);
-        break;
-    }
-  }
-  return event;
+function toEntry(id: string, fields: string[]): LogEntry {
+  return { id, atMs: Number(id.slice(0, id.indexOf('-'))), event: parseEvent(fields) };
 }
 
 function nextId(id: string): string {

@@ -6,15 +6,15 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
-import type { Redis } from 'ioredis';
 import { DEFAULT_PREFIX, checkId, keysFor, parseDuration, parseSince, redisUrlOf, serverTimeMs, type CommonOptions } from './args';
+import type { RedisClient } from '../core/scripts';
 import { connect, isRedisError, redactUrl, type ConnectOptions } from './connect';
 import { CliError, EXIT, type ExitCode } from './exit-codes';
 import { inspect } from './inspect';
+import { openLogReader } from './log';
 import { formatInspection } from './inspect-format';
 import { invalidate } from './invalidate';
 import { formatRelease, formatInvalidate } from './admin-format';
-import { RawConnection } from './raw-connection';
 import { release } from './release';
 import { buildReport } from './report';
 import { DEFAULT_SCOPE_LIMIT, formatReport } from './report-format';
@@ -71,9 +71,9 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       parseSince(opts.since, Date.now()); // a bad --since is a usage error even when Redis is down
       const report = await withRedis(opts, async (redis, connection) => {
         const nowMs = await serverTimeMs(redis);
-        const raw = await RawConnection.open(connection.url, connection.timeoutMs);
+        const raw = await openLogReader(redis, connection.url, connection.timeoutMs, keys.log());
         try {
-          return await buildReport(raw, keys, { fromMs: parseSince(opts.since, nowMs), toMs: nowMs, ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }) });
+          return await buildReport(redis, raw, keys, { fromMs: parseSince(opts.since, nowMs), toMs: nowMs, ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }) });
         } finally {
           raw.close();
         }
@@ -93,18 +93,13 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       if (opts.step !== undefined) checkId('step', opts.step);
       if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
       const artifactTtlMs = opts.artifactTtl === undefined ? undefined : parseDuration('--artifact-ttl', opts.artifactTtl);
-      const view = await withRedis(opts, (redis, connection) =>
-        inspect(
-          redis,
-          keys,
-          {
-            scope,
-            ...(opts.step === undefined ? {} : { step: opts.step }),
-            ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }),
-            ...(artifactTtlMs === undefined ? {} : { artifactTtlMs }),
-          },
-          () => RawConnection.open(connection.url, connection.timeoutMs),
-        ),
+      const view = await withRedis(opts, (redis) =>
+        inspect(redis, keys, {
+          scope,
+          ...(opts.step === undefined ? {} : { step: opts.step }),
+          ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }),
+          ...(artifactTtlMs === undefined ? {} : { artifactTtlMs }),
+        }),
       );
       io.out(`${opts.json ? JSON.stringify(view, null, 2) : formatInspection(view)}\n`);
     });
@@ -117,9 +112,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       const keys = keysFor(opts.prefix);
       checkId('scope', scope);
       checkId('step', opts.step);
-      const result = await withRedis(opts, (redis, connection) =>
-        release(redis, keys, scope, opts.step, opts.force === true, () => RawConnection.open(connection.url, connection.timeoutMs)),
-      );
+      const result = await withRedis(opts, (redis) => release(redis, keys, scope, opts.step, opts.force === true));
       io.out(`${opts.json ? JSON.stringify(result, null, 2) : formatRelease(result)}\n`);
       if (!result.released) throw new CliError('refusing to release without --force', EXIT.usage);
       if (result.logError !== undefined) io.err(`fire-once: released, but the release-forced entry was not recorded: ${result.logError}\n`);
@@ -151,7 +144,7 @@ function common(command: Command): Command {
     .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s');
 }
 
-async function withRedis<T>(options: CommonOptions, run: (redis: Redis, connection: ConnectOptions) => Promise<T>): Promise<T> {
+async function withRedis<T>(options: CommonOptions, run: (redis: RedisClient, connection: ConnectOptions) => Promise<T>): Promise<T> {
   const url = redisUrlOf(options);
   const connection = { url, timeoutMs: parseDuration('--timeout', options.timeout) };
   const redis = await connect(connection);

@@ -1,6 +1,7 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { ReplyError, ReplyReader, encodeCommand, type Reply } from './resp';
+import { StreamPageScanner, type CountedFields, type PageEnd } from './stream-scan';
 
 /**
  * A bare connection for reading the dispatch log fast (see `resp.ts`): one command at a time,
@@ -11,6 +12,8 @@ import { ReplyError, ReplyReader, encodeCommand, type Reply } from './resp';
  */
 export class RawConnection {
   private readonly reader = new ReplyReader();
+  /** Set while an `XRANGE` reply is read by `scanPage`: it takes the bytes instead of `reader`. */
+  private scanner: { scan: StreamPageScanner; resolve: (end: PageEnd) => void } | undefined;
   private waiting: { resolve: (reply: Reply) => void; reject: (err: Error) => void } | undefined;
   private failure: Error | undefined;
 
@@ -19,6 +22,10 @@ export class RawConnection {
     private readonly timeoutMs: number,
   ) {
     socket.on('data', (chunk: Buffer) => {
+      if (this.scanner !== undefined) {
+        this.feedScanner(this.scanner, chunk);
+        return;
+      }
       let replies: Reply[];
       try {
         replies = this.reader.push(chunk);
@@ -78,6 +85,40 @@ export class RawConnection {
     }).finally(() => this.socket.setTimeout(0));
     if (reply instanceof ReplyError) throw reply;
     return reply;
+  }
+
+  /**
+   * Send one `XRANGE` and hand its entries to `visit` as they arrive (see `StreamPageScanner`);
+   * resolves how many there were and the last one's ID. An error reply rejects with a `ReplyError`.
+   */
+  async scanPage(args: readonly (string | number)[], visit: (id: string, fields: CountedFields) => void): Promise<PageEnd> {
+    if (this.failure) throw this.failure;
+    this.socket.setTimeout(this.timeoutMs);
+    return new Promise<PageEnd>((resolve, reject) => {
+      this.waiting = { resolve: () => undefined, reject };
+      this.scanner = { scan: new StreamPageScanner(visit), resolve };
+      this.socket.write(encodeCommand(args));
+    }).finally(() => {
+      this.scanner = undefined;
+      this.waiting = undefined;
+      this.socket.setTimeout(0);
+    });
+  }
+
+  private feedScanner(scanner: { scan: StreamPageScanner; resolve: (end: PageEnd) => void }, chunk: Buffer): void {
+    let end: PageEnd | undefined;
+    try {
+      end = scanner.scan.push(chunk);
+    } catch (err) {
+      if (err instanceof ReplyError) {
+        this.scanner = undefined;
+        this.waiting?.reject(err);
+      } else {
+        this.fail(err as Error);
+      }
+      return;
+    }
+    if (end !== undefined) scanner.resolve(end);
   }
 
   close(): void {

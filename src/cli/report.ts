@@ -1,6 +1,11 @@
 import type { FireOnceKeys } from '../core/keys';
-import { readLog, type LogEntry } from './log';
+import type { RedisClient } from '../core/scripts';
+import { readEntries, readLog, type LogEntry } from './log';
 import type { RawConnection } from './raw-connection';
+import type { CountedFields } from './stream-scan';
+
+/** Counts per decision name. */
+export type Counts = Record<string, number>;
 
 /** Decisions in the order columns show them; any other name found in the log follows these. */
 export const DECISION_ORDER: readonly string[] = [
@@ -17,12 +22,6 @@ export const DECISION_ORDER: readonly string[] = [
   'release-forced',
   'invalidated',
 ];
-
-/** Decisions that end a dispatch: the outcome shown beside each dispatch of a duplicate. */
-const OUTCOMES = new Set(['committed', 'released-on-failure', 'release-refused', 'lock-lost', 'release-forced']);
-
-/** Counts per decision name. */
-export type Counts = Record<string, number>;
 
 /** One `dispatched` entry of a duplicated (scope, step). */
 export interface DispatchRow {
@@ -73,41 +72,84 @@ export interface ReportQuery {
   readonly jobType?: string;
 }
 
+/** Decisions that end a dispatch: the outcome shown beside each dispatch of a duplicate. */
+const OUTCOMES = new Set(['committed', 'released-on-failure', 'release-refused', 'lock-lost', 'release-forced']);
+
 /**
- * Read `<prefix>:log` over the window and count decisions per job type and per scope; a
- * (scope, step) with more than one `dispatched` is a duplicate, listed with each dispatch's
- * workflow and run IDs. One pass, one page of the stream in memory at a time.
+ * Read `<prefix>:log` over the window through `raw` (see `openLogReader`), decoding only the
+ * fields counted by, and count decisions per job type and per scope. A (scope, step) with more
+ * than one `dispatched` is a duplicate; only its entries are then read in full, through `redis`,
+ * for their workflow and run IDs. One pass, one page of the stream in memory at a time.
  */
-export async function buildReport(raw: RawConnection, keys: FireOnceKeys, query: ReportQuery): Promise<Report> {
+export async function buildReport(redis: RedisClient, raw: RawConnection, keys: FireOnceKeys, query: ReportQuery): Promise<Report> {
   const tally = new Tally(query.jobType);
-  await readLog(raw, keys.log(), query.fromMs, query.toMs, (entry) => tally.add(entry));
-  return tally.report({ prefix: keys.prefix, stream: keys.log(), ...query });
+  await readLog(raw, keys.log(), query.fromMs, query.toMs, (id, fields) => tally.add(id, fields));
+  const entries = await readEntries(redis, keys.log(), tally.duplicatedIds());
+  return tally.report({ prefix: keys.prefix, stream: keys.log(), ...query }, entries);
 }
 
-/** The counting itself, apart from Redis so that it is plain to test and to time. */
+/** The counting itself, apart from Redis so that it is plain to test. */
 export class Tally {
-  private events = 0;
   private readonly seen = new Set<string>();
   private readonly jobTypes = new Map<string, Counts>();
-  private readonly scopes = new Map<string, { jobType: string; scope: string; counts: Counts }>();
-  private readonly dispatched = new Map<string, { jobType: string; scope: string; step: string; rows: DispatchRow[] }>();
+  /** Counts per job type, then per scope. */
+  private readonly scopes = new Map<string, Map<string, Counts>>();
+  /** `dispatched` entry IDs per (job type, scope, step), in log order. */
+  private readonly dispatched = new Map<string, { jobType: string; scope: string; step: string; ids: string[] }>();
   /** Latest outcome per holder, to annotate the dispatches of duplicates. */
   private readonly outcomes = new Map<string, string>();
 
   constructor(private readonly jobTypeFilter?: string) {}
 
-  add({ id, atMs, event }: LogEntry): void {
-    if (this.jobTypeFilter !== undefined && event.jobType !== this.jobTypeFilter) return;
-    const decision = String(event.decision);
-    this.events++;
+  /** Count one entry; entries must come in log order (a later outcome replaces an earlier one). */
+  add(id: string, { decision, scope, step, jobType, holder }: CountedFields): void {
+    if (this.jobTypeFilter !== undefined && jobType !== this.jobTypeFilter) return;
     this.seen.add(decision);
-    bump(getOr(this.jobTypes, event.jobType, () => ({})), decision);
-    const scopeKey = `${event.jobType}\u0000${event.scope}`;
-    bump(getOr(this.scopes, scopeKey, () => ({ jobType: event.jobType, scope: event.scope, counts: {} })).counts, decision);
-    if (event.holder !== undefined && OUTCOMES.has(decision)) this.outcomes.set(event.holder, decision);
-    if (decision !== 'dispatched') return;
-    const stepKey = `${scopeKey}\u0000${event.step}`;
-    getOr(this.dispatched, stepKey, () => ({ jobType: event.jobType, scope: event.scope, step: event.step, rows: [] })).rows.push({
+    bump(getOr(this.jobTypes, jobType, () => ({})), decision);
+    bump(getOr(getOr(this.scopes, jobType, () => new Map<string, Counts>()), scope, () => ({})), decision);
+    if (decision === 'dispatched') getOr(this.dispatched, `${jobType}\u0000${scope}\u0000${step}`, () => ({ jobType, scope, step, ids: [] })).ids.push(id);
+    else if (holder !== undefined && OUTCOMES.has(decision)) this.outcomes.set(holder, decision);
+  }
+
+  /** IDs of every `dispatched` entry of a (scope, step) dispatched more than once. */
+  duplicatedIds(): string[] {
+    return [...this.dispatched.values()].filter((g) => g.ids.length > 1).flatMap((g) => g.ids);
+  }
+
+  /** The report, with the duplicates' entries as read by their IDs. */
+  report(meta: { prefix: string; stream: string; fromMs: number; toMs: number; jobType?: string }, entries: readonly LogEntry[]): Report {
+    const byId = new Map(entries.map((e) => [e.id, e]));
+    const duplicates: Duplicate[] = [];
+    for (const group of this.dispatched.values()) {
+      if (group.ids.length < 2) continue;
+      const rows = group.ids.flatMap((id) => {
+        const entry = byId.get(id);
+        return entry === undefined ? [] : [this.row(entry)];
+      });
+      duplicates.push({ jobType: group.jobType, scope: group.scope, step: group.step, dispatches: rows });
+    }
+    duplicates.sort((a, b) => b.dispatches.length - a.dispatches.length || a.scope.localeCompare(b.scope));
+    const total = (counts: Counts) => Object.values(counts).reduce((sum, n) => sum + n, 0);
+    const dispatchedOf = (counts: Counts) => counts.dispatched ?? 0;
+    const byJobType = [...this.jobTypes].map(([jobType, counts]) => ({ jobType, counts, total: total(counts) })).sort((a, b) => a.jobType.localeCompare(b.jobType));
+    return {
+      prefix: meta.prefix,
+      stream: meta.stream,
+      from: new Date(meta.fromMs).toISOString(),
+      to: new Date(meta.toMs).toISOString(),
+      ...(meta.jobType === undefined ? {} : { jobType: meta.jobType }),
+      events: byJobType.reduce((sum, j) => sum + j.total, 0),
+      decisions: [...DECISION_ORDER.filter((d) => this.seen.has(d)), ...[...this.seen].filter((d) => !DECISION_ORDER.includes(d)).sort()],
+      byJobType,
+      byScope: [...this.scopes]
+        .flatMap(([jobType, scopes]) => [...scopes].map(([scope, counts]) => ({ jobType, scope, counts, total: total(counts) })))
+        .sort((a, b) => dispatchedOf(b.counts) - dispatchedOf(a.counts) || b.total - a.total || a.scope.localeCompare(b.scope)),
+      duplicates,
+    };
+  }
+
+  private row({ id, atMs, event }: LogEntry): DispatchRow {
+    return {
       id,
       at: new Date(atMs).toISOString(),
       workflowId: event.workflowId,
@@ -116,35 +158,8 @@ export class Tally {
       attempt: event.attempt,
       holder: event.holder,
       fencingToken: event.fencingToken,
-    });
-  }
-
-  report(meta: { prefix: string; stream: string; fromMs: number; toMs: number; jobType?: string }): Report {
-    const duplicates: Duplicate[] = [];
-    for (const group of this.dispatched.values()) {
-      if (group.rows.length < 2) continue;
       // A guarded dispatch always has a holder; one without was recorded by `observeOnly`.
-      for (const row of group.rows) row.outcome = row.holder === undefined ? 'observe-only' : this.outcomes.get(row.holder);
-      duplicates.push({ jobType: group.jobType, scope: group.scope, step: group.step, dispatches: group.rows });
-    }
-    duplicates.sort((a, b) => b.dispatches.length - a.dispatches.length || a.scope.localeCompare(b.scope));
-    const total = (counts: Counts) => Object.values(counts).reduce((sum, n) => sum + n, 0);
-    const dispatchedOf = (counts: Counts) => counts.dispatched ?? 0;
-    return {
-      prefix: meta.prefix,
-      stream: meta.stream,
-      from: new Date(meta.fromMs).toISOString(),
-      to: new Date(meta.toMs).toISOString(),
-      ...(meta.jobType === undefined ? {} : { jobType: meta.jobType }),
-      events: this.events,
-      decisions: [...DECISION_ORDER.filter((d) => this.seen.has(d)), ...[...this.seen].filter((d) => !DECISION_ORDER.includes(d)).sort()],
-      byJobType: [...this.jobTypes]
-        .map(([jobType, counts]) => ({ jobType, counts, total: total(counts) }))
-        .sort((a, b) => a.jobType.localeCompare(b.jobType)),
-      byScope: [...this.scopes.values()]
-        .map((s) => ({ ...s, total: total(s.counts) }))
-        .sort((a, b) => dispatchedOf(b.counts) - dispatchedOf(a.counts) || b.total - a.total || a.scope.localeCompare(b.scope)),
-      duplicates,
+      outcome: event.holder === undefined ? 'observe-only' : this.outcomes.get(event.holder),
     };
   }
 }

@@ -18,16 +18,42 @@ const INTERN_MAX_BYTES = 24;
 const INTERN_SLOTS = 4096;
 
 /** Returned when the bytes so far end inside a value. */
-const INCOMPLETE: unique symbol = Symbol('incomplete');
-type Incomplete = typeof INCOMPLETE;
+export const INCOMPLETE: unique symbol = Symbol('incomplete');
+export type Incomplete = typeof INCOMPLETE;
+
+/** Bytes received so far, and where reading is. */
+export interface Cursor {
+  buf: Buffer;
+  pos: number;
+}
+
+/** The decimal after a `$` or `*` at `at.pos`, moving past its CRLF; INCOMPLETE without one. */
+export function readLength(at: Cursor): number | Incomplete {
+  const buf = at.buf;
+  let i = at.pos;
+  if (i >= buf.length) return INCOMPLETE;
+  const negative = buf[i] === 0x2d;
+  if (negative) i++;
+  let n = 0;
+  for (; i < buf.length; i++) {
+    const c = buf[i];
+    if (c === 0x0d) {
+      if (i + 1 >= buf.length) return INCOMPLETE;
+      at.pos = i + 2;
+      return negative ? -n : n;
+    }
+    n = n * 10 + (c - 0x30);
+  }
+  return INCOMPLETE;
+}
 
 /**
  * Feeds on socket chunks and hands out whole replies in order. A top-level array keeps the
  * elements already decoded when its bytes run out, so a reply of megabytes is read in one pass.
  */
-export class ReplyReader {
-  private buf: Buffer = Buffer.alloc(0);
-  private pos = 0;
+export class ReplyReader implements Cursor {
+  buf: Buffer = Buffer.alloc(0);
+  pos = 0;
   /** A top-level array in progress: its length and the elements decoded so far. */
   private partial: { length: number; items: Reply[] } | undefined;
   private readonly cache: (string | undefined)[] = new Array<string | undefined>(INTERN_SLOTS);
@@ -155,26 +181,8 @@ export class ReplyReader {
     return text;
   }
 
-  /** The decimal length after a `$` or `*`, moving past its CRLF; INCOMPLETE without one. */
   private length(): number | Incomplete {
-    const buf = this.buf;
-    let i = this.pos;
-    let negative = false;
-    if (buf[i] === 0x2d) {
-      negative = true;
-      i++;
-    }
-    let n = 0;
-    for (; i < buf.length; i++) {
-      const c = buf[i];
-      if (c === 0x0d) {
-        if (i + 1 >= buf.length) return INCOMPLETE;
-        this.pos = i + 2;
-        return negative ? -n : n;
-      }
-      n = n * 10 + (c - 0x30);
-    }
-    return INCOMPLETE;
+    return readLength(this);
   }
 }
 

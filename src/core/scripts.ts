@@ -22,8 +22,12 @@ export interface LuaScript<Args extends readonly ScriptArg[], Result> {
   (redis: RedisClient, keys: readonly string[], args: Args, buffers?: boolean): Promise<Result>;
 }
 
-function defineScript<Args extends readonly ScriptArg[], Result>(file: string, name: string, numberOfKeys: number) {
-  const lua = readFileSync(join(__dirname, 'scripts', file), 'utf8');
+/**
+ * Define the script in `<dir>/<file>` under the versioned command `name`. `dir` defaults to this
+ * module's `scripts/`; the CLI keeps its read-only scripts in its own.
+ */
+export function defineScript<Args extends readonly ScriptArg[], Result>(file: string, name: string, numberOfKeys: number, dir = join(__dirname, 'scripts')) {
+  const lua = readFileSync(join(dir, file), 'utf8');
   const run = (redis: RedisClient, keys: readonly string[], args: Args, buffers = false): Promise<Result> => {
     const client = redis as unknown as Record<string, Invoke | undefined>;
     if (typeof client[name] !== 'function') redis.defineCommand(name, { lua, numberOfKeys });

@@ -1,20 +1,21 @@
 import type { Cluster } from 'ioredis';
-import { FireOnceGuard, type Lease } from '../../src';
-import { main, type Io } from '../../src/cli/main';
+import { FireOnceGuard, holderId, type Lease } from '../../src';
+import { appendEvent } from '../../src/cli/log';
+import { runCli } from '../cli/run-cli';
 import { testPrefix } from '../helpers/redis';
 import { connectCluster, deletePrefixOnCluster, keySlot, masters } from './helpers/cluster';
 
-// The `fire-once` CLI takes one redis:// URL. Pointed at one node of a Redis Cluster, it must not
-// misreport a scope whose keys live on another node. These tests FAIL today (see the report in
-// OPERATIONS.md, "Redis Cluster"): inspect says "nothing stored" while a lock is held, and
-// release surfaces the node's MOVED reply as "Redis unreachable" (exit 3).
-describe('the fire-once CLI pointed at one node of a Redis Cluster', () => {
+// The `fire-once` CLI given the URL of one node of a Redis Cluster: it follows the cluster, so a
+// scope whose keys live on another node is inspected, released and invalidated there, and the
+// report reads the log from whichever node owns it. Every command is spawned as its own process.
+describe('the fire-once CLI on a Redis Cluster, given one node', () => {
   let cluster: Cluster;
   let prefix: string;
   let guard: FireOnceGuard;
-  let lease: Lease;
   let url: string;
+  /** A scope whose slot another master than the URL's owns. */
   let scope: string;
+  let lease: Lease;
 
   beforeAll(async () => {
     cluster = connectCluster();
@@ -22,11 +23,10 @@ describe('the fire-once CLI pointed at one node of a Redis Cluster', () => {
     guard = new FireOnceGuard({ redis: cluster, keyPrefix: prefix, lockTtlMs: 60_000 });
     const [first] = await masters(cluster);
     url = `redis://${first.options.host}:${first.options.port}`;
-    // A scope whose slot another master owns.
     const slots = await cluster.cluster('SLOTS');
     const owner = (s: string) => slots.find(([from, to]) => keySlot(`{${s}}`) >= from && keySlot(`{${s}}`) <= to)?.[2][1];
     scope = Array.from({ length: 100 }, (_, i) => `session-${i}`).find((s) => owner(s) !== first.options.port) as string;
-    const outcome = await guard.acquire({ scope, step: 'dispatch', jobType: 'summary' });
+    const outcome = await guard.acquire({ scope, step: 'dispatch', jobType: 'summary', holder: 'wf-1 run-1 1' });
     if (outcome.kind !== 'acquired') throw new Error(`expected acquired, got ${outcome.kind}`);
     lease = outcome.lease;
   });
@@ -35,27 +35,48 @@ describe('the fire-once CLI pointed at one node of a Redis Cluster', () => {
     await cluster.quit();
   });
 
-  async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
-    let out = '';
-    let err = '';
-    const io: Io = { out: (t) => void (out += t), err: (t) => void (err += t) };
-    const code = await main(['node', 'fire-once', ...args, '--redis', url, '--prefix', prefix], io);
-    return { code, out, err };
-  }
+  const cli = (...args: string[]) => runCli([...args, '--redis', url, '--prefix', prefix]);
 
-  it('inspect does not report an empty scope while a lock is held on another node', async () => {
-    expect(await cluster.exists(lease.lockKey)).toBe(1);
-    const result = await cli('inspect', scope);
-    expect(result.out).not.toMatch(/nothing stored/);
-    // Either it finds the lock (following the cluster), or it refuses and says why.
-    if (result.code === 0) expect(result.out).toMatch(/dispatch/);
-    else expect(result.err).toMatch(/cluster/i);
+  it('report finds the scope dispatched twice, with its run IDs, and exits 1', async () => {
+    // run-1's entry carries the held lock's holder hash, as the worker writes it.
+    for (const runId of ['run-1', 'run-2']) {
+      const holder = runId === 'run-1' ? { holder: holderId(lease.token) } : {};
+      await appendEvent(cluster, guard.keys.log(), { decision: 'dispatched', scope, step: 'dispatch', jobType: 'summary', workflowId: `wf-${runId}`, runId, ...holder });
+    }
+    const run = await cli('report', '--json');
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(1);
+    const report = JSON.parse(run.stdout) as { events: number; duplicates: { scope: string; dispatches: { runId: string }[] }[] };
+    expect(report.events).toBe(2);
+    expect(report.duplicates).toHaveLength(1);
+    expect(report.duplicates[0].scope).toBe(scope);
+    expect(report.duplicates[0].dispatches.map((d) => d.runId)).toEqual(['run-1', 'run-2']);
   });
 
-  it('release --force either releases the lock or says that the target is a cluster, never "Redis failed: MOVED"', async () => {
-    const result = await cli('release', scope, '--step', 'dispatch', '--force');
-    expect(result.err).not.toMatch(/MOVED/);
-    if (result.code === 0) expect(await cluster.exists(lease.lockKey)).toBe(0);
-    else expect(result.err).toMatch(/cluster/i);
+  it('inspect shows the lock held on another node', async () => {
+    const run = await cli('inspect', scope, '--json');
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    const view = JSON.parse(run.stdout) as { locks: { step: string; present: boolean; holder: string; fencingToken: number }[] };
+    expect(view.locks).toEqual([expect.objectContaining({ step: 'dispatch', present: true, holder: 'wf-1 run-1 1', fencingToken: lease.fencingToken })]);
+  });
+
+  it('release --force deletes that lock on its node and records release-forced under its job type', async () => {
+    const run = await cli('release', scope, '--step', 'dispatch', '--force', '--json');
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    expect(await cluster.exists(lease.lockKey)).toBe(0);
+    const [[, fields]] = await cluster.xrevrange(guard.keys.log(), '+', '-', 'COUNT', 1);
+    expect(fields).toEqual(expect.arrayContaining(['decision', 'release-forced', 'scope', scope, 'jobType', 'summary']));
+  });
+
+  it('invalidate --force deletes an artifact on another node', async () => {
+    const outcome = await guard.acquire({ scope, step: 'dispatch', jobType: 'summary' });
+    if (outcome.kind !== 'acquired') throw new Error(`expected acquired, got ${outcome.kind}`);
+    await guard.commit(outcome.lease, Buffer.from('result'));
+    const run = await cli('invalidate', scope, '--job-type', 'summary', '--force');
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    expect(await cluster.exists(outcome.lease.artifactKey)).toBe(0);
   });
 });

@@ -68,14 +68,15 @@ describe('the packed package in a fresh project', () => {
 
   it('packs the built JS, its .d.ts, the Lua scripts, LICENSE and README, and no sources or tests', () => {
     const files = packed.files.map((f) => f.path).sort();
-    const scripts = readdirSync(join(root, 'src', 'core', 'scripts')).filter((f) => f.endsWith('.lua'));
-    expect(scripts.length).toBeGreaterThan(0);
+    const lua = (dir: string) => readdirSync(join(root, 'src', dir, 'scripts')).filter((f) => f.endsWith('.lua')).map((f) => `dist/${dir}/scripts/${f}`);
+    const scripts = [...lua('core'), ...lua('cli')];
+    expect(scripts.length).toBeGreaterThan(5);
     const required = [
       'package.json',
       'LICENSE',
       'README.md',
       ...exportTargets(rootPackage.exports),
-      ...scripts.map((f) => `dist/core/scripts/${f}`),
+      ...scripts,
       ...files.filter((f) => f.endsWith('.js')).map((f) => f.replace(/\.js$/, '.d.ts')),
     ];
     expect(required.filter((f) => !files.includes(f))).toEqual([]);
@@ -130,6 +131,12 @@ describe('the packed package in a fresh project', () => {
       expect(dispatches).toBe(1);
       expect(results).toEqual(['job 1 for turn 1', 'job 1 for turn 1']);
       expect(await redis.get(`${prefix}:dispatches`)).toBe('1');
+      // The installed `fire-once` bin reads that worker's dispatch log: one dispatch, no duplicate.
+      const cli = join(consumerDir, 'node_modules', '.bin', 'fire-once');
+      const { stdout } = await run(cli, ['report', '--json', '--prefix', prefix, '--redis', process.env.REDIS_URL as string], { cwd: consumerDir });
+      const report = JSON.parse(stdout) as { byJobType: { counts: Record<string, number> }[]; duplicates: unknown[] };
+      expect(report.byJobType.map((j) => j.counts.dispatched)).toEqual([1]);
+      expect(report.duplicates).toEqual([]);
     } finally {
       await deletePrefix(redis, prefix);
       redis.disconnect();
