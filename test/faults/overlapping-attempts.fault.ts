@@ -1,10 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { faultKeys } from './fixtures/activities';
 import { recordResult } from './helpers/report';
-import { FaultClient } from './helpers/temporal';
-import { startFaultWorker, stopAll, type FaultWorker } from './helpers/workers';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { useTwoFaultWorkers } from './helpers/suite';
 
 // Fault 5, overlapping attempts: start-to-close (2 s) is shorter than the job (5 s), with
 // retries. Temporal times attempt 1 out, but a timeout does not stop the job, which is still
@@ -14,27 +11,10 @@ const RUNS = 10;
 const JOB_MS = 5_000;
 
 describe('overlapping attempts: start-to-close shorter than the job, with retries', () => {
-  const prefix = testPrefix('overlap');
-  const taskQueue = `faults-overlap-${randomUUID()}`;
-  let redis: Redis;
-  let client: FaultClient;
-  let workers: FaultWorker[] = [];
-
-  beforeAll(async () => {
-    redis = connectRedis();
-    const env = { TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS as string, REDIS_URL: process.env.REDIS_URL as string, TASK_QUEUE: taskQueue, KEY_PREFIX: prefix };
-    workers = await Promise.all([startFaultWorker(env), startFaultWorker(env)]);
-    client = await FaultClient.connect(process.env.TEMPORAL_ADDRESS as string);
-  }, 180_000);
-
-  afterAll(async () => {
-    await stopAll(workers);
-    await client?.close();
-    await deletePrefix(redis, prefix);
-    await redis.quit();
-  });
+  const suite = useTwoFaultWorkers('overlap');
 
   it(`${RUNS} runs, each with attempts that overlap its still-running job: 1 dispatch each, and the result is delivered`, async () => {
+    const { redis, client, taskQueue, prefix } = suite;
     const started = Date.now();
     const scopes = Array.from({ length: RUNS }, () => `overlap-${randomUUID()}`);
     const dispatches = async () => (await redis.mget(scopes.map((s) => faultKeys.dispatches(prefix, s)))).map(Number);

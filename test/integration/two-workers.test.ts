@@ -7,10 +7,11 @@ import { ApplicationFailure } from '@temporalio/common';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import type { Redis } from 'ioredis';
 import { FireOncePlugin } from '../../src';
-import { counterKey, externalArtifactKey, jobQueueKey, type JobResult } from './fixtures/activities';
+import { counterKey, type JobResult } from './fixtures/activities';
 import type * as workflows from './fixtures/workflows';
 import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
 import { spawnWorker, type WorkerProcess } from '../helpers/workers';
+import { itKeepsTheGuaranteesWithTwoWorkers } from './two-worker-guarantees';
 
 // The guarantees on a real Temporal dev server and a real Redis, with two worker processes on one
 // task queue: one bundles workflowsPath itself, the other loads a bundle prebuilt through the
@@ -58,41 +59,7 @@ describe('fire-once on a real Temporal server with two worker processes', () => 
   const start = <W extends keyof typeof workflows>(workflow: W, args: Parameters<(typeof workflows)[W]>) =>
     client.workflow.start(workflow, { taskQueue, workflowId: `${workflow}-${randomUUID()}`, args } as never);
 
-  it('30 concurrent runs of one scope dispatch once, and every run gets that one result', async () => {
-    const scope = `session-${randomUUID()}`;
-    const handles = await Promise.all(Array.from({ length: 30 }, () => start('guardedRun', [scope, scope, 1_500])));
-    const results = (await Promise.all(handles.map((h) => h.result()))) as JobResult[];
-    expect(await dispatches(scope)).toBe(1);
-    expect(new Set(results.map((r) => r.nonce)).size).toBe(1);
-    expect(results[0].counterId).toBe(scope);
-  });
-
-  it('a later run fast-forwards to the stored result without dispatching', async () => {
-    const scope = `session-${randomUUID()}`;
-    const first = (await (await start('guardedRun', [scope, scope, 10])).result()) as JobResult;
-    const later = (await (await start('guardedRun', [scope, scope, 10])).result()) as JobResult;
-    expect(later).toEqual(first);
-    expect(await dispatches(scope)).toBe(1);
-  });
-
-  it('failure releases the lock, the next run dispatches exactly once more, later runs fast-forward', async () => {
-    const scope = `session-${randomUUID()}`;
-    const failed = await (await start('flakyRun', [scope, scope])).result().catch((e: unknown) => e);
-    expect(failed).toBeInstanceOf(WorkflowFailedError);
-    expect(await redis.exists(new FireOncePlugin({ redis, keyPrefix: prefix }).guard.keys.lock(scope, 'flakyJob'))).toBe(0);
-    const second = (await (await start('flakyRun', [scope, scope])).result()) as JobResult;
-    const third = (await (await start('flakyRun', [scope, scope])).result()) as JobResult;
-    expect(third).toEqual(second);
-    expect(await dispatches(scope)).toBe(2);
-  });
-
-  it('20 scopes x 5 concurrent runs dispatch 20 times, once per scope', async () => {
-    const scopes = Array.from({ length: 20 }, () => `session-${randomUUID()}`);
-    const handles = await Promise.all(scopes.flatMap((scope) => Array.from({ length: 5 }, () => start('guardedRun', [scope, scope, 500]))));
-    await Promise.all(handles.map((h) => h.result()));
-    const counts = await Promise.all(scopes.map(dispatches));
-    expect(counts).toEqual(scopes.map(() => 1));
-  });
+  itKeepsTheGuaranteesWithTwoWorkers({ store: () => redis, connectRunner: () => redis.duplicate(), prefix, start });
 
   it('an unmarked activity runs every time', async () => {
     const scope = `session-${randomUUID()}`;
@@ -111,25 +78,6 @@ describe('fire-once on a real Temporal server with two worker processes', () => 
     expect(await dispatches(counterId)).toBe(0);
   });
 
-  it('external-artifact mode covers the window between "job resolved" and "artifact written"', async () => {
-    const scope = `session-${randomUUID()}`;
-    const artifactKey = externalArtifactKey(prefix, scope, 'report');
-    const first = await start('externalRun', [scope, scope]);
-    // The job runner: take the job, "resolve" it, then write the artifact only 1.5 s later.
-    const runner = redis.duplicate();
-    const job = await runner.blpop(jobQueueKey(prefix), 30).finally(() => runner.quit());
-    expect(job).not.toBeNull();
-    // Inside the window: the dispatch activity has completed, no artifact exists yet.
-    expect(await redis.exists(artifactKey)).toBe(0);
-    const racers = await Promise.all(Array.from({ length: 5 }, () => start('externalRun', [scope, scope])));
-    await new Promise((r) => setTimeout(r, 1_500));
-    await redis.set(artifactKey, `report-for-${scope}`);
-    const results = await Promise.all([first, ...racers].map((h) => h.result()));
-    expect(results).toEqual(results.map(() => `report-for-${scope}`));
-    expect(await dispatches(scope)).toBe(1);
-    expect(await redis.llen(jobQueueKey(prefix))).toBe(0);
-  });
-
   it('a job that outlives its lease five times over is never dispatched again while it is alive', async () => {
     const scope = `session-${randomUUID()}`;
     const first = await start('longRun', [scope, scope, 5_000]);
@@ -140,13 +88,6 @@ describe('fire-once on a real Temporal server with two worker processes', () => 
     }
     const results = (await Promise.all([first, ...later].map((h) => h.result()))) as JobResult[];
     expect(new Set(results.map((r) => r.nonce)).size).toBe(1);
-    expect(await dispatches(scope)).toBe(1);
-  });
-
-  it('start-to-close shorter than the job, with retries: attempts overlap, 1 dispatch, result delivered', async () => {
-    const scope = `session-${randomUUID()}`;
-    const result = (await (await start('overlapRun', [scope, scope, 5_000])).result()) as JobResult;
-    expect(result.counterId).toBe(scope);
     expect(await dispatches(scope)).toBe(1);
   });
 });
