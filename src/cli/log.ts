@@ -28,7 +28,7 @@ const findLatestScript = defineScript<string[], [1, string, string[]] | [0, stri
 export async function openLogReader(redis: RedisClient, url: string, timeoutMs: number, key: string): Promise<RawConnection> {
   if (!isCluster(redis)) return RawConnection.open(url, timeoutMs);
   const slot = Number(await redis.cluster('KEYSLOT', key));
-  const owner = (redis as unknown as { slots: string[][] }).slots[slot]?.[0];
+  const owner = redis.slots[slot]?.[0];
   if (owner === undefined) throw new Error(`no node of the cluster owns slot ${slot} of ${key}`);
   const at = new URL(url);
   const colon = owner.lastIndexOf(':');

@@ -1,46 +1,26 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { faultKeys } from './fixtures/activities';
 import { recordResult } from './helpers/report';
-import { FaultClient } from './helpers/temporal';
+import { useTwoFaultWorkers } from './helpers/suite';
 import { mapLimit } from './helpers/wait';
-import { startFaultWorker, stopAll, type FaultWorker } from './helpers/workers';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
 
 // Fault 1, the race storm: many invocations of one step arrive at once, on two worker processes.
 // Each round runs 200 scopes x 20 workflow runs; the 20 runs of a scope start together, so all
 // but one of them arrive while the scope's job (500 ms) is in flight or just done. Expected:
 // exactly one dispatch per scope, every run completes, and all 20 runs of a scope get that one
 // dispatch's result.
-const ROUNDS = 3;
+const ROUNDS = 2;
 const SCOPES = 200;
 const RUNS_PER_SCOPE = 20;
 const JOB_MS = 500;
 const SCOPES_IN_FLIGHT = 25;
 
 describe('race storm: 200 scopes x 20 concurrent runs on 2 worker processes', () => {
-  const prefix = testPrefix('storm');
-  const taskQueue = `faults-storm-${randomUUID()}`;
-  let redis: Redis;
-  let client: FaultClient;
-  let workers: FaultWorker[] = [];
-
-  beforeAll(async () => {
-    redis = connectRedis();
-    const env = { TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS as string, REDIS_URL: process.env.REDIS_URL as string, TASK_QUEUE: taskQueue, KEY_PREFIX: prefix };
-    workers = await Promise.all([startFaultWorker(env), startFaultWorker(env)]);
-    client = await FaultClient.connect(process.env.TEMPORAL_ADDRESS as string);
-  }, 180_000);
-
-  afterAll(async () => {
-    await stopAll(workers);
-    await client?.close();
-    await deletePrefix(redis, prefix);
-    await redis.quit();
-  });
+  const suite = useTwoFaultWorkers('storm');
 
   /** One round: every scope's 20 runs start together; returns what it saw. */
   async function round(n: number): Promise<{ completed: number; dispatches: number; wrong: string[] }> {
+    const { redis, client, taskQueue, prefix } = suite;
     const scopes = Array.from({ length: SCOPES }, (_, i) => `storm-r${n}-s${i}-${randomUUID()}`);
     // A scope's 20 runs start at once; 25 scopes are in flight at a time, so the dev server's
     // backlog stays bounded (4,000 runs queued at once starve it on 2 cores).
