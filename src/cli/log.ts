@@ -1,8 +1,7 @@
 import { join } from 'node:path';
 import { EVENT_FIELDS, parseEvent, type DispatchEvent } from '../core/dispatch-log';
-import { defineScript, type RedisClient } from '../core/scripts';
+import { defineScript, isCluster, type RedisClient } from '../core/scripts';
 import { RawConnection } from './raw-connection';
-import { isCluster } from './scan';
 import type { CountedFields } from './stream-scan';
 
 /** One dispatch-log entry as read back: its stream ID, the server time it was appended, the event. */

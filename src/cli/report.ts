@@ -37,7 +37,7 @@ export interface DispatchRow {
    * How that dispatch ended, by its holder's later entry; `'observe-only'` when it was not guarded;
    * `undefined` if no ending is in the window.
    */
-  outcome?: string;
+  readonly outcome?: string;
 }
 
 /** A (scope, step) dispatched more than once in the window. */

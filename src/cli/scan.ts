@@ -1,5 +1,5 @@
-import type { Cluster, Redis } from 'ioredis';
-import type { RedisClient } from '../core/scripts';
+import type { Redis } from 'ioredis';
+import { isCluster, type RedisClient } from '../core/scripts';
 
 /**
  * Every key matching `pattern` (SCAN ... MATCH, 1,000 at a time). On a Redis Cluster every
@@ -19,7 +19,3 @@ export async function scanKeys(redis: RedisClient, pattern: string): Promise<str
   return [...found];
 }
 
-/** An ioredis `Cluster` rather than a single connection. */
-export function isCluster(redis: RedisClient): redis is Cluster {
-  return (redis as { isCluster?: boolean }).isCluster === true;
-}

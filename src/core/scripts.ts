@@ -5,6 +5,11 @@ import type { Cluster, Redis } from 'ioredis';
 /** The Redis clients the guard accepts. The caller owns the client; the guard never closes it. */
 export type RedisClient = Redis | Cluster;
 
+/** An ioredis `Cluster` rather than a single connection. */
+export function isCluster(redis: RedisClient): redis is Cluster {
+  return (redis as { isCluster?: boolean }).isCluster === true;
+}
+
 type ScriptArg = string | number | Buffer;
 type Invoke = (...keysAndArgs: ScriptArg[]) => Promise<unknown>;
 
@@ -24,7 +29,7 @@ export interface LuaScript<Args extends readonly ScriptArg[], Result> {
 
 /**
  * Define the script in `<dir>/<file>` under the versioned command `name`. `dir` defaults to this
- * module's `scripts/`; the CLI keeps its read-only scripts in its own.
+ * module's `scripts/`; the CLI keeps its own scripts in `src/cli/scripts`.
  */
 export function defineScript<Args extends readonly ScriptArg[], Result>(file: string, name: string, numberOfKeys: number, dir = join(__dirname, 'scripts')) {
   const lua = readFileSync(join(dir, file), 'utf8');

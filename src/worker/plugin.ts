@@ -5,6 +5,7 @@ import { ArtifactCache } from '../core/artifact-cache';
 import { DispatchLog } from '../core/dispatch-log';
 import { FireOnceConfigError } from '../core/errors';
 import { FireOnceGuard } from '../core/guard';
+import { isCluster } from '../core/scripts';
 import { WakeHub } from '../core/wake';
 import { createFireOnceActivityInterceptor } from './interceptor';
 import { fireOnceActivityMap } from './fire-once';
@@ -76,7 +77,7 @@ export class FireOncePlugin extends SimplePlugin {
       publishWakeUps: resolved.publishWakeUps,
     });
     this.wake = new WakeHub(resolved.redis);
-    if (resolved.localCache && (resolved.redis as { isCluster?: boolean }).isCluster === true) {
+    if (resolved.localCache && isCluster(resolved.redis)) {
       // ioredis re-subscribes a Cluster's subscriber silently, so a gap in which invalidations
       // are lost cannot be seen, and a cache that cannot see it could serve a deleted artifact.
       throw new FireOnceConfigError('localCache is not supported with a Redis Cluster client: the cache could not tell when invalidations were lost');
