@@ -5,7 +5,8 @@ import { defineScript, type RedisClient } from '../core/scripts';
 import { CliError, EXIT } from './exit-codes';
 import { appendEvent, findLatest } from './log';
 
-const forceReleaseScript = defineScript<[type: string, token: string, channel: string], 0 | 1>(
+/** `force-release.lua`: compare-and-delete on the lock's type and token as read; 1 if deleted, 0 if refused. */
+export const forceReleaseScript = defineScript<[type: string, token: string, channel: string], 0 | 1>(
   'force-release.lua',
   'fireOnceForceReleaseV1',
   1,

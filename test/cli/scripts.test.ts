@@ -1,0 +1,76 @@
+import type { Redis } from 'ioredis';
+import { FireOnceKeys } from '../../src';
+import { PAGE_SIZE, findLatest } from '../../src/cli/log';
+import { forceReleaseScript } from '../../src/cli/release';
+import { useGuardFixture } from '../helpers/redis';
+
+// The CLI's own Lua scripts, called directly against a real Redis, against their headers.
+describe('the CLI scripts', () => {
+  const fx = useGuardFixture('cli-scripts');
+  const target = { scope: 's', step: 'st', jobType: 'j' };
+
+  describe('force-release.lua', () => {
+    const wakeUps = async (redis: Redis, channel: string, run: () => Promise<unknown>) => {
+      const subscriber = redis.duplicate();
+      const messages: string[] = [];
+      subscriber.on('message', (_c: string, m: string) => messages.push(m));
+      await subscriber.subscribe(channel);
+      try {
+        const result = await run();
+        await subscriber.ping(); // a publish before the PING's reply has been delivered
+        return { result, messages };
+      } finally {
+        subscriber.disconnect();
+      }
+    };
+
+    it('deletes the lock it read and wakes the waiters; refuses once another holder has it', async () => {
+      const { redis, guard } = fx;
+      const keys = guard.keys;
+      const first = await guard.acquire(target);
+      if (first.kind !== 'acquired') throw new Error('expected acquired');
+      const channel = keys.wakeChannel(target.scope);
+      // Read as the CLI reads it, then the lock passes to another holder before the script runs.
+      const read = await redis.hget(first.lease.lockKey, 't');
+      await redis.del(first.lease.lockKey);
+      const second = await guard.acquire(target);
+      if (second.kind !== 'acquired') throw new Error('expected acquired');
+      const refused = await wakeUps(redis, channel, () => forceReleaseScript(redis, [first.lease.lockKey], ['hash', read ?? '', channel]));
+      expect(refused).toEqual({ result: 0, messages: [] });
+      expect(await redis.hget(second.lease.lockKey, 't')).toBe(second.lease.token);
+
+      const released = await wakeUps(redis, channel, () => forceReleaseScript(redis, [second.lease.lockKey], ['hash', second.lease.token, channel]));
+      expect(released).toEqual({ result: 1, messages: ['release'] });
+      expect(await redis.exists(second.lease.lockKey)).toBe(0);
+    });
+
+    it('refuses a key whose Redis type changed, and deletes a non-hash lock only as that type', async () => {
+      const { redis, prefix } = fx;
+      const key = new FireOnceKeys(prefix).lock(target.scope, target.step);
+      await redis.set(key, 'not a lock hash');
+      expect(await forceReleaseScript(redis, [key], ['hash', '', 'ch'])).toBe(0);
+      expect(await redis.exists(key)).toBe(1);
+      expect(await forceReleaseScript(redis, [key], ['string', '', 'ch'])).toBe(1);
+      expect(await redis.exists(key)).toBe(0);
+      expect(await forceReleaseScript(redis, [key], ['string', '', 'ch'])).toBe(0); // gone: nothing to do
+    });
+  });
+
+  describe('find-latest.lua (through findLatest)', () => {
+    it('finds the newest matching entry, across more than one script call, and undefined when none matches', async () => {
+      const { redis, prefix } = fx;
+      const log = new FireOnceKeys(prefix).log();
+      const pipeline = redis.pipeline();
+      pipeline.xadd(log, '*', 'decision', 'committed', 'scope', 's', 'jobType', 'j', 'runId', 'old');
+      pipeline.xadd(log, '*', 'decision', 'committed', 'scope', 's', 'jobType', 'j', 'runId', 'wanted');
+      // More than one call's worth of newer entries that do not match.
+      for (let i = 0; i < PAGE_SIZE + 10; i++) pipeline.xadd(log, '*', 'decision', 'committed', 'scope', 'other', 'jobType', 'j');
+      await pipeline.exec();
+      const found = await findLatest(redis, log, { decision: 'committed', scope: 's', jobType: 'j' });
+      expect(found?.event.runId).toBe('wanted');
+      expect(await findLatest(redis, log, { decision: 'committed', scope: 's', jobType: 'k' })).toBeUndefined();
+      // A field the entry lacks counts as '': a match on holder '' finds entries without one.
+      expect((await findLatest(redis, log, { scope: 's', holder: '' }))?.event.runId).toBe('wanted');
+    });
+  });
+});
