@@ -44,6 +44,12 @@ function startWorker(env: Record<string, string>): Promise<ChildProcess> {
   });
 }
 
+/** A long run's heartbeat on stderr: scopes finished, failures so far, the pace. */
+function reportProgress(store: string, done: number, config: E2eRaceConfig, failed: number, elapsedMs: number): void {
+  const runsPerS = (done * config.racers) / (elapsedMs / 1000);
+  process.stderr.write(`  e2e  ${store}: ${done}/${config.scopes} scopes, ${failed} failed, ${runsPerS.toFixed(1)} runs/s, ${Math.round(elapsedMs / 1000)} s\n`);
+}
+
 export async function e2eRace(store: Store, services: E2eServices, config: E2eRaceConfig): Promise<RaceResult> {
   const suffix = randomBytes(4).toString('hex');
   const prefix = `bench-scale-${suffix}`;
@@ -63,6 +69,8 @@ export async function e2eRace(store: Store, services: E2eServices, config: E2eRa
     };
     for (let i = 0; i < config.workers; i++) workers.push(await startWorker(env));
     const started = Date.now();
+    const progressEvery = Math.max(1, Math.floor(config.scopes / 20));
+    let done = 0;
     await forEachLimited(scopes, config.concurrency, async (scope) => {
       const handles = await Promise.all(
         Array.from({ length: config.racers }, (_, i) =>
@@ -70,6 +78,7 @@ export async function e2eRace(store: Store, services: E2eServices, config: E2eRa
         ),
       );
       await Promise.all(handles.map((h) => h.result().catch(() => void failed++)));
+      if (++done % progressEvery === 0) reportProgress(store.name, done, config, failed, Date.now() - started);
     });
     const wallMs = Date.now() - started;
     const tally = await tallyDispatches(redis, prefix, scopes);
