@@ -16,11 +16,12 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, type WorkflowBundle } from '@temporalio/worker';
 import Table from 'cli-table3';
 import { Redis } from 'ioredis';
-import { ServiceUnavailableError, startRedis, startTemporal, type RedisService, type TemporalService } from './services';
+import { withRedisAndTemporal, type RedisService, type TemporalService } from './services';
 import { chatKeys, type JobTimings } from './chat-session/config';
 import { createChatWorker } from './chat-session/worker';
 import { startJobRunner } from './chat-session/job-runner';
 import { sendBurst, type Strategy } from './chat-session/client';
+import { runMain } from './shared/env';
 import { bundleSampleWorkflows, quietTemporalLogs } from './shared/temporal';
 import { deleteKeysUnder, readCount } from './shared/redis';
 import { FireOnceKeys } from '../src';
@@ -154,32 +155,5 @@ async function demo(redisService: RedisService, temporal: TemporalService): Prom
   }
 }
 
-async function main(): Promise<number> {
-  quietTemporalLogs();
-  let redisService: RedisService | undefined;
-  let temporal: TemporalService | undefined;
-  try {
-    redisService = await startRedis();
-    temporal = await startTemporal();
-    console.log(`services: redis ${redisService.url}, temporal ${temporal.address} (${temporal.source})`);
-    return await demo(redisService, temporal);
-  } catch (err) {
-    if (!(err instanceof ServiceUnavailableError)) throw err;
-    console.error(`demo: ${err.message}`);
-    return 1;
-  } finally {
-    await temporal?.stop();
-    await redisService?.stop();
-  }
-}
-
-// Every service is stopped and every connection closed above, so the process ends by itself.
-main().then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    console.error(err);
-    process.exitCode = 1;
-  },
-);
+quietTemporalLogs();
+runMain(() => withRedisAndTemporal('demo', demo));

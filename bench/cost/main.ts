@@ -5,19 +5,14 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
+import { positiveInt } from '../shared/args';
 import { Redis } from 'ioredis';
 import { startRedis } from '../../sample-workflows/services';
 import { runCoreBench } from './core-bench';
 import { runE2e } from './e2e/run-e2e';
 import { describeMachine } from './machine';
 import { renderMarkdown, renderTables, type CostReport } from './report';
-
-function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError(`must be a positive integer (got ${value})`);
-  return n;
-}
 
 const program = new Command('bench')
   .description('Cost of the fire-once guard, side by side with its peers, as ratios to a bare SET NX PX')

@@ -9,34 +9,38 @@
  * the duplicated scopes, and exits non-zero if the median is 2 s or more. It also prints what
  * the report cost Redis: its commands' time, and the longest single command (how long one page
  * kept Redis from serving anyone else).
- *
- * Flags: `--events N` (100000), `--runs N` (5), `--cli path/to/main.js` (default: a private build).
+ * `--help` lists the flags.
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
+import { Command } from 'commander';
 import { Redis } from 'ioredis';
 import { FIRE_ONCE_DEFAULTS, FireOnceKeys } from '../../src';
 import { startRedis } from '../../sample-workflows/services';
+import { runMain } from '../../sample-workflows/shared/env';
+import { positiveInt } from '../shared/args';
 import { buildCli } from './build-cli';
 import { fillLog } from './fill';
 
 const LIMIT_MS = 2_000;
 
-function flag(name: string, fallback: string): string {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 && process.argv[i + 1] !== undefined ? process.argv[i + 1] : fallback;
-}
+const options = new Command('bench:report')
+  .description('Time `fire-once report` over a full dispatch log, spawned as a user runs it')
+  .option('--events <n>', 'events written to the log', positiveInt, 100_000)
+  .option('--runs <n>', 'timed runs of each output form', positiveInt, 5)
+  .option('--cli <path>', 'the compiled CLI to time (default: a private build of this tree)')
+  .parse(process.argv)
+  .opts<{ events: number; runs: number; cli?: string }>();
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function main(): Promise<number> {
-  const total = Number(flag('events', '100000'));
-  const runs = Number(flag('runs', '5'));
+  const { events: total, runs } = options;
   delete process.env.REDIS_URL; // always a fresh server of our own
-  const built = process.argv.includes('--cli') ? undefined : buildCli();
-  const cli = built?.main ?? flag('cli', 'dist/cli/main.js');
+  let built: ReturnType<typeof buildCli> | undefined; // a private build, removed at the end
+  const cli = options.cli ?? (built = buildCli()).main;
   const service = await startRedis();
   const redis = new Redis(service.url);
   try {
@@ -113,12 +117,4 @@ async function commandUsec(redis: Redis): Promise<number> {
   return usec;
 }
 
-main().then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    console.error(err);
-    process.exitCode = 1;
-  },
-);
+runMain(main);

@@ -1,5 +1,6 @@
 /** The flags of `npm run bench:scale`, parsed with commander and checked in one place. */
 import { Command, InvalidArgumentError } from 'commander';
+import { positiveInt } from '../shared/args';
 import { STORES, type StoreName } from './stores';
 
 export interface ScaleConfig {
@@ -21,12 +22,6 @@ export interface ScaleConfig {
   /** Worker processes through Temporal. */
   readonly workers: number;
   readonly outDir: string;
-}
-
-function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`must be a positive integer (got ${JSON.stringify(value)})`);
-  return n;
 }
 
 function intList(value: string): number[] {

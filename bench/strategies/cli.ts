@@ -2,6 +2,7 @@
  * The flags of `npm run bench:strategies`, parsed with commander and checked in one place.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { positiveInt, nonNegativeInt } from '../shared/args';
 import { STRATEGIES, parseStrategies, type StrategyName } from './strategies';
 
 /** Everything one bench invocation is configured with. */
@@ -28,18 +29,6 @@ export interface BenchConfig {
   readonly timelineCopy: string | undefined;
 }
 
-function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`must be a positive integer (got ${JSON.stringify(value)})`);
-  return n;
-}
-
-function nonNegativeInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`must be a non-negative integer (got ${JSON.stringify(value)})`);
-  return n;
-}
-
 function strategyList(value: string): StrategyName[] {
   try {
     return parseStrategies(value);
@@ -50,7 +39,7 @@ function strategyList(value: string): StrategyName[] {
 
 /**
  * Parse `argv` (as `process.argv`) into a {@link BenchConfig}. Exits with commander's message on
- * a bad flag, and throws naming the flags when the timings cannot reproduce the phases.
+ * a bad flag, and on timings that cannot reproduce the phases.
  */
 export function parseBenchArgs(argv: readonly string[]): BenchConfig {
   const program = new Command('bench:strategies')
@@ -81,8 +70,8 @@ export function parseBenchArgs(argv: readonly string[]): BenchConfig {
   // would not hold it in phase (b); the margin absorbs queueing on a busy machine.
   const margin = 500;
   if (o.lockTtlMs < o.jobMs + o.artifactDelayMs + margin) {
-    throw new Error(
-      `--lock-ttl-ms (${o.lockTtlMs}) must be at least --job-ms + --artifact-delay-ms + ${margin} ` +
+    program.error(
+      `error: --lock-ttl-ms (${o.lockTtlMs}) must be at least --job-ms + --artifact-delay-ms + ${margin} ` +
         `(${o.jobMs + o.artifactDelayMs + margin}): the lock has to cover the job from dispatch to artifact`,
     );
   }

@@ -11,7 +11,8 @@ import { dirname, join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { Redis } from 'ioredis';
-import { ServiceUnavailableError, startRedis, startTemporal, type RedisService, type TemporalService } from '../../sample-workflows/services';
+import { withRedisAndTemporal, type RedisService, type TemporalService } from '../../sample-workflows/services';
+import { runMain } from '../../sample-workflows/shared/env';
 import { bundleSampleWorkflows, quietTemporalLogs } from '../../sample-workflows/shared/temporal';
 import { parseBenchArgs, type BenchConfig } from './cli';
 import { checkPredictions, renderTable, summarise } from './report';
@@ -96,33 +97,6 @@ async function bench(config: BenchConfig, redisService: RedisService, temporal: 
   }
 }
 
-async function main(): Promise<number> {
-  const config = parseBenchArgs(process.argv);
-  quietTemporalLogs();
-  let redisService: RedisService | undefined;
-  let temporal: TemporalService | undefined;
-  try {
-    redisService = await startRedis();
-    temporal = await startTemporal();
-    console.log(`services: redis ${redisService.url}, temporal ${temporal.address} (${temporal.source})`);
-    return await bench(config, redisService, temporal);
-  } catch (err) {
-    if (!(err instanceof ServiceUnavailableError)) throw err;
-    console.error(`bench:strategies: ${err.message}`);
-    return 1;
-  } finally {
-    await temporal?.stop();
-    await redisService?.stop();
-  }
-}
-
-// Every service is stopped and every connection closed above, so the process ends by itself.
-main().then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    console.error(err instanceof Error && err.message.startsWith('--') ? `bench:strategies: ${err.message}` : err);
-    process.exitCode = 1;
-  },
-);
+const config = parseBenchArgs(process.argv);
+quietTemporalLogs();
+runMain(() => withRedisAndTemporal('bench:strategies', (redis, temporal) => bench(config, redis, temporal)));

@@ -5,16 +5,11 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import Table from 'cli-table3';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
+import { positiveInt } from '../shared/args';
 import { Redis } from 'ioredis';
 import { FireOnceGuard, WakeHub, waitForTurn } from '../../src';
 import { startRedis } from '../../sample-workflows/services';
-
-function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError(`must be a positive integer (got ${value})`);
-  return n;
-}
 
 const program = new Command('bench:wake')
   .description('Wake-up latency after commit: pub/sub against polling, in one run')

@@ -26,16 +26,22 @@ export function intFromEnv(name: string, fallback: number): number {
 }
 
 /**
- * Run `main` when the file is the entry point: print the error and exit non-zero if it fails.
+ * Run `main` as the process's body. A number it resolves to becomes the exit code, and the
+ * process ends by itself once everything is closed; a failure is printed and exits with 1.
  *
  * @example
  * ```ts
  * if (require.main === module) runMain(async () => console.log('hello'));
  * ```
  */
-export function runMain(main: () => Promise<void>): void {
-  main().catch((err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  });
+export function runMain(main: () => Promise<number | void>): void {
+  main().then(
+    (code) => {
+      process.exitCode = code ?? 0;
+    },
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
 }
