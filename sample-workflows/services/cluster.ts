@@ -12,10 +12,25 @@ export interface ClusterNode {
   readonly port: number;
 }
 
+/**
+ * PEM files for a cluster that also speaks TLS: the certificate and key every node presents, and
+ * the CA that signed them. Absolute paths: each node runs in a directory of its own.
+ */
+export interface ClusterTlsFiles {
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly caFile: string;
+}
+
 /** A Redis Cluster the caller can use, and how to stop it if we started it. */
 export interface RedisClusterService {
   /** The master nodes: startup nodes for `new Cluster(nodes)`. */
   readonly nodes: readonly ClusterNode[];
+  /**
+   * With the `tls` option: the same masters' TLS ports. Redis answers CLUSTER SLOTS on a TLS
+   * connection with TLS ports, so a client seeded here stays on TLS for every node.
+   */
+  readonly tlsNodes?: readonly ClusterNode[];
   /** True when we spawned the nodes ourselves (no REDIS_CLUSTER_NODES). */
   readonly spawned: boolean;
   stop(): Promise<void>;
@@ -46,9 +61,15 @@ export function formatClusterNodes(nodes: readonly ClusterNode[]): string {
  * no persistence), join them with `redis-cli --cluster create --cluster-replicas 0`, and wait
  * until every node reports `cluster_state:ok`. `stop()` stops what was spawned. Throws
  * {@link ServiceUnavailableError} saying how to get Redis when neither works.
+ *
+ * With `tls`, the nodes are always spawned (REDIS_CLUSTER_NODES names plaintext nodes): each
+ * also listens for TLS on a port of its own and talks TLS on the cluster bus
+ * (`tls-cluster yes`); clients are not asked for certificates. The plaintext ports stay, for
+ * setting the cluster up.
  */
-export async function startRedisCluster(options: { readonly masters?: number } = {}): Promise<RedisClusterService> {
-  const fromEnv = clusterNodesFromEnv();
+export async function startRedisCluster(options: { readonly masters?: number; readonly tls?: ClusterTlsFiles } = {}): Promise<RedisClusterService> {
+  const { tls } = options;
+  const fromEnv = tls ? undefined : clusterNodesFromEnv();
   if (fromEnv) {
     await waitForClusterOk(fromEnv, `REDIS_CLUSTER_NODES=${formatClusterNodes(fromEnv)} is not a healthy cluster. ${HOW_TO_GET_CLUSTER}`);
     return { nodes: fromEnv, spawned: false, stop: async () => undefined };
@@ -66,10 +87,24 @@ export async function startRedisCluster(options: { readonly masters?: number } =
   };
   try {
     const nodes: ClusterNode[] = [];
+    const tlsNodes: ClusterNode[] = [];
     for (let i = 0; i < masters; i++) {
       // The bus port is chosen too: the default (port + 10000) may be taken or above 65535.
       const port = await freePort();
       const busPort = await freePort();
+      const tlsArgs: string[] = [];
+      if (tls) {
+        const tlsPort = await freePort();
+        tlsNodes.push({ host: '127.0.0.1', port: tlsPort });
+        tlsArgs.push(
+          '--tls-port', String(tlsPort),
+          '--tls-cluster', 'yes',
+          '--tls-cert-file', tls.certFile,
+          '--tls-key-file', tls.keyFile,
+          '--tls-ca-cert-file', tls.caFile,
+          '--tls-auth-clients', 'no',
+        );
+      }
       const dir = mkdtempSync(join(tmpdir(), 'fire-once-cluster-'));
       const child = spawn(
         'redis-server',
@@ -83,6 +118,7 @@ export async function startRedisCluster(options: { readonly masters?: number } =
           '--save', '',
           '--appendonly', 'no',
           '--dir', dir,
+          ...tlsArgs,
         ],
         { stdio: 'ignore' },
       );
@@ -99,7 +135,7 @@ export async function startRedisCluster(options: { readonly masters?: number } =
       throw new ServiceUnavailableError(`redis-cli --cluster create failed (exit ${create.status}): ${create.stdout}${create.stderr}`);
     }
     await waitForClusterOk(nodes, `the spawned cluster on ports ${nodes.map((n) => n.port).join(', ')} did not reach cluster_state:ok`);
-    return { nodes, spawned: true, stop };
+    return { nodes, ...(tls ? { tlsNodes } : {}), spawned: true, stop };
   } catch (err) {
     await stop();
     throw err;

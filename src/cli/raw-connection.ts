@@ -1,4 +1,4 @@
-import { connect as netConnect, type Socket } from 'node:net';
+import { isIP, connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { ReplyError, ReplyReader, encodeCommand, type Reply } from './resp';
 import { StreamPageScanner, type CountedFields, type PageEnd } from './stream-scan';
@@ -52,9 +52,12 @@ export class RawConnection {
     const u = new URL(url);
     const host = u.hostname.replace(/^\[|\]$/g, '') || '127.0.0.1';
     const port = Number(u.port || 6379);
+    // SNI names a host, never an IP (RFC 6066; Node warns on stderr). A Cluster hands out its
+    // nodes as IPs: the certificate is then checked against the IP.
+    const servername = isIP(host) ? undefined : host;
     const socket = await new Promise<Socket>((resolve, reject) => {
       const s: Socket =
-        u.protocol === 'rediss:' ? tlsConnect({ host, port, servername: host }, () => resolve(s)) : netConnect({ host, port }, () => resolve(s));
+        u.protocol === 'rediss:' ? tlsConnect({ host, port, servername }, () => resolve(s)) : netConnect({ host, port }, () => resolve(s));
       s.once('error', reject);
       s.once('timeout', () => {
         s.destroy();

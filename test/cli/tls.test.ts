@@ -1,12 +1,12 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort, stopChild } from '../../sample-workflows/services';
+import { HOW_TO_GET_TLS, makeCertificate } from '../helpers/tls';
 import { runCli } from './run-cli';
 
-const HOW_TO = 'This test needs openssl and a redis-server built with TLS (Debian/Ubuntu: `apt-get install -y openssl redis-server`).';
 
 // `rediss://` end to end: a redis-server of this test's own with TLS only, a certificate made for
 // it, and the CLI trusting it through NODE_EXTRA_CA_CERTS. The report reads through both of the
@@ -16,28 +16,25 @@ jest.setTimeout(300_000);
 
 describe('fire-once CLI over TLS (rediss://)', () => {
   let dir: string;
+  let certFile: string;
   let server: ChildProcess | undefined;
   let port: number;
   let redis: Redis | undefined;
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fire-once-cli-tls-'));
-    const cert = spawnSync(
-      'openssl',
-      ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1'],
-      { encoding: 'utf8' },
-    );
-    if (cert.status !== 0) throw new Error(`openssl could not make a certificate (${cert.error?.message ?? cert.stderr}). ${HOW_TO}`);
+    const cert = makeCertificate(dir);
+    certFile = cert.certFile;
     port = await freePort();
     server = spawn(
       'redis-server',
-      ['--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1', '--tls-cert-file', join(dir, 'cert.pem'), '--tls-key-file', join(dir, 'key.pem'), '--tls-ca-cert-file', join(dir, 'cert.pem'), '--tls-auth-clients', 'no', '--save', '', '--appendonly', 'no', '--dir', dir],
+      ['--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1', '--tls-cert-file', certFile, '--tls-key-file', cert.keyFile, '--tls-ca-cert-file', certFile, '--tls-auth-clients', 'no', '--save', '', '--appendonly', 'no', '--dir', dir],
       { stdio: 'ignore' },
     );
-    const ca = readFileSync(join(dir, 'cert.pem'));
+    const ca = readFileSync(certFile);
     const deadline = Date.now() + 10_000;
     for (;;) {
-      if (server.exitCode !== null) throw new Error(`redis-server exited with ${server.exitCode}: is it built with TLS? ${HOW_TO}`);
+      if (server.exitCode !== null) throw new Error(`redis-server exited with ${server.exitCode}: is it built with TLS? ${HOW_TO_GET_TLS}`);
       const client = new Redis({ host: 'localhost', port, tls: { ca }, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
       client.on('error', () => undefined);
       try {
@@ -47,7 +44,7 @@ describe('fire-once CLI over TLS (rediss://)', () => {
         break;
       } catch {
         client.disconnect();
-        if (Date.now() > deadline) throw new Error(`redis-server did not answer over TLS on port ${port}. ${HOW_TO}`);
+        if (Date.now() > deadline) throw new Error(`redis-server did not answer over TLS on port ${port}. ${HOW_TO_GET_TLS}`);
         await new Promise((r) => setTimeout(r, 100));
       }
     }
@@ -64,7 +61,7 @@ describe('fire-once CLI over TLS (rediss://)', () => {
       await redis!.xadd('tls:log', '*', 'decision', 'dispatched', 'scope', 's', 'step', 'x', 'jobType', 'j', 'workflowId', workflowId);
     }
     await redis!.hset('tls:{s}:lock:x', 't', 'token', 'o', 'wf-1 run-1 1', 'f', '1');
-    const env = { NODE_EXTRA_CA_CERTS: join(dir, 'cert.pem') };
+    const env = { NODE_EXTRA_CA_CERTS: certFile };
     const url = `rediss://localhost:${port}`;
 
     const report = await runCli(['report', '--prefix', 'tls', '--redis', url, '--json'], env);

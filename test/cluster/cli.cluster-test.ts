@@ -1,14 +1,52 @@
-import type { Cluster } from 'ioredis';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Cluster } from 'ioredis';
 import { FireOnceGuard, holderId, type Lease } from '../../src';
 import { appendEvent } from '../../src/cli/log';
+import { startRedisCluster } from '../../sample-workflows/services';
 import { runCli } from '../cli/run-cli';
 import { testPrefix } from '../helpers/redis';
+import { makeCertificate } from '../helpers/tls';
 import { connectCluster, deletePrefixOnCluster, keySlot, masters } from './helpers/cluster';
+
+/** A cluster for the test's own client, and the URL by which the CLI reaches one of its masters. */
+interface ClusterUnderTest {
+  readonly cluster: Cluster;
+  readonly urlOf: (master: { host: string; port: number }) => string;
+  readonly env: Record<string, string>;
+  readonly stop: () => Promise<void>;
+}
+
+const transports: [string, () => Promise<ClusterUnderTest>][] = [
+  ['redis://', async () => ({ cluster: connectCluster(), urlOf: ({ host, port }) => `redis://${host}:${port}`, env: {}, stop: async () => undefined })],
+  [
+    // A cluster of this file's own whose nodes also listen for TLS: the CLI, given one node's
+    // rediss:// URL, must reach every other node over TLS too, the raw log reader included.
+    'rediss:// (TLS to every node)',
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'fire-once-cluster-tls-'));
+      const cert = makeCertificate(dir);
+      const service = await startRedisCluster({ tls: { ...cert, caFile: cert.certFile } });
+      const tlsPort = (port: number) => service.tlsNodes![service.nodes.findIndex((n) => n.port === port)].port;
+      return {
+        cluster: new Cluster([...service.nodes]),
+        urlOf: ({ port }) => `rediss://localhost:${tlsPort(port)}`,
+        env: { NODE_EXTRA_CA_CERTS: cert.certFile },
+        stop: async () => {
+          await service.stop();
+          rmSync(dir, { recursive: true, force: true });
+        },
+      };
+    },
+  ],
+];
 
 // The `fire-once` CLI given the URL of one node of a Redis Cluster: it follows the cluster, so a
 // scope whose keys live on another node is inspected, released and invalidated there, and the
 // report reads the log from whichever node owns it. Every command is spawned as its own process.
-describe('the fire-once CLI on a Redis Cluster, given one node', () => {
+describe.each(transports)('the fire-once CLI on a Redis Cluster over %s, given one node', (_name, open) => {
+  let under: ClusterUnderTest;
   let cluster: Cluster;
   let prefix: string;
   let guard: FireOnceGuard;
@@ -18,11 +56,12 @@ describe('the fire-once CLI on a Redis Cluster, given one node', () => {
   let lease: Lease;
 
   beforeAll(async () => {
-    cluster = connectCluster();
+    under = await open();
+    cluster = under.cluster;
     prefix = testPrefix('ccli');
     guard = new FireOnceGuard({ redis: cluster, keyPrefix: prefix, lockTtlMs: 60_000 });
     const [first] = await masters(cluster);
-    url = `redis://${first.options.host}:${first.options.port}`;
+    url = under.urlOf({ host: first.options.host!, port: first.options.port! });
     const slots = await cluster.cluster('SLOTS');
     const owner = (s: string) => slots.find(([from, to]) => keySlot(`{${s}}`) >= from && keySlot(`{${s}}`) <= to)?.[2][1];
     scope = Array.from({ length: 100 }, (_, i) => `session-${i}`).find((s) => owner(s) !== first.options.port) as string;
@@ -31,11 +70,13 @@ describe('the fire-once CLI on a Redis Cluster, given one node', () => {
     lease = outcome.lease;
   });
   afterAll(async () => {
+    if (!under) return; // open() failed; its error is the one reported
     await deletePrefixOnCluster(cluster, prefix);
     await cluster.quit();
+    await under.stop();
   });
 
-  const cli = (...args: string[]) => runCli([...args, '--redis', url, '--prefix', prefix]);
+  const cli = (...args: string[]) => runCli([...args, '--redis', url, '--prefix', prefix], under.env);
 
   it('report finds the scope dispatched twice, with its run IDs, and exits 1', async () => {
     // run-1's entry carries the held lock's holder hash, as the worker writes it.
