@@ -29,7 +29,8 @@ async function run(config: ScaleConfig): Promise<number> {
   const bundleDir = mkdtempSync(join(tmpdir(), 'bench-scale-'));
   const started = Date.now();
   try {
-    for (const name of new Set([...config.stores, ...(config.e2eScopes.length > 0 ? config.e2eStores : [])])) stores.push(await startStore(name));
+    const needed = [...(config.coreScopes.length > 0 ? config.stores : []), ...(config.e2eScopes.length > 0 ? config.e2eStores : [])];
+    for (const name of new Set(needed)) stores.push(await startStore(name));
     console.log(`stores: ${stores.map((s) => `${s.name} (${s.source})`).join(', ')}`);
     const storesFor = (names: readonly string[]) => stores.filter((s) => names.includes(s.name));
     for (const k of config.coreScopes) {
