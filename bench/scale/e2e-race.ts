@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import type { Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { stopChild } from '../../sample-workflows/services';
 import type { RaceResult } from './core-race';
 import { tallyDispatches } from './counts';
@@ -50,6 +50,31 @@ function reportProgress(store: string, done: number, config: E2eRaceConfig, fail
   process.stderr.write(`  e2e  ${store}: ${done}/${config.scopes} scopes, ${failed} failed, ${runsPerS.toFixed(1)} runs/s, ${Math.round(elapsedMs / 1000)} s\n`);
 }
 
+const CLIENT_ATTEMPTS = 5;
+
+/**
+ * Start one racing run and wait for its result. A call the dev server could not answer (a
+ * deadline passed while it stalled) is tried again, up to {@link CLIENT_ATTEMPTS} times: a start
+ * under the same workflow ID that finds the run already started waits for that run, so each
+ * invocation is one run whatever the retries. A run that fails is a failure, never retried.
+ */
+async function runToCompletion(client: Client, taskQueue: string, workflowId: string, scope: string): Promise<void> {
+  let handle: WorkflowHandle | undefined;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      handle ??= await client.workflow.start('scaleRun', { taskQueue, workflowId, args: [scope] }).catch((err: unknown) => {
+        if (err instanceof WorkflowExecutionAlreadyStartedError) return client.workflow.getHandle(workflowId);
+        throw err;
+      });
+      await handle.result();
+      return;
+    } catch (err) {
+      if (err instanceof WorkflowFailedError || attempt >= CLIENT_ATTEMPTS) throw err;
+      await new Promise((r) => setTimeout(r, 1_000 * attempt));
+    }
+  }
+}
+
 export async function e2eRace(store: Store, services: E2eServices, config: E2eRaceConfig): Promise<RaceResult> {
   const suffix = randomBytes(4).toString('hex');
   const prefix = `bench-scale-${suffix}`;
@@ -72,12 +97,14 @@ export async function e2eRace(store: Store, services: E2eServices, config: E2eRa
     const progressEvery = Math.max(1, Math.floor(config.scopes / 20));
     let done = 0;
     await forEachLimited(scopes, config.concurrency, async (scope) => {
-      const handles = await Promise.all(
+      await Promise.all(
         Array.from({ length: config.racers }, (_, i) =>
-          services.client.workflow.start('scaleRun', { taskQueue, workflowId: `${prefix}-${scope}-${i}`, args: [scope] }),
+          runToCompletion(services.client, taskQueue, `${prefix}-${scope}-${i}`, scope).catch((err: unknown) => {
+            failed++;
+            process.stderr.write(`  e2e  ${store.name}: ${prefix}-${scope}-${i} failed: ${(err as Error).message}\n`);
+          }),
         ),
       );
-      await Promise.all(handles.map((h) => h.result().catch(() => void failed++)));
       if (++done % progressEvery === 0) reportProgress(store.name, done, config, failed, Date.now() - started);
     });
     const wallMs = Date.now() - started;
