@@ -21,6 +21,8 @@ export interface ScaleConfig {
   readonly e2eConcurrency: number;
   /** Worker processes through Temporal. */
   readonly workers: number;
+  /** A file for the dev server's state; without it the state is in memory. */
+  readonly temporalDb?: string;
   readonly outDir: string;
 }
 
@@ -49,6 +51,7 @@ export function parseScaleArgs(argv: readonly string[]): ScaleConfig {
     .option('--core-concurrency <n>', 'scopes raced at once by the core bench', positiveInt, 100)
     .option('--e2e-concurrency <n>', 'scopes whose workflow runs are in flight at once', positiveInt, 25)
     .option('--workers <n>', 'worker processes through Temporal', positiveInt, 2)
+    .option('--temporal-db <file>', "keep the dev server's state in this SQLite file, not in memory (for long e2e runs)")
     .option('--out-dir <dir>', 'where scale.json goes', 'bench/out')
     .parse([...argv]);
   return program.opts<ScaleConfig>();

@@ -41,7 +41,10 @@ async function run(config: ScaleConfig): Promise<number> {
       }
     }
     if (config.e2eScopes.length > 0) {
-      temporal = await startTemporal();
+      // The file is scratch state for one run: write-ahead logging without fsync keeps it fast.
+      temporal = await startTemporal(
+        config.temporalDb ? { dbFilename: config.temporalDb, sqlitePragmas: ['journal_mode=wal', 'synchronous=off'] } : {},
+      );
       connection = await Connection.connect({ address: temporal.address });
       const bundlePath = join(bundleDir, 'workflows.js');
       writeFileSync(bundlePath, (await bundleSampleWorkflows(require.resolve('./workflows'))).code);

@@ -35,9 +35,11 @@ export function findTemporalCli(): string | undefined {
  * Use `TEMPORAL_ADDRESS` when it is set; otherwise start a dev server through
  * `TestWorkflowEnvironment.createLocal`, from `TEMPORAL_CLI_PATH` or `temporal` on PATH, or, with
  * neither, from the SDK's own download (which needs the internet). `dbFilename` keeps its state
- * in a file, for restart tests.
+ * in a file, for restart tests and long runs; `sqlitePragmas` (`name=value`) tune that file.
  */
-export async function startTemporal(options: { readonly dbFilename?: string } = {}): Promise<TemporalService> {
+export async function startTemporal(
+  options: { readonly dbFilename?: string; readonly sqlitePragmas?: readonly string[] } = {},
+): Promise<TemporalService> {
   const fromEnv = process.env.TEMPORAL_ADDRESS;
   if (fromEnv) {
     try {
@@ -55,7 +57,7 @@ export async function startTemporal(options: { readonly dbFilename?: string } = 
       server: {
         ...(cli ? { executable: { type: 'existing-path' as const, path: cli } } : {}),
         ...(options.dbFilename ? { dbFilename: options.dbFilename } : {}),
-        extraArgs: ['--log-level', 'error'],
+        extraArgs: ['--log-level', 'error', ...(options.sqlitePragmas ?? []).flatMap((pragma) => ['--sqlite-pragma', pragma])],
       },
     });
   } catch (err) {
