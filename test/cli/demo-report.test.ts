@@ -1,22 +1,11 @@
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
 import { runCli } from './run-cli';
-
-const ROOT = join(__dirname, '..', '..');
+import { runScript, type ScriptRun } from '../helpers/scripts';
 
 /** Run `npm run demo`'s script as a child process; resolve its exit code and output. */
-function runDemo(env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(ROOT, 'sample-workflows', 'demo.ts')], {
-    cwd: ROOT,
-    env: { ...process.env, ...env, TS_NODE_PROJECT: join(ROOT, 'tsconfig.json') },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
+function runDemo(env: Record<string, string>): Promise<ScriptRun> {
+  return runScript(join('sample-workflows', 'demo.ts'), [], env, 280_000);
 }
 
 // `npm run demo` with REDIS_URL set leaves both dispatch logs behind; the CLI's report then finds
