@@ -3,7 +3,8 @@ import { Redis } from 'ioredis';
 import { FireOncePlugin } from '../../src';
 import { createChatActivities } from './activities';
 import { DEFAULT_KEY_PREFIX, DEFAULT_TIMINGS, TASK_QUEUE, chatKeys, lockTtlFor, type JobTimings } from './config';
-import { intFromEnv, redisUrl, runMain, temporalAddress } from '../shared/env';
+import { intFromEnv, runMain } from '../shared/env';
+import { serveByHand } from '../shared/temporal';
 
 /** What a chat-session worker needs. The caller owns and closes `connection` and `redis`. */
 export interface ChatWorkerOptions {
@@ -47,21 +48,15 @@ export async function createChatWorker(options: ChatWorkerOptions): Promise<Work
 }
 
 if (require.main === module) {
-  runMain(async () => {
-    const connection = await NativeConnection.connect({ address: temporalAddress() });
-    const redis = new Redis(redisUrl());
+  runMain(() => {
     const timings = {
       jobMs: intFromEnv('JOB_MS', DEFAULT_TIMINGS.jobMs),
       artifactDelayMs: intFromEnv('ARTIFACT_DELAY_MS', DEFAULT_TIMINGS.artifactDelayMs),
     };
     const keyPrefix = process.env.KEY_PREFIX ?? DEFAULT_KEY_PREFIX;
-    try {
-      const worker = await createChatWorker({ connection, redis, taskQueue: TASK_QUEUE, keyPrefix, timings });
-      console.log(`chat-session worker on task queue ${TASK_QUEUE}, keys under ${keyPrefix}:; Ctrl-C to stop`);
-      await worker.run();
-    } finally {
-      redis.disconnect();
-      await connection.close();
-    }
+    return serveByHand(
+      (connection, redis) => createChatWorker({ connection, redis, taskQueue: TASK_QUEUE, keyPrefix, timings }),
+      `chat-session worker on task queue ${TASK_QUEUE}, keys under ${keyPrefix}:; Ctrl-C to stop`,
+    );
   });
 }

@@ -2,7 +2,8 @@ import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worke
 import { Redis } from 'ioredis';
 import { FireOncePlugin } from '../../src';
 import { createReportActivities } from './activities';
-import { intFromEnv, redisUrl, runMain, temporalAddress } from '../shared/env';
+import { intFromEnv, runMain } from '../shared/env';
+import { serveByHand } from '../shared/temporal';
 
 /** Task queue the failure-then-retry worker polls when run by hand. */
 export const TASK_QUEUE = 'failure-then-retry';
@@ -47,18 +48,12 @@ export async function createReportWorker(options: ReportWorkerOptions): Promise<
 }
 
 if (require.main === module) {
-  runMain(async () => {
-    const connection = await NativeConnection.connect({ address: temporalAddress() });
-    const redis = new Redis(redisUrl());
+  runMain(() => {
     const keyPrefix = process.env.KEY_PREFIX ?? DEFAULT_KEY_PREFIX;
     const failFirst = intFromEnv('FAIL_FIRST', 1);
-    try {
-      const worker = await createReportWorker({ connection, redis, taskQueue: TASK_QUEUE, keyPrefix, failFirst, jobMs: intFromEnv('JOB_MS', 500) });
-      console.log(`failure-then-retry worker on task queue ${TASK_QUEUE}, keys under ${keyPrefix}:, first ${failFirst} dispatch(es) of each report fail; Ctrl-C to stop`);
-      await worker.run();
-    } finally {
-      redis.disconnect();
-      await connection.close();
-    }
+    return serveByHand(
+      (connection, redis) => createReportWorker({ connection, redis, taskQueue: TASK_QUEUE, keyPrefix, failFirst, jobMs: intFromEnv('JOB_MS', 500) }),
+      `failure-then-retry worker on task queue ${TASK_QUEUE}, keys under ${keyPrefix}:, first ${failFirst} dispatch(es) of each report fail; Ctrl-C to stop`,
+    );
   });
 }

@@ -2,7 +2,8 @@ import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worke
 import { Redis } from 'ioredis';
 import { FireOncePlugin } from '../../src';
 import { createSummaryActivities, dispatchesKey } from './activities';
-import { intFromEnv, redisUrl, runMain, temporalAddress } from '../shared/env';
+import { intFromEnv, runMain } from '../shared/env';
+import { serveByHand } from '../shared/temporal';
 
 /** Task queue the result-cache worker polls when run by hand. */
 export const TASK_QUEUE = 'result-cache';
@@ -45,17 +46,11 @@ export async function createSummaryWorker(options: SummaryWorkerOptions): Promis
 }
 
 if (require.main === module) {
-  runMain(async () => {
-    const connection = await NativeConnection.connect({ address: temporalAddress() });
-    const redis = new Redis(redisUrl());
+  runMain(() => {
     const keyPrefix = process.env.KEY_PREFIX ?? DEFAULT_KEY_PREFIX;
-    try {
-      const worker = await createSummaryWorker({ connection, redis, taskQueue: TASK_QUEUE, keyPrefix, jobMs: intFromEnv('JOB_MS', 2_000) });
-      console.log(`result-cache worker on task queue ${TASK_QUEUE}, keys under ${keyPrefix}:; Ctrl-C to stop`);
-      await worker.run();
-    } finally {
-      redis.disconnect();
-      await connection.close();
-    }
+    return serveByHand(
+      (connection, redis) => createSummaryWorker({ connection, redis, taskQueue: TASK_QUEUE, keyPrefix, jobMs: intFromEnv('JOB_MS', 2_000) }),
+      `result-cache worker on task queue ${TASK_QUEUE}, keys under ${keyPrefix}:; Ctrl-C to stop`,
+    );
   });
 }

@@ -1,5 +1,7 @@
-import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, type Worker, type WorkflowBundle } from '@temporalio/worker';
+import { Redis } from 'ioredis';
 import { workflowInterceptorModules } from '../../src';
+import { redisUrl, temporalAddress } from './env';
 
 let installed = false;
 
@@ -29,4 +31,27 @@ export async function bundleSampleWorkflows(workflowsPath: string): Promise<Work
     logger: new DefaultLogger('WARN'),
   });
   return { code };
+}
+
+/**
+ * The body of a sample's worker run by hand: connect to `TEMPORAL_ADDRESS` and `REDIS_URL`,
+ * create the worker, print `banner`, and run until Ctrl-C (the worker shuts down on SIGINT and
+ * SIGTERM), then close both connections.
+ *
+ * @example
+ * ```ts
+ * if (require.main === module) runMain(() => serveByHand((connection, redis) => createWorker({ connection, redis }), 'my worker; Ctrl-C to stop'));
+ * ```
+ */
+export async function serveByHand(create: (connection: NativeConnection, redis: Redis) => Promise<Worker>, banner: string): Promise<void> {
+  const connection = await NativeConnection.connect({ address: temporalAddress() });
+  const redis = new Redis(redisUrl());
+  try {
+    const worker = await create(connection, redis);
+    console.log(banner);
+    await worker.run();
+  } finally {
+    redis.disconnect();
+    await connection.close();
+  }
 }
