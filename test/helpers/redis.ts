@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { FireOnceGuard, type FireOnceGuardOptions } from '../../src';
+import { deleteKeysUnder } from '../../sample-workflows/shared/redis';
 
 /** A client on the suite's Redis (REDIS_URL, set by the global setup). */
 export function connectRedis(): Redis {
@@ -14,15 +15,8 @@ export function testPrefix(name: string): string {
   return `t-${name}-${randomBytes(4).toString('hex')}`;
 }
 
-/** Delete every key under `prefix:` (SCAN, never FLUSHALL or KEYS). */
-export async function deletePrefix(redis: Redis, prefix: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-    if (keys.length > 0) await redis.del(...keys);
-    cursor = next;
-  } while (cursor !== '0');
-}
+/** Delete every key under `prefix:` (SCAN, never FLUSHALL or KEYS); the samples' own clean-up. */
+export const deletePrefix = deleteKeysUnder;
 
 /** What {@link useGuardFixture} gives each test: its own Redis client, prefix and guard. */
 export interface GuardFixture {
