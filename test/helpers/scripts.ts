@@ -26,9 +26,9 @@ export interface RunningScript {
 }
 
 /**
- * Start a TypeScript script (a path from the repository's root, or absolute) as `npx ts-node --transpile-only <script>` would,
- * in a child node process, with `env` over this process's environment. A variable set to
- * `undefined` is removed.
+ * Start a TypeScript script (a path from the repository's root, or absolute) in a child node
+ * process, as `npx ts-node --transpile-only <script>` would, with `env` over this process's
+ * environment. A variable set to `undefined` is removed.
  */
 export function startScript(script: string, args: readonly string[] = [], env: Record<string, string | undefined> = {}): RunningScript {
   const childEnv: Record<string, string | undefined> = { ...process.env, TS_NODE_PROJECT: join(ROOT, 'tsconfig.json'), ...env };
