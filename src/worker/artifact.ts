@@ -1,4 +1,4 @@
-import type { Payload, PayloadCodec } from '@temporalio/common';
+import { RawValue, defaultPayloadConverter, type Payload, type PayloadCodec, type PayloadConverter } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { FireOnceCorruptArtifact, type FireOnceErrorContext } from '../core/errors';
 
@@ -45,4 +45,32 @@ export async function decodeArtifact(bytes: Buffer, codecs: readonly PayloadCode
     throw new FireOnceCorruptArtifact(`stored artifact could not be decoded by the payload codec: ${(err as Error).message}`, context, { cause: err });
   }
   return decoded[0];
+}
+
+/** Converters already probed, and whether each hands a `RawValue`'s payload through untouched. */
+const passesRawValues = new WeakMap<PayloadConverter, boolean>();
+
+/**
+ * What a guarded activity returns so that the worker sends `payload` as its result. A
+ * `CompositePayloadConverter` (the SDK default, and any built from converters with encodings)
+ * hands a `RawValue`'s payload through untouched, so the stored bytes go out byte for byte. Any
+ * other `PayloadConverter` would serialise the `RawValue` wrapper itself, so it gets the value
+ * the payload decodes to, which it converts back to an equal payload.
+ */
+export function resultOf(payload: Payload, converter: PayloadConverter = defaultPayloadConverter): unknown {
+  let passes = passesRawValues.get(converter);
+  if (passes === undefined) {
+    passes = handsRawValuesThrough(converter);
+    passesRawValues.set(converter, passes);
+  }
+  return passes ? RawValue.fromPayload(payload) : converter.fromPayload(payload);
+}
+
+function handsRawValuesThrough(converter: PayloadConverter): boolean {
+  const probe = defaultPayloadConverter.toPayload('temporal-fire-once probe');
+  try {
+    return converter.toPayload(RawValue.fromPayload(probe)) === probe;
+  } catch {
+    return false;
+  }
 }

@@ -1,10 +1,10 @@
 import { CompleteAsyncError, type Context } from '@temporalio/activity';
-import { RawValue, defaultPayloadConverter, type Payload } from '@temporalio/common';
+import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { FireOnceArtifactTooLarge, FireOnceUnstorableResult } from '../core/errors';
 import { holderId, type FireOnceGuard, type Lease } from '../core/guard';
 import { startRenewal, type Renewal } from '../core/renewal';
 import type { LockMode } from './activity-options';
-import { encodeArtifact } from './artifact';
+import { encodeArtifact, resultOf } from './artifact';
 import { runWithFireOnceContext } from './context';
 import type { GuardedCall } from './interceptor';
 import type { Observer } from './observe';
@@ -89,7 +89,7 @@ async function commitResult(call: GuardedCall, observer: Observer, lease: Lease,
     // long as the lock lives; after that, with no artifact, they would dispatch again.
     ctx.log.error('fire-once: could not store the artifact; result delivered, lock left to its TTL', { ...log, error: (err as Error).message });
   }
-  return RawValue.fromPayload(payload);
+  return resultOf(payload, config.payloadConverter);
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { Context } from '@temporalio/activity';
-import { RawValue, defaultPayloadConverter, type Headers, type PayloadCodec, type PayloadConverter } from '@temporalio/common';
+import { defaultPayloadConverter, type Headers, type PayloadCodec, type PayloadConverter } from '@temporalio/common';
 import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, ActivityInterceptorsFactory } from '@temporalio/worker';
 import { SCOPE_HEADER } from '../common/header';
 import type { ArtifactCache } from '../core/artifact-cache';
@@ -11,7 +11,7 @@ import { waitForTurn, type TurnOutcome } from '../core/wait';
 import type { WakeHub } from '../core/wake';
 import { LOCK_MODES, MAX_LEASE_MS, POLICIES, checkActivityOptions, checkOneOf, type FireOnceOptions, type InFlightPolicy, type LockMode } from './activity-options';
 import { argsHash } from './args-hash';
-import { decodeArtifact } from './artifact';
+import { decodeArtifact, resultOf } from './artifact';
 import { dispatch } from './dispatch';
 import { toApplicationFailure } from './failures';
 import { markGuarded } from './fire-once';
@@ -159,7 +159,7 @@ async function fastForward(
   ctx.log.debug('fire-once: artifact found, fast-forward', { key: found.artifactKey, scope: target.scope, jobType: target.jobType });
   if (target.externalArtifactKey !== undefined) return undefined;
   const context = { key: found.artifactKey, scope: target.scope, jobType: target.jobType };
-  return RawValue.fromPayload(await decodeArtifact(found.artifact, config.payloadCodecs ?? [], context));
+  return resultOf(await decodeArtifact(found.artifact, config.payloadCodecs ?? [], context), config.payloadConverter);
 }
 
 /** The in-flight policy: skip (`undefined`), fail, or wait for the artifact or the lock. */

@@ -1,0 +1,70 @@
+import { randomUUID } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import type { Redis } from 'ioredis';
+import { FireOncePlugin, fireOnce } from '../../src';
+import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { Money } from './fixtures/converters/money';
+import type { Seen } from './fixtures/converters/workflows';
+
+// A worker whose payloadConverterPath exports a plain PayloadConverter (not a composite): guarded
+// results must reach the workflow as the same value an unguarded activity would give, on the first
+// dispatch, on a fast-forward, to a run that waited, and from the local artifact cache.
+describe('a plain payload converter on a real worker', () => {
+  const prefix = testPrefix('conv');
+  let redis: Redis;
+  let native: NativeConnection;
+  let connection: Connection;
+
+  beforeAll(async () => {
+    redis = connectRedis();
+    native = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS });
+    connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS });
+  });
+
+  afterAll(async () => {
+    await connection?.close();
+    await native?.close();
+    await deletePrefix(redis, prefix);
+    await redis.quit();
+  });
+
+  const dataConverter = { payloadConverterPath: require.resolve('./fixtures/converters/money') };
+
+  async function runScenario(localCache: boolean): Promise<{ seen: Seen[]; dispatches: number }> {
+    const taskQueue = `fire-once-conv-${randomUUID()}`;
+    const counter = `${prefix}:dispatches:${randomUUID()}`;
+    const activities = {
+      price: fireOnce(async (label: string, jobMs: number): Promise<Money> => {
+        await redis.incr(counter); // counted outside the guard
+        await new Promise((r) => setTimeout(r, jobMs));
+        return new Money(1234, label);
+      }),
+    };
+    const worker = await Worker.create({
+      connection: native,
+      taskQueue,
+      workflowsPath: require.resolve('./fixtures/converters/workflows'),
+      activities,
+      dataConverter,
+      plugins: [new FireOncePlugin({ redis, keyPrefix: prefix, pollIntervalMs: 50, localCache })],
+    });
+    const client = new Client({ connection, dataConverter });
+    const scope = `session-${randomUUID()}`;
+    const start = (n: string) => client.workflow.execute('priceRun', { taskQueue, workflowId: `conv-${n}-${randomUUID()}`, args: [scope, 'EUR', 800] });
+    const seen = await worker.runUntil(async () => {
+      // The first run dispatches; the second starts while the job is in flight and waits for it.
+      const [first, waited] = await Promise.all([start('first'), new Promise((r) => setTimeout(r, 200)).then(() => start('waited'))]);
+      const fastForwarded = await start('fast-forward');
+      const again = await start('again'); // with localCache, served from the worker's cache
+      return [first, waited, fastForwarded, again] as Seen[];
+    });
+    return { seen, dispatches: Number(await redis.get(counter)) };
+  }
+
+  it.each([false, true])('returns the Money itself on dispatch, wait and fast-forward (localCache %s)', async (localCache) => {
+    const { seen, dispatches } = await runScenario(localCache);
+    expect(dispatches).toBe(1);
+    for (const s of seen) expect(s).toEqual({ isMoney: true, text: '12.34 EUR' });
+  });
+});
