@@ -24,7 +24,7 @@ import { sendBurst, type Strategy } from './chat-session/client';
 import { runMain } from './shared/env';
 import { bundleSampleWorkflows, quietTemporalLogs } from './shared/temporal';
 import { deleteKeysUnder, readCount } from './shared/redis';
-import { FireOnceKeys } from '../src';
+import { FireOnceKeys } from '../src/core';
 
 const INVOCATIONS = 8;
 const SPACING_MS = 7; // 8 runs within about 50 ms, as in the seed's measurement

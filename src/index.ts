@@ -1,27 +1,27 @@
 /**
- * temporal-fire-once, worker side: the Temporal plugin, the activity markers and the core guard.
- * The workflow side is `temporal-fire-once/workflow`.
+ * temporal-fire-once, worker side: the Temporal plugin, the activity markers, the fire-once
+ * context, the core guard and the failure types. The workflow side is
+ * `temporal-fire-once/workflow`; building blocks for hand-wired workers and tools are on
+ * `temporal-fire-once/core`.
  *
  * @packageDocumentation
  */
 
-// Floor 1: the core guard, Redis only.
-export { FireOnceGuard, holderId } from './core/guard';
-export type { AcquireOptions, AcquireOutcome, DispatchTarget, Lease } from './core/guard';
-export { waitForTurn } from './core/wait';
-export type { TurnOutcome, WaitOptions } from './core/wait';
-export { WakeHub } from './core/wake';
-export { ArtifactCache, ARTIFACT_CACHE_DEFAULTS } from './core/artifact-cache';
-export type { ArtifactCacheOptions } from './core/artifact-cache';
-export { DispatchLog, EVENT_FIELDS, parseEvent } from './core/dispatch-log';
-export type { Decision, DispatchEvent } from './core/dispatch-log';
-export { startRenewal } from './core/renewal';
-export type { Renewal } from './core/renewal';
-export { FireOnceKeys, MAX_ID_BYTES, encodeId, decodeId } from './core/keys';
-export type { IdKind } from './core/keys';
-export { GUARD_DEFAULTS } from './core/options';
-export type { FireOnceGuardOptions, ResolvedGuardOptions } from './core/options';
-export type { RedisClient } from './core/scripts';
+// The Temporal plugin and what guarded activities write.
+export { FireOncePlugin } from './worker/plugin';
+export { FIRE_ONCE_DEFAULTS } from './worker/options';
+export type { FireOncePluginOptions } from './worker/options';
+export { fireOnce, FireOnce } from './worker/fire-once';
+export type { FireOnceOptions } from './worker/activity-options';
+export { fireOnceContext } from './worker/context';
+export type { FireOnceContext } from './worker/context';
+
+// The core guard, Redis only.
+export { FireOnceGuard } from './core/guard';
+export type { AcquireOutcome, DispatchTarget, Lease } from './core/guard';
+export type { FireOnceGuardOptions } from './core/options';
+
+// Failure types: each one's `type` is the ApplicationFailure type a workflow sees.
 export {
   FireOnceError,
   FireOnceConfigError,
@@ -34,27 +34,5 @@ export {
   FireOnceKeyConflict,
   FireOnceLockLost,
   FireOnceArtifactTooLarge,
+  FireOnceProtocolError,
 } from './core/errors';
-export type { FireOnceErrorContext } from './core/errors';
-
-// Floor 2: the Temporal adapter.
-export { FireOncePlugin, workflowInterceptorModules } from './worker/plugin';
-export { FIRE_ONCE_DEFAULTS } from './worker/plugin-options';
-export type { FireOncePluginOptions, ResolvedPluginOptions } from './worker/plugin-options';
-export { fireOnce, FireOnce, fireOnceActivityMap, fireOnceOptionsOf } from './worker/fire-once';
-export type {
-  FireOnceOptions,
-  ValueFireOnceOptions,
-  InFlightPolicy,
-  LockMode,
-  ConflictPolicy,
-  ExternalArtifact,
-  ArtifactIds,
-} from './worker/activity-options';
-export { fireOnceContext } from './worker/context';
-export { METRICS } from './worker/observe';
-export type { FireOnceContext } from './worker/context';
-export { createFireOnceActivityInterceptor } from './worker/interceptor';
-export type { FireOnceInterceptorConfig } from './worker/interceptor';
-export { toApplicationFailure, MAX_IN_FLIGHT_RETRY_DELAY_MS } from './worker/failures';
-export { SCOPE_HEADER } from './common/header';

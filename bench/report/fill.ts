@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { DispatchLog, type Decision, type DispatchEvent } from '../../src';
+import { DispatchLog, type Decision, type DispatchEvent, type FireOnceKeys } from '../../src/core';
 
 /** What {@link fillLog} wrote, to check the report against. */
 export interface Filled {
@@ -28,8 +28,8 @@ function random(seed: number): () => number {
  * `in-flight-waited` entries from later runs; one scope in a hundred gets a second `dispatched`
  * (a duplicate). IDs only, as the real log: workflow, run and activity IDs, holder, fencing.
  */
-export async function fillLog(redis: Redis, stream: string, total: number, maxLen: number): Promise<Filled> {
-  const log = new DispatchLog(redis, stream, maxLen);
+export async function fillLog(redis: Redis, keys: FireOnceKeys, total: number, maxLen: number): Promise<Filled> {
+  const log = new DispatchLog(redis, keys, maxLen);
   const rand = random(42);
   let events = 0;
   let scopes = 0;
@@ -57,9 +57,9 @@ export async function fillLog(redis: Redis, stream: string, total: number, maxLe
     }
     // DispatchLog.record does not wait; a PING behind every few thousand appends lets them drain
     // in order on the one connection, and tells us when they are all in.
-    if (scopes % 500 === 0) await redis.ping();
+    if (scopes % 500 === 0) await log.flush();
   }
-  await redis.ping();
+  await log.flush();
   if (log.dropped > 0) throw new Error(`${log.dropped} appends were refused while filling the log`);
   return { events, scopes, duplicatedScopes };
 }

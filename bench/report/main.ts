@@ -17,7 +17,8 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { Redis } from 'ioredis';
-import { FIRE_ONCE_DEFAULTS, FireOnceKeys } from '../../src';
+import { FIRE_ONCE_DEFAULTS } from '../../src';
+import { FireOnceKeys } from '../../src/core';
 import { startRedis } from '../../sample-workflows/services';
 import { runMain } from '../../sample-workflows/shared/env';
 import { positiveInt } from '../shared/args';
@@ -46,7 +47,7 @@ async function main(): Promise<number> {
   try {
     const keys = new FireOnceKeys('bench-report');
     const fillStarted = performance.now();
-    const filled = await fillLog(redis, keys.log(), total, FIRE_ONCE_DEFAULTS.dispatchLogMaxLen);
+    const filled = await fillLog(redis, keys, total, FIRE_ONCE_DEFAULTS.dispatchLogMaxLen);
     const stored = await redis.xlen(keys.log());
     const info = (await redis.info('memory')).match(/used_memory_human:(\S+)/)?.[1];
     console.log(`filled ${keys.log()}: ${filled.events} events (${stored} stored, Redis used_memory ${info}), ${filled.scopes} scopes, ${filled.duplicatedScopes} duplicated, in ${Math.round(performance.now() - fillStarted)} ms`);

@@ -6,7 +6,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import { FireOnceGuard, WakeHub, waitForTurn, type DispatchTarget } from '../../src';
+import { FireOnceGuard, type DispatchTarget } from '../../src';
+import { WakeHub, waitForTurn } from '../../src/core';
 import { dispatchCounterKey, tallyDispatches, type DispatchTally } from './counts';
 import { forEachLimited } from './pool';
 import { deletePrefix, type Store } from './stores';

@@ -8,7 +8,8 @@ import Table from 'cli-table3';
 import { Command } from 'commander';
 import { positiveInt } from '../shared/args';
 import { Redis } from 'ioredis';
-import { FireOnceGuard, WakeHub, waitForTurn } from '../../src';
+import { FireOnceGuard } from '../../src';
+import { WakeHub, waitForTurn } from '../../src/core';
 import { startRedis } from '../../sample-workflows/services';
 
 const program = new Command('bench:wake')

@@ -1,6 +1,6 @@
 import { useSampleHarness } from '../shared/harness';
 import { readCount, waitForCount } from '../shared/redis';
-import { FireOnceKeys } from '../../src';
+import { FireOnceKeys } from '../../src/core';
 import { DISPATCH_STEP, chatKeys, type JobTimings } from './config';
 import { startJobRunner } from './job-runner';
 import { createChatWorker } from './worker';

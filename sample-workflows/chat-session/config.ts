@@ -1,4 +1,4 @@
-import { encodeId, FireOnceKeys } from '../../src';
+import { encodeId, FireOnceKeys } from '../../src/core';
 
 /** Task queue the chat-session worker polls when run by hand. */
 export const TASK_QUEUE = 'chat-session';

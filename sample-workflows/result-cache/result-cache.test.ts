@@ -1,4 +1,4 @@
-import { FireOnceKeys } from '../../src';
+import { FireOnceKeys } from '../../src/core';
 import { useSampleHarness } from '../shared/harness';
 import { readCount } from '../shared/redis';
 import { dispatchesKey } from './activities';

@@ -1,6 +1,6 @@
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, type Worker, type WorkflowBundle } from '@temporalio/worker';
 import { Redis } from 'ioredis';
-import { workflowInterceptorModules } from '../../src';
+import { workflowInterceptorModules } from '../../src/core';
 import { redisUrl, temporalAddress } from './env';
 
 let installed = false;

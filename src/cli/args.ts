@@ -1,4 +1,4 @@
-import { FireOnceKeys, KEY_PREFIX_PATTERN, encodeId, type IdKind } from '../core/keys';
+import { DEFAULT_NAMESPACE, FireOnceKeys, KEY_PREFIX_PATTERN, encodeId, type IdKind } from '../core/keys';
 import type { RedisClient } from '../core/scripts';
 import { CliError, EXIT } from './exit-codes';
 
@@ -6,12 +6,15 @@ import { CliError, EXIT } from './exit-codes';
 export interface CommonOptions {
   readonly redis?: string;
   readonly prefix: string;
+  readonly namespace: string;
   readonly json?: boolean;
   readonly timeout: string;
 }
 
 /** The key prefix the guard uses when none is configured, as in `GUARD_DEFAULTS`. */
 export const DEFAULT_PREFIX = 'fire-once';
+/** The Temporal namespace the CLI reads and writes when `--namespace` is not given. */
+export { DEFAULT_NAMESPACE };
 /** Where the CLI looks for Redis when neither `--redis` nor `REDIS_URL` says. */
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 
@@ -51,12 +54,12 @@ export function checkId(kind: IdKind, value: string): string {
   return value;
 }
 
-/** The keys of `--prefix`, checked as the guard checks `keyPrefix`. */
-export function keysFor(prefix: string): FireOnceKeys {
-  if (!KEY_PREFIX_PATTERN.test(prefix)) {
-    throw new CliError(`--prefix must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit (got ${JSON.stringify(prefix)})`, EXIT.usage);
+/** The keys of `--prefix` in `--namespace`, checked as the guard checks them. */
+export function keysFor(options: Pick<CommonOptions, 'prefix' | 'namespace'>): FireOnceKeys {
+  if (!KEY_PREFIX_PATTERN.test(options.prefix)) {
+    throw new CliError(`--prefix must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit (got ${JSON.stringify(options.prefix)})`, EXIT.usage);
   }
-  return new FireOnceKeys(prefix);
+  return new FireOnceKeys(options.prefix, checkId('namespace', options.namespace));
 }
 
 /** `--redis`, else `REDIS_URL`, else a local Redis on its default port. */

@@ -3,24 +3,22 @@ import { formatMs, table } from './table';
 
 /** The human form of an inspection: one small table per lock and per artifact. */
 export function formatInspection(view: Inspection): string {
-  const lines = [`scope ${JSON.stringify(view.scope)} under prefix ${view.prefix} (Redis time ${view.serverTime})`];
+  const lines = [`scope ${JSON.stringify(view.scope)} in namespace ${JSON.stringify(view.namespace)} under prefix ${view.prefix} (Redis time ${view.serverTime})`];
   if (view.locks.length === 0 && view.artifacts.length === 0) {
-    lines.push('nothing stored for this scope: no lock, fencing counter or artifact');
+    lines.push('nothing stored for this scope: no lock, parked waiter or artifact');
     return lines.join('\n');
   }
   for (const lock of view.locks) {
-    const fence = view.fences.find((f) => f.step === lock.step);
-    const state = !lock.present ? 'free' : lock.committed ? 'held, committed (its artifact was stored; it stops blocking once that is gone)' : 'held';
+    const state = !lock.present ? 'free' : lock.foreign ? `holds ${lock.foreign}, not a lock this library writes` : 'held';
     lines.push('', `lock of step ${JSON.stringify(lock.step)}: ${state}`);
     const rows: [string, string][] = [['key', lock.key]];
     if (lock.present) {
       rows.push(['holder', lock.holder || '(not recorded)']);
       if (lock.tokenHash) rows.push(['token hash', lock.tokenHash]);
       if (lock.fencingToken !== undefined) rows.push(['fencing token', String(lock.fencingToken)]);
-      if (lock.type !== 'hash') rows.push(['type', `${lock.type} (not the guard's hash layout)`]);
       rows.push(['TTL left', ttlText(lock.ttlMs)]);
     }
-    if (fence) rows.push(['fencing counter', fence.value === null ? 'none' : `${fence.value} (TTL left ${ttlText(fence.ttlMs)})`]);
+    if (lock.parkedWaiters > 0) rows.push(['parked waiters', String(lock.parkedWaiters)]);
     lines.push(table([], rows));
   }
   for (const artifact of view.artifacts) {
@@ -28,6 +26,7 @@ export function formatInspection(view: Inspection): string {
     lines.push('', `${name} of job type ${JSON.stringify(artifact.jobType)}: ${artifact.present ? 'present' : 'absent'}`);
     const rows: [string, string][] = [['key', artifact.key]];
     if (artifact.present) {
+      if (artifact.foreign) rows.push(['value', `a ${artifact.type} that is not an artifact record this library writes`]);
       if (artifact.bytes !== undefined) rows.push(['size', `${artifact.bytes} bytes`]);
       rows.push(['age', ageText(artifact)]);
       rows.push(['TTL left', ttlText(artifact.ttlMs)]);

@@ -1,5 +1,6 @@
 import { holderId } from '../core/guard';
-import { decodeId, type FireOnceKeys } from '../core/keys';
+import type { FireOnceKeys } from '../core/keys';
+import { parseArtifact, parseLock } from '../core/records';
 import type { RedisClient } from '../core/scripts';
 import { serverTimeMs } from './args';
 import { findLatest } from './log';
@@ -17,39 +18,34 @@ export interface InspectQuery {
 /** `PTTL`'s answer made plain: ms left, `null` for a key without expiry. */
 export type TtlLeft = number | null;
 
-/** The fire-once lock of one step. */
+/** The fire-once lock of one step, and the waiters parked on it. */
 export interface LockView {
   readonly step: string;
   readonly key: string;
   readonly present: boolean;
-  readonly type?: string;
+  /** The lock holds something this protocol never writes (another type, or an unreadable value). */
+  readonly foreign?: string;
   /** Who holds it: workflow ID, run ID and activity ID, as the guard stored them. */
   readonly holder?: string;
   /** Short hash of the lock's token, as the dispatch log shows it; the token itself is never printed. */
   readonly tokenHash?: string;
   readonly argsHash?: string;
   readonly fencingToken?: number;
-  /** The dispatch succeeded and stored its artifact: the lock stops blocking once the artifact is gone. */
-  readonly committed?: boolean;
   readonly ttlMs?: TtlLeft;
+  /** Waiters parked on the lock (their task tokens are never printed). */
+  readonly parkedWaiters: number;
 }
 
-/** The fencing counter of one step: the last fencing token handed out. */
-export interface FenceView {
-  readonly step: string;
-  readonly key: string;
-  readonly value: number | null;
-  readonly ttlMs?: TtlLeft;
-}
-
-/** A result artifact (`artifact:`) or the suggested external artifact key (`external:`) of one job type. */
+/** A result artifact (`a:`) or the suggested external artifact key (`x:`) of one job type. */
 export interface ArtifactView {
   readonly jobType: string;
   readonly kind: 'artifact' | 'external';
   readonly key: string;
   readonly present: boolean;
   readonly type?: string;
-  /** Size of the stored payload (`p` of the hash), or of the string value, in bytes. */
+  /** The value is not an artifact record this protocol writes. */
+  readonly foreign?: boolean;
+  /** Size of the stored payload (artifact), or of the string value (external), in bytes. */
   readonly bytes?: number;
   readonly argsHash?: string;
   readonly ttlMs?: TtlLeft;
@@ -62,21 +58,20 @@ export interface ArtifactView {
 /** Everything `fire-once inspect` prints, as `--json` prints it. */
 export interface Inspection {
   readonly prefix: string;
+  readonly namespace: string;
   readonly scope: string;
   readonly serverTime: string;
   readonly locks: readonly LockView[];
-  readonly fences: readonly FenceView[];
   readonly artifacts: readonly ArtifactView[];
 }
 
-/** Read the scope's lock, fencing counter and artifacts; writes nothing. */
+/** Read the scope's locks, parked waiters and artifacts in one namespace; writes nothing. */
 export async function inspect(redis: RedisClient, keys: FireOnceKeys, query: InspectQuery): Promise<Inspection> {
   const nowMs = await serverTimeMs(redis);
   let steps = query.step === undefined ? [] : [query.step];
   let jobTypes = query.jobType === undefined ? [] : [query.jobType];
   if (query.step === undefined && query.jobType === undefined) ({ steps, jobTypes } = await discover(redis, keys, query.scope));
-  const locks = await Promise.all(steps.map((step) => readLock(redis, keys, query.scope, step)));
-  const fences = await Promise.all(steps.map((step) => readFence(redis, keys, query.scope, step)));
+  const locks = await Promise.all(steps.map(async (step) => (await readLock(redis, keys, query.scope, step)).view));
   const artifacts: ArtifactView[] = [];
   for (const jobType of jobTypes) {
     artifacts.push(await readArtifact(redis, keys, query, jobType, nowMs));
@@ -84,47 +79,45 @@ export async function inspect(redis: RedisClient, keys: FireOnceKeys, query: Ins
     // The suggested external key is shown when it exists or was asked for by --job-type.
     if (external.present || query.jobType !== undefined) artifacts.push(external);
   }
-  return { prefix: keys.prefix, scope: query.scope, serverTime: new Date(nowMs).toISOString(), locks, fences, artifacts };
+  return { prefix: keys.prefix, namespace: keys.namespace, scope: query.scope, serverTime: new Date(nowMs).toISOString(), locks, artifacts };
 }
 
-/** The steps and job types that have keys under the scope (SCAN of `<prefix>:{<scope>}:*`). */
+/** The steps and job types that have keys under the scope (SCAN of its hash tag). */
 async function discover(redis: RedisClient, keys: FireOnceKeys, scope: string): Promise<{ steps: string[]; jobTypes: string[] }> {
-  const base = keys.scopeBase(scope); // encoded: no glob character can occur in it
   const steps = new Set<string>();
   const jobTypes = new Set<string>();
-  for (const key of await scanKeys(redis, `${base}:*`)) {
-    const match = /^:(lock|fence|artifact|external):([^:]+)$/.exec(key.slice(base.length));
-    if (!match) continue;
-    (match[1] === 'lock' || match[1] === 'fence' ? steps : jobTypes).add(decodeId(match[2]));
+  for (const key of await scanKeys(redis, `${keys.scopeBase(scope)}:*`)) {
+    const parsed = keys.parse(key);
+    if (parsed?.id === undefined) continue;
+    (parsed.kind === 'lock' || parsed.kind === 'waiters' ? steps : jobTypes).add(parsed.id);
   }
   return { steps: [...steps].sort(), jobTypes: [...jobTypes].sort() };
 }
 
-async function readLock(redis: RedisClient, keys: FireOnceKeys, scope: string, step: string): Promise<LockView> {
+/**
+ * The lock of `(scope, step)` as {@link LockView}, and its raw value (token included) for a
+ * compare-and-delete; `inspect` shows only the view, `release` uses both.
+ */
+export async function readLock(redis: RedisClient, keys: FireOnceKeys, scope: string, step: string): Promise<{ readonly view: LockView; readonly value?: string }> {
   const key = keys.lock(scope, step);
-  const [type, pttl] = await Promise.all([redis.type(key), redis.pttl(key)]);
-  if (type === 'none') return { step, key, present: false };
-  if (type !== 'hash') return { step, key, present: true, type, ttlMs: ttl(pttl) };
-  const lock = await redis.hgetall(key);
-  return {
+  const [type, pttl, parkedWaiters] = await Promise.all([redis.type(key), redis.pttl(key), redis.llen(keys.waiters(scope, step)).catch(() => 0)]);
+  if (type === 'none') return { view: { step, key, present: false, parkedWaiters } };
+  if (type !== 'string') return { view: { step, key, present: true, foreign: `a ${type}`, ttlMs: ttl(pttl), parkedWaiters } };
+  const value = (await redis.get(key)) ?? '';
+  const lock = parseLock(value);
+  if (lock === undefined) return { view: { step, key, present: true, foreign: 'an unreadable string', ttlMs: ttl(pttl), parkedWaiters } };
+  const view: LockView = {
     step,
     key,
     present: true,
-    type,
-    holder: lock.o ?? '',
-    ...(lock.t ? { tokenHash: holderId(lock.t) } : {}),
-    ...(lock.h ? { argsHash: lock.h } : {}),
-    ...(lock.f ? { fencingToken: Number(lock.f) } : {}),
-    committed: lock.c === '1',
+    holder: lock.holder,
+    tokenHash: holderId(lock.token),
+    ...(lock.argsHash ? { argsHash: lock.argsHash } : {}),
+    fencingToken: lock.fencingToken,
     ttlMs: ttl(pttl),
+    parkedWaiters,
   };
-}
-
-async function readFence(redis: RedisClient, keys: FireOnceKeys, scope: string, step: string): Promise<FenceView> {
-  const key = keys.fence(scope, step);
-  const [value, pttl] = await Promise.all([redis.get(key), redis.pttl(key)]);
-  if (value === null) return { step, key, value: null };
-  return { step, key, value: Number(value), ttlMs: ttl(pttl) };
+  return { view, value };
 }
 
 async function readArtifact(redis: RedisClient, keys: FireOnceKeys, query: InspectQuery, jobType: string, nowMs: number): Promise<ArtifactView> {
@@ -132,7 +125,10 @@ async function readArtifact(redis: RedisClient, keys: FireOnceKeys, query: Inspe
   const [type, pttl] = await Promise.all([redis.type(key), redis.pttl(key)]);
   if (type === 'none') return { jobType, kind: 'artifact', key, present: false };
   const ttlMs = ttl(pttl);
-  const view = { jobType, kind: 'artifact' as const, key, present: true, type, ttlMs, ...(await sizeOf(redis, key, type)) };
+  const record = type === 'string' ? parseArtifact((await redis.getBuffer(key)) ?? Buffer.alloc(0)) : undefined;
+  const view: ArtifactView = record
+    ? { jobType, kind: 'artifact', key, present: true, type, ttlMs, bytes: record.payload.length, ...(record.argsHash ? { argsHash: record.argsHash } : {}) }
+    : { jobType, kind: 'artifact', key, present: true, type, ttlMs, foreign: true };
   if (query.artifactTtlMs !== undefined && ttlMs !== null && ttlMs <= query.artifactTtlMs) {
     return { ...view, ageMs: query.artifactTtlMs - ttlMs, ageFrom: 'artifact-ttl' };
   }
@@ -143,14 +139,7 @@ async function readArtifact(redis: RedisClient, keys: FireOnceKeys, query: Inspe
 async function readExternal(redis: RedisClient, key: string, jobType: string): Promise<ArtifactView> {
   const [type, pttl] = await Promise.all([redis.type(key), redis.pttl(key)]);
   if (type === 'none') return { jobType, kind: 'external', key, present: false };
-  return { jobType, kind: 'external', key, present: true, type, ttlMs: ttl(pttl), ...(await sizeOf(redis, key, type)) };
-}
-
-async function sizeOf(redis: RedisClient, key: string, type: string): Promise<{ bytes?: number; argsHash?: string }> {
-  if (type === 'string') return { bytes: await redis.strlen(key) };
-  if (type !== 'hash') return {};
-  const [bytes, argsHash] = await Promise.all([redis.hstrlen(key, 'p'), redis.hget(key, 'h')]);
-  return { bytes, ...(argsHash ? { argsHash } : {}) };
+  return { jobType, kind: 'external', key, present: true, type, ttlMs: ttl(pttl), ...(type === 'string' ? { bytes: await redis.strlen(key) } : {}) };
 }
 
 function ttl(pttl: number): TtlLeft {

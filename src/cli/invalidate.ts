@@ -1,14 +1,14 @@
 import { FireOnceGuard } from '../core/guard';
-import { decodeId, type FireOnceKeys } from '../core/keys';
+import type { FireOnceKeys } from '../core/keys';
 import type { RedisClient } from '../core/scripts';
 import { CliError, EXIT } from './exit-codes';
 import { appendEvent } from './log';
 import { scanKeys } from './scan';
 
 /**
- * A lock of the same scope that still holds invocations off after the artifact is gone: one not
- * marked committed (in flight, or held after an external-artifact dispatch). A committed lock
- * does not count: the next acquire replaces it once its artifact is gone.
+ * A lock of the same scope that still holds invocations off after the artifact is gone: a
+ * dispatch in flight, or a lock held after an external-artifact dispatch. (A commit deletes its
+ * lock, so a lock that stands was never committed.)
  */
 export interface StandingLock {
   readonly step: string;
@@ -20,7 +20,7 @@ export interface StandingLock {
 export interface InvalidateResult {
   readonly scope: string;
   readonly jobType: string;
-  /** The artifact keys present: the guard's `artifact:` key and the suggested `external:` key. */
+  /** The artifact keys present: the guard's `a:` key and the suggested `x:` key. */
   readonly keys: readonly string[];
   readonly deleted: boolean;
   /** Locks of the scope still held: until they expire or are released, invocations stay held off. */
@@ -30,9 +30,10 @@ export interface InvalidateResult {
 }
 
 /**
- * Delete the artifact of `(scope, jobType)` so that the next invocation runs again: the guard's
- * own `artifact:` key through `FireOnceGuard.invalidate` (which also tells every worker's local
- * artifact cache to drop its copy) and, if present, the suggested `external:` key. Records
+ * Delete the artifact of `(scope, jobType)` in one namespace so that the next invocation there
+ * runs again: the guard's own `a:` key through `FireOnceGuard.invalidate` (which also tells every
+ * worker's local artifact cache to drop its copy) and, if present, the suggested `x:` key. Keys of
+ * other namespaces are never touched. Records
  * `invalidated` in the dispatch log and waits for Redis to accept it. Without `force` it only
  * says what it would delete.
  */
@@ -45,10 +46,10 @@ export async function invalidate(redis: RedisClient, keys: FireOnceKeys, scope: 
   const seen = { scope, jobType, keys: present, deleted: false, standingLocks };
   if (!force) return seen;
   const [artifactKey, externalKey] = candidates;
-  if (present.includes(artifactKey)) await new FireOnceGuard({ redis, keyPrefix: keys.prefix }).invalidate(scope, jobType);
+  if (present.includes(artifactKey)) await new FireOnceGuard({ redis, keyPrefix: keys.prefix, namespace: keys.namespace }).invalidate(scope, jobType);
   if (present.includes(externalKey)) await redis.del(externalKey);
   try {
-    const id = await appendEvent(redis, keys.log(), { decision: 'invalidated', scope, step: '', jobType });
+    const id = await appendEvent(redis, keys.log(), { decision: 'invalidated', namespace: keys.namespace, scope, step: '', jobType });
     return { ...seen, deleted: true, logEntryId: id };
   } catch (err) {
     return { ...seen, deleted: true, logEntryId: null, logError: (err as Error).message };
@@ -56,12 +57,12 @@ export async function invalidate(redis: RedisClient, keys: FireOnceKeys, scope: 
 }
 
 async function locksOf(redis: RedisClient, keys: FireOnceKeys, scope: string): Promise<StandingLock[]> {
-  const base = keys.scopeBase(scope);
   const locks: StandingLock[] = [];
-  for (const key of await scanKeys(redis, `${base}:lock:*`)) {
-    const [pttl, committed] = await Promise.all([redis.pttl(key), redis.type(key).then((t) => (t === 'hash' ? redis.hget(key, 'c') : null))]);
-    if (pttl === -2 || committed === '1') continue;
-    locks.push({ step: decodeId(key.slice(`${base}:lock:`.length)), key, ttlMs: pttl < 0 ? null : pttl });
+  for (const key of await scanKeys(redis, `${keys.scopeBase(scope)}:l:*`)) {
+    const pttl = await redis.pttl(key);
+    const step = keys.parse(key)?.id;
+    if (pttl === -2 || step === undefined) continue;
+    locks.push({ step, key, ttlMs: pttl < 0 ? null : pttl });
   }
   return locks;
 }

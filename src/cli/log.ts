@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { EVENT_FIELDS, parseEvent, type DispatchEvent } from '../core/dispatch-log';
+import { eventFields, parseEvent, type EVENT_FIELDS, type DispatchEvent } from '../core/dispatch-log';
 import { defineScript, isCluster, type RedisClient } from '../core/scripts';
 import { RawConnection } from './raw-connection';
 import type { CountedFields } from './stream-scan';
@@ -49,7 +49,7 @@ export async function readLog(raw: RawConnection, key: string, fromMs: number, t
     const page = await raw.scanPage(['XRANGE', key, start, end, 'COUNT', PAGE_SIZE], visit);
     read += page.count;
     if (page.count < PAGE_SIZE) return read;
-    start = nextId(page.lastId);
+    start = `(${page.lastId}`; // exclusive: the page after the last entry read
   }
 }
 
@@ -76,8 +76,7 @@ export async function findLatest(
     const reply = await findLatestScript(redis, [key], [end, String(PAGE_SIZE), ...pairs]);
     if (reply[0] === 1) return toEntry(reply[1], reply[2]);
     if (reply[1] === '') return undefined;
-    end = previousId(reply[1]);
-    if (end === '') return undefined;
+    end = `(${reply[1]}`; // exclusive: go on just before the last entry looked at
   }
   return undefined;
 }
@@ -89,28 +88,10 @@ export async function findLatest(
  * the log, the workers' appends keep it capped.
  */
 export async function appendEvent(redis: RedisClient, key: string, event: DispatchEvent): Promise<string> {
-  const withTs: DispatchEvent = { ...event, ts: event.ts ?? Date.now() };
-  const fields: string[] = [];
-  for (const name of EVENT_FIELDS) {
-    const value = withTs[name];
-    if (value !== undefined && value !== '') fields.push(name, String(value));
-  }
-  const id = await redis.xadd(key, '*', ...fields);
+  const id = await redis.xadd(key, '*', ...eventFields(event));
   return id as string;
 }
 
 function toEntry(id: string, fields: string[]): LogEntry {
   return { id, atMs: Number(id.slice(0, id.indexOf('-'))), event: parseEvent(fields) };
-}
-
-function nextId(id: string): string {
-  const [ms, seq] = id.split('-');
-  return `${ms}-${BigInt(seq) + 1n}`;
-}
-
-function previousId(id: string): string {
-  const [ms, seq] = id.split('-');
-  if (seq !== '0') return `${ms}-${BigInt(seq) - 1n}`;
-  if (ms === '0') return '';
-  return `${BigInt(ms) - 1n}-18446744073709551615`;
 }

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
-import { DEFAULT_PREFIX, checkId, keysFor, parseDuration, parseSince, redisUrlOf, serverTimeMs, type CommonOptions } from './args';
+import { DEFAULT_NAMESPACE, DEFAULT_PREFIX, checkId, keysFor, parseDuration, parseSince, redisUrlOf, serverTimeMs, type CommonOptions } from './args';
 import type { RedisClient } from '../core/scripts';
 import { connect, isRedisError, redactUrl, type ConnectOptions } from './connect';
 import { CliError, EXIT, type ExitCode } from './exit-codes';
@@ -61,12 +61,12 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
     .addHelpText('after', EXIT_HELP);
 
   common(program.command('report'))
-    .description('Count the decisions in the dispatch log per job type and per scope, and list every scope dispatched more than once.')
+    .description("Count the decisions in a namespace's dispatch log per job type and per scope, and list every scope dispatched more than once.")
     .option('--since <when>', 'window start: a duration back from now (30m, 1h, 7d), an ISO 8601 time, or "all"', '1h')
     .option('--job-type <jobType>', 'only this job type')
     .addOption(new Option('--limit <n>', 'scopes listed in the human output (0 for all)').default(DEFAULT_SCOPE_LIMIT).argParser(nonNegativeInt))
     .action(async (opts: CommonOptions & { since: string; jobType?: string; limit: number }) => {
-      const keys = keysFor(opts.prefix);
+      const keys = keysFor(opts);
       if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
       parseSince(opts.since, Date.now()); // a bad --since is a usage error even when Redis is down
       const report = await withRedis(opts, async (redis, connection) => {
@@ -83,12 +83,12 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
     });
 
   common(program.command('inspect').argument('<scope>', 'the dispatch scope, e.g. the session ID'))
-    .description("Show a scope's lock (holder, TTL left, fencing counter) and artifact (size, age, TTL left). Writes nothing.")
-    .option('--step <step>', "only this step's lock and fencing counter")
+    .description("Show a scope's locks (holder, fencing token, TTL left, parked waiters) and artifacts (size, age, TTL left) in one namespace. Writes nothing.")
+    .option('--step <step>', "only this step's lock")
     .option('--job-type <jobType>', "only this job type's artifact")
     .option('--artifact-ttl <duration>', 'the artifactTtlMs the artifact was written with (e.g. 7d): age = TTL - TTL left')
     .action(async (scope: string, opts: CommonOptions & { step?: string; jobType?: string; artifactTtl?: string }) => {
-      const keys = keysFor(opts.prefix);
+      const keys = keysFor(opts);
       checkId('scope', scope);
       if (opts.step !== undefined) checkId('step', opts.step);
       if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
@@ -109,7 +109,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
     .requiredOption('--step <step>', 'the step whose lock to release')
     .option('--force', 'really release it; without it, only show what would be released (exit 2)')
     .action(async (scope: string, opts: CommonOptions & { step: string; force?: boolean }) => {
-      const keys = keysFor(opts.prefix);
+      const keys = keysFor(opts);
       checkId('scope', scope);
       checkId('step', opts.step);
       const result = await withRedis(opts, (redis) => release(redis, keys, scope, opts.step, opts.force === true));
@@ -123,7 +123,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
     .requiredOption('--job-type <jobType>', 'the job type whose artifact to delete')
     .option('--force', 'really delete it; without it, only show what would be deleted (exit 2)')
     .action(async (scope: string, opts: CommonOptions & { jobType: string; force?: boolean }) => {
-      const keys = keysFor(opts.prefix);
+      const keys = keysFor(opts);
       checkId('scope', scope);
       checkId('jobType', opts.jobType);
       const result = await withRedis(opts, (redis) => invalidate(redis, keys, scope, opts.jobType, opts.force === true));
@@ -140,6 +140,7 @@ function common(command: Command): Command {
   return command
     .option('--redis <url>', 'Redis URL: redis://[user:password@]host:port[/db], rediss:// for TLS (default: $REDIS_URL, else redis://127.0.0.1:6379)')
     .option('--prefix <keyPrefix>', "the workers' keyPrefix", DEFAULT_PREFIX)
+    .option('--namespace <namespace>', 'the Temporal namespace whose keys and dispatch log to read (each namespace has its own)', DEFAULT_NAMESPACE)
     .option('--json', 'print JSON for scripts instead of tables')
     .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s');
 }

@@ -1,14 +1,14 @@
 import { join } from 'node:path';
-import { holderId } from '../core/guard';
 import type { FireOnceKeys } from '../core/keys';
 import { defineScript, type RedisClient } from '../core/scripts';
 import { CliError, EXIT } from './exit-codes';
+import { readLock } from './inspect';
 import { appendEvent, findLatest } from './log';
 
-/** `force-release.lua`: compare-and-delete on the lock's type and token as read; 1 if deleted, 0 if refused. */
-export const forceReleaseScript = defineScript<[type: string, token: string, channel: string], 0 | 1>(
+/** `force-release.lua`: compare-and-delete on the lock's value as read; 1 if deleted, 0 if refused. */
+export const forceReleaseScript = defineScript<[value: string, channel: string], 0 | 1>(
   'force-release.lua',
-  'fireOnceForceReleaseV1',
+  'fireOnceForceReleaseV3',
   1,
   join(__dirname, 'scripts'),
 );
@@ -38,28 +38,29 @@ export interface ReleaseResult {
  * Works on a standalone Redis and on a Redis Cluster: every key it touches is in the scope's slot.
  */
 export async function release(redis: RedisClient, keys: FireOnceKeys, scope: string, step: string, force: boolean): Promise<ReleaseResult> {
-  const key = keys.lock(scope, step);
-  const [type, pttl] = await Promise.all([redis.type(key), redis.pttl(key)]);
-  if (type === 'none') throw new CliError(`no lock at ${key}: nothing to release`, EXIT.notFound);
-  const lock = type === 'hash' ? await redis.hgetall(key) : {};
+  const { view: lock, value } = await readLock(redis, keys, scope, step);
+  const { key } = lock;
+  if (!lock.present) throw new CliError(`no lock at ${key}: nothing to release`, EXIT.notFound);
+  if (value === undefined) throw new CliError(`${key} holds ${lock.foreign ?? 'something else'}, not a lock this library writes: delete it by hand if it must go`, EXIT.conflict);
   const seen: ReleaseResult = {
     key,
     scope,
     step,
-    holder: lock.o ?? '',
-    ...(lock.t ? { tokenHash: holderId(lock.t) } : {}),
-    ...(lock.f ? { fencingToken: Number(lock.f) } : {}),
-    ttlMs: pttl < 0 ? null : pttl,
+    holder: lock.holder ?? '',
+    ...(lock.tokenHash ? { tokenHash: lock.tokenHash } : {}),
+    ...(lock.fencingToken !== undefined ? { fencingToken: lock.fencingToken } : {}),
+    ttlMs: lock.ttlMs ?? null,
     released: false,
   };
   if (!force) return seen;
-  if ((await forceReleaseScript(redis, [key], [type, lock.t ?? '', keys.wakeChannel(scope)])) !== 1) {
+  if ((await forceReleaseScript(redis, [key], [value, keys.wakeChannel(scope)])) !== 1) {
     throw new CliError(`the lock at ${key} changed hands (or expired) while it was being released; nothing deleted. Inspect it and try again`, EXIT.conflict);
   }
   try {
     const jobType = await jobTypeOf(redis, keys, scope, step, seen.tokenHash);
     const id = await appendEvent(redis, keys.log(), {
       decision: 'release-forced',
+      namespace: keys.namespace,
       scope,
       step,
       jobType,

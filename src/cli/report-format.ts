@@ -8,9 +8,9 @@ export const DEFAULT_SCOPE_LIMIT = 20;
 export function formatReport(report: Report, scopeLimit = DEFAULT_SCOPE_LIMIT): string {
   const lines: string[] = [];
   const filter = report.jobType === undefined ? '' : `, job type ${JSON.stringify(report.jobType)}`;
-  lines.push(`dispatch log ${report.stream}, ${report.from} to ${report.to}${filter}: ${report.events} event(s)`);
+  lines.push(`dispatch log of namespace ${JSON.stringify(report.namespace)} (${report.stream}), ${report.from} to ${report.to}${filter}: ${report.events} event(s)`);
   if (report.events === 0) {
-    lines.push('no decisions recorded in this window (is the prefix right, and the dispatchLog option on?)');
+    lines.push('no decisions recorded in this window (are the prefix and namespace right, and the dispatchLog option on?)');
     return lines.join('\n');
   }
   const columns = report.decisions;

@@ -51,6 +51,8 @@ export interface Duplicate {
 /** What `fire-once report` prints, as `--json` prints it. */
 export interface Report {
   readonly prefix: string;
+  /** The namespace whose dispatch log this is: each namespace has its own. */
+  readonly namespace: string;
   readonly stream: string;
   readonly from: string;
   readonly to: string;
@@ -85,7 +87,7 @@ export async function buildReport(redis: RedisClient, raw: RawConnection, keys: 
   const tally = new Tally(query.jobType);
   await readLog(raw, keys.log(), query.fromMs, query.toMs, (id, fields) => tally.add(id, fields));
   const entries = await readEntries(redis, keys.log(), tally.duplicatedIds());
-  return tally.report({ prefix: keys.prefix, stream: keys.log(), ...query }, entries);
+  return tally.report({ prefix: keys.prefix, namespace: keys.namespace, stream: keys.log(), ...query }, entries);
 }
 
 /** The counting itself, apart from Redis so that it is plain to test. */
@@ -117,7 +119,7 @@ export class Tally {
   }
 
   /** The report, with the duplicates' entries as read by their IDs. */
-  report(meta: { prefix: string; stream: string; fromMs: number; toMs: number; jobType?: string }, entries: readonly LogEntry[]): Report {
+  report(meta: { prefix: string; namespace: string; stream: string; fromMs: number; toMs: number; jobType?: string }, entries: readonly LogEntry[]): Report {
     const byId = new Map(entries.map((e) => [e.id, e]));
     const duplicates: Duplicate[] = [];
     for (const group of this.dispatched.values()) {
@@ -134,6 +136,7 @@ export class Tally {
     const byJobType = [...this.jobTypes].map(([jobType, counts]) => ({ jobType, counts, total: total(counts) })).sort((a, b) => a.jobType.localeCompare(b.jobType));
     return {
       prefix: meta.prefix,
+      namespace: meta.namespace,
       stream: meta.stream,
       from: new Date(meta.fromMs).toISOString(),
       to: new Date(meta.toMs).toISOString(),

@@ -25,7 +25,7 @@ export interface ArtifactCacheOptions {
  *
  * @example
  * ```ts
- * import { ARTIFACT_CACHE_DEFAULTS } from 'temporal-fire-once';
+ * import { ARTIFACT_CACHE_DEFAULTS } from 'temporal-fire-once/core';
  * ARTIFACT_CACHE_DEFAULTS.maxAgeMs; // 60000
  * ```
  */
@@ -45,12 +45,13 @@ interface Entry {
  *
  * @example
  * ```ts
- * import { ARTIFACT_CACHE_DEFAULTS, ArtifactCache, FireOnceGuard, WakeHub } from 'temporal-fire-once';
+ * import { ARTIFACT_CACHE_DEFAULTS, ArtifactCache, WakeHub } from 'temporal-fire-once/core';
+ * import { FireOnceGuard } from 'temporal-fire-once';
  * import { Redis } from 'ioredis';
  *
  * export async function cacheFor(redis: Redis): Promise<ArtifactCache> {
  *   const cache = new ArtifactCache({ ...ARTIFACT_CACHE_DEFAULTS, maxBytes: 8 * 1024 * 1024 });
- *   await cache.attach(new WakeHub(redis), new FireOnceGuard({ redis }).keys.invalidations());
+ *   await cache.attach(new WakeHub(redis), [new FireOnceGuard({ redis }).keys.invalidations()]);
  *   return cache;
  * }
  * ```
@@ -68,13 +69,13 @@ export class ArtifactCache {
     });
   }
 
-  /** Subscribe to invalidations; the cache serves only while that subscription is live. */
-  async attach(hub: WakeHub, channel: string): Promise<void> {
+  /** Subscribe to the invalidation channels; the cache serves only while that subscription is live. */
+  async attach(hub: WakeHub, channels: readonly string[]): Promise<void> {
     hub.onHealth((healthy) => {
       if (!healthy) this.lru.clear();
       this.live = healthy;
     });
-    await hub.join(channel, (key) => this.lru.delete(key));
+    await Promise.all(channels.map((channel) => hub.join(channel, (key) => this.lru.delete(key))));
     this.live = true;
   }
 

@@ -1,4 +1,5 @@
-import type { RedisClient } from './scripts';
+import type { FireOnceKeys } from './keys';
+import { logAppendScript, type RedisClient } from './scripts';
 
 /** Every decision the guard records. */
 export type Decision =
@@ -18,6 +19,8 @@ export type Decision =
 /** One dispatch-log entry. Keys and IDs only: never an argument or result payload. */
 export interface DispatchEvent {
   readonly decision: Decision;
+  /** The namespace the decision's keys are filed under; the stream is that namespace's. */
+  readonly namespace?: string;
   readonly scope: string;
   readonly step: string;
   readonly jobType: string;
@@ -29,6 +32,8 @@ export interface DispatchEvent {
   /** Short hash of the holder's token (see `holderId`). */
   readonly holder?: string;
   readonly fencingToken?: number;
+  /** The Redis call behind the decision timed out, and this records what it did when it landed later. */
+  readonly late?: boolean;
   /** Epoch milliseconds; set when recorded. */
   readonly ts?: number;
 }
@@ -38,12 +43,13 @@ export interface DispatchEvent {
  *
  * @example
  * ```ts
- * import { EVENT_FIELDS } from 'temporal-fire-once';
+ * import { EVENT_FIELDS } from 'temporal-fire-once/core';
  * EVENT_FIELDS.includes('fencingToken'); // true
  * ```
  */
 export const EVENT_FIELDS = [
   'decision',
+  'namespace',
   'scope',
   'step',
   'jobType',
@@ -54,49 +60,92 @@ export const EVENT_FIELDS = [
   'attempt',
   'holder',
   'fencingToken',
+  'late',
   'ts',
 ] as const;
 
+/** How long decisions gather before they are sent as one batch. */
+export const LOG_FLUSH_MS = 20;
+/** Most entries one script call carries, so no call grows without bound. */
+const MAX_BATCH = 200;
+
+/** An event's stream fields, in {@link EVENT_FIELDS} order, empty values left out. */
+export function eventFields(event: DispatchEvent): string[] {
+  const fields: string[] = [];
+  const withTs: Record<string, unknown> = { ...event, ts: event.ts ?? Date.now() };
+  for (const name of EVENT_FIELDS) {
+    const value = withTs[name];
+    if (value !== undefined && value !== '' && value !== false) fields.push(name, value === true ? '1' : String(value));
+  }
+  return fields;
+}
+
 /**
- * The dispatch log: every decision appended to one capped Redis Stream per key prefix
- * (`XADD <prefix>:log MAXLEN ~ N`). Appends are sent without being awaited, so they ride the
- * same connection right behind the decision's own command and never add a wait to the hot
- * path; a failed append is counted in `dropped`, never thrown.
+ * The dispatch log: every decision appended to one capped Redis Stream per namespace
+ * (`<prefix>:v3:<ns>:log`, `MAXLEN ~ N`). Decisions gather for {@link LOG_FLUSH_MS} and go out
+ * as one script call per stream, never awaited by the decision that made them, so the log adds
+ * no wait to the hot path and about one command per batch instead of one per decision. A batch
+ * that Redis refuses is counted in `dropped`, never thrown; a worker that dies loses at most the
+ * batch it was gathering.
  *
  * @example
  * ```ts
- * import { DispatchLog, FireOnceKeys } from 'temporal-fire-once';
+ * import { DispatchLog, FireOnceKeys } from 'temporal-fire-once/core';
  * import { Redis } from 'ioredis';
  *
- * export function recordForcedRelease(redis: Redis, scope: string, step: string): void {
- *   const log = new DispatchLog(redis, new FireOnceKeys('fire-once').log(), 100_000);
+ * export async function recordForcedRelease(redis: Redis, scope: string, step: string): Promise<void> {
+ *   const log = new DispatchLog(redis, new FireOnceKeys('fire-once'), 100_000);
  *   log.record({ decision: 'release-forced', scope, step, jobType: step });
+ *   await log.flush();
  * }
  * ```
  */
 export class DispatchLog {
-  /** Appends that Redis refused (e.g. the stream's node was unreachable). */
+  /** Entries that Redis refused (e.g. the stream's node was unreachable). */
   dropped = 0;
+  private pending = new Map<string, (string | number)[][]>();
+  private timer: NodeJS.Timeout | undefined;
+  private inFlight = new Set<Promise<unknown>>();
 
   constructor(
     private readonly redis: RedisClient,
-    /** The stream key. */
-    readonly key: string,
-    /** Approximate cap on the stream's length. */
+    /** The key layout; each event goes to its namespace's stream. */
+    readonly keys: FireOnceKeys,
+    /** Approximate cap on each stream's length. */
     readonly maxLen: number,
   ) {}
 
-  /** Append one event; returns at once. */
+  /** Queue one event; returns at once. */
   record(event: DispatchEvent): void {
-    const fields: string[] = [];
-    const withTs = { ...event, ts: event.ts ?? Date.now() };
-    for (const name of EVENT_FIELDS) {
-      const value = withTs[name];
-      if (value !== undefined && value !== '') fields.push(name, String(value));
+    const stream = this.keys.forNamespace(event.namespace ?? this.keys.namespace).log();
+    const fields = eventFields(event);
+    let batch = this.pending.get(stream);
+    if (batch === undefined) this.pending.set(stream, (batch = []));
+    batch.push([fields.length, ...fields]);
+    this.timer ??= setTimeout(() => void this.flush(), LOG_FLUSH_MS);
+  }
+
+  /** Send everything queued now; resolves once Redis has answered (or refused) every batch. */
+  async flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const batches = this.pending;
+    this.pending = new Map();
+    for (const [stream, entries] of batches) {
+      for (let start = 0; start < entries.length; start += MAX_BATCH) this.send(stream, entries.slice(start, start + MAX_BATCH));
     }
-    this.redis.xadd(this.key, 'MAXLEN', '~', this.maxLen, '*', ...fields).catch(() => {
-      this.dropped++;
-    });
+    await Promise.all([...this.inFlight]);
+  }
+
+  private send(stream: string, entries: (string | number)[][]): void {
+    const sent = logAppendScript(this.redis, [stream], [this.maxLen, ...entries.flat()]).then(
+      () => undefined,
+      () => {
+        this.dropped += entries.length;
+      },
+    );
+    this.inFlight.add(sent);
+    void sent.finally(() => this.inFlight.delete(sent));
   }
 }
 
@@ -105,11 +154,11 @@ export class DispatchLog {
  *
  * @example
  * ```ts
- * import { parseEvent } from 'temporal-fire-once';
+ * import { parseEvent } from 'temporal-fire-once/core';
  * import { Redis } from 'ioredis';
  *
  * export async function lastDecisions(redis: Redis, count = 10) {
- *   const entries = await redis.xrevrange('fire-once:log', '+', '-', 'COUNT', count);
+ *   const entries = await redis.xrevrange('fire-once:v3:default:log', '+', '-', 'COUNT', count);
  *   return entries.map(([, fields]) => parseEvent(fields));
  * }
  * ```
@@ -120,6 +169,7 @@ export function parseEvent(fields: readonly string[]): DispatchEvent & { ts: num
   const num = (name: string) => (map.has(name) ? Number(map.get(name)) : undefined);
   return {
     decision: map.get('decision') as Decision,
+    namespace: map.get('namespace'),
     scope: map.get('scope') ?? '',
     step: map.get('step') ?? '',
     jobType: map.get('jobType') ?? '',
@@ -130,6 +180,7 @@ export function parseEvent(fields: readonly string[]): DispatchEvent & { ts: num
     attempt: num('attempt'),
     holder: map.get('holder'),
     fencingToken: num('fencingToken'),
+    ...(map.get('late') === '1' ? { late: true } : {}),
     ts: num('ts') ?? 0,
   };
 }

@@ -1,17 +1,18 @@
 /**
- * Make `instanceof` work by a registered symbol rather than by prototype identity, so that it
+ * Give an error class its stable `type` string, its `retryable` flag, its `name`, and an
+ * `instanceof` that works by a registered symbol rather than by prototype identity, so that it
  * holds across duplicated copies of this module (jest's module registry, two bundles), the way
- * Temporal's own errors do. Also pins `name`.
+ * Temporal's own errors do. Each class states its type here, once.
  */
-function symbolBasedInstanceOf(name: string) {
-  return (cls: abstract new (...args: never[]) => Error): void => {
-    const marker = Symbol.for(`temporal-fire-once.is${name}`);
-    Object.defineProperty(cls.prototype, marker, { value: true });
-    Object.defineProperty(cls.prototype, 'name', { value: name, enumerable: true });
-    Object.defineProperty(cls, Symbol.hasInstance, {
-      value: (value: unknown) => typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[marker] === true,
-    });
-  };
+function defineErrorType(cls: abstract new (...args: never[]) => FireOnceError, type: string, retryable: boolean): void {
+  const marker = Symbol.for(`temporal-fire-once.is${type}`);
+  Object.defineProperty(cls.prototype, marker, { value: true });
+  Object.defineProperty(cls.prototype, 'name', { value: type, enumerable: true });
+  Object.defineProperty(cls.prototype, 'type', { value: type, enumerable: true });
+  Object.defineProperty(cls.prototype, 'retryable', { value: retryable, enumerable: true });
+  Object.defineProperty(cls, Symbol.hasInstance, {
+    value: (value: unknown) => typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[marker] === true,
+  });
 }
 
 /**
@@ -48,9 +49,9 @@ export interface FireOnceErrorContext {
  */
 export class FireOnceError extends Error {
   /** Stable failure type string, documented in the README. */
-  readonly type: string = 'FireOnceError';
+  declare readonly type: string;
   /** Whether Temporal should retry the activity when this error ends it. */
-  readonly retryable: boolean = false;
+  declare readonly retryable: boolean;
   /** Keys and IDs the error concerns; never payloads. */
   readonly context: FireOnceErrorContext;
 
@@ -59,7 +60,7 @@ export class FireOnceError extends Error {
     this.context = context;
   }
 }
-symbolBasedInstanceOf('FireOnceError')(FireOnceError);
+defineErrorType(FireOnceError, 'FireOnceError', false);
 
 /**
  * Options given to the plugin, the guard or `fireOnce()` are invalid. Thrown at construction,
@@ -76,10 +77,8 @@ symbolBasedInstanceOf('FireOnceError')(FireOnceError);
  * }
  * ```
  */
-export class FireOnceConfigError extends FireOnceError {
-  override readonly type = 'FireOnceConfigError';
-}
-symbolBasedInstanceOf('FireOnceConfigError')(FireOnceConfigError);
+export class FireOnceConfigError extends FireOnceError {}
+defineErrorType(FireOnceConfigError, 'FireOnceConfigError', false);
 
 /**
  * A guarded activity ran with no scope: neither `options.scope` nor `setDispatchScope()` gave one.
@@ -91,10 +90,8 @@ symbolBasedInstanceOf('FireOnceConfigError')(FireOnceConfigError);
  * new FireOnceMissingScope('activity "send" has no dispatch scope', { activityType: 'send' }).type; // 'FireOnceMissingScope'
  * ```
  */
-export class FireOnceMissingScope extends FireOnceError {
-  override readonly type = 'FireOnceMissingScope';
-}
-symbolBasedInstanceOf('FireOnceMissingScope')(FireOnceMissingScope);
+export class FireOnceMissingScope extends FireOnceError {}
+defineErrorType(FireOnceMissingScope, 'FireOnceMissingScope', false);
 
 /**
  * A scope, step or job type is not a usable ID (empty, whitespace only, too long, or not
@@ -102,7 +99,8 @@ symbolBasedInstanceOf('FireOnceMissingScope')(FireOnceMissingScope);
  *
  * @example
  * ```ts
- * import { FireOnceInvalidId, encodeId } from 'temporal-fire-once';
+ * import { FireOnceInvalidId } from 'temporal-fire-once';
+ * import { encodeId } from 'temporal-fire-once/core';
  * try {
  *   encodeId('scope', '   ');
  * } catch (err) {
@@ -110,10 +108,8 @@ symbolBasedInstanceOf('FireOnceMissingScope')(FireOnceMissingScope);
  * }
  * ```
  */
-export class FireOnceInvalidId extends FireOnceError {
-  override readonly type = 'FireOnceInvalidId';
-}
-symbolBasedInstanceOf('FireOnceInvalidId')(FireOnceInvalidId);
+export class FireOnceInvalidId extends FireOnceError {}
+defineErrorType(FireOnceInvalidId, 'FireOnceInvalidId', false);
 
 /**
  * Another invocation holds the fire-once lock and the in-flight policy gave up waiting (or is
@@ -128,8 +124,6 @@ symbolBasedInstanceOf('FireOnceInvalidId')(FireOnceInvalidId);
  * ```
  */
 export class FireOnceInFlight extends FireOnceError {
-  override readonly type = 'FireOnceInFlight';
-  override readonly retryable = true;
   /** Milliseconds the lock had left when this was thrown. */
   readonly retryAfterMs: number;
 
@@ -138,7 +132,7 @@ export class FireOnceInFlight extends FireOnceError {
     this.retryAfterMs = retryAfterMs;
   }
 }
-symbolBasedInstanceOf('FireOnceInFlight')(FireOnceInFlight);
+defineErrorType(FireOnceInFlight, 'FireOnceInFlight', true);
 
 /**
  * Redis could not be reached or answered with an error. The guard fails closed: nothing was
@@ -160,10 +154,32 @@ symbolBasedInstanceOf('FireOnceInFlight')(FireOnceInFlight);
  * ```
  */
 export class FireOnceStoreUnavailable extends FireOnceError {
-  override readonly type = 'FireOnceStoreUnavailable';
-  override readonly retryable = true;
+  /**
+   * When Redis did not answer in time: the call itself, which ioredis may still run once Redis
+   * is back. It settles with the call's reply, so a caller can report what really happened.
+   */
+  readonly late?: Promise<unknown>;
+
+  constructor(message: string, context: FireOnceErrorContext = {}, options: { cause?: unknown; late?: Promise<unknown> } = {}) {
+    super(message, context, options.cause === undefined ? undefined : { cause: options.cause });
+    if (options.late !== undefined) this.late = options.late;
+  }
 }
-symbolBasedInstanceOf('FireOnceStoreUnavailable')(FireOnceStoreUnavailable);
+defineErrorType(FireOnceStoreUnavailable, 'FireOnceStoreUnavailable', true);
+
+/**
+ * Redis answered something this protocol never sends or stores: a script reply it does not know,
+ * or a lock value it cannot read. Not retryable: it means another program (or another version of
+ * this library) writes the same keys; `fire-once doctor` helps find which.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceProtocolError } from 'temporal-fire-once';
+ * new FireOnceProtocolError('unexpected reply from fireOnceAcquireV3: 9').retryable; // false
+ * ```
+ */
+export class FireOnceProtocolError extends FireOnceError {}
+defineErrorType(FireOnceProtocolError, 'FireOnceProtocolError', false);
 
 /**
  * A stored artifact is not a valid payload. Not retryable: retrying would read the same bytes.
@@ -175,10 +191,8 @@ symbolBasedInstanceOf('FireOnceStoreUnavailable')(FireOnceStoreUnavailable);
  * new FireOnceCorruptArtifact('stored artifact is not a valid payload', { key: 'fire-once:{s}:artifact:j' }).retryable; // false
  * ```
  */
-export class FireOnceCorruptArtifact extends FireOnceError {
-  override readonly type = 'FireOnceCorruptArtifact';
-}
-symbolBasedInstanceOf('FireOnceCorruptArtifact')(FireOnceCorruptArtifact);
+export class FireOnceCorruptArtifact extends FireOnceError {}
+defineErrorType(FireOnceCorruptArtifact, 'FireOnceCorruptArtifact', false);
 
 /**
  * The activity succeeded (its job was dispatched) but its result could not be stored as an
@@ -191,10 +205,8 @@ symbolBasedInstanceOf('FireOnceCorruptArtifact')(FireOnceCorruptArtifact);
  * new FireOnceUnstorableResult('the result cannot be serialised').type; // 'FireOnceUnstorableResult'
  * ```
  */
-export class FireOnceUnstorableResult extends FireOnceError {
-  override readonly type = 'FireOnceUnstorableResult';
-}
-symbolBasedInstanceOf('FireOnceUnstorableResult')(FireOnceUnstorableResult);
+export class FireOnceUnstorableResult extends FireOnceError {}
+defineErrorType(FireOnceUnstorableResult, 'FireOnceUnstorableResult', false);
 
 /**
  * Same scope and step, different arguments: a later call does not match the call that holds the
@@ -208,10 +220,8 @@ symbolBasedInstanceOf('FireOnceUnstorableResult')(FireOnceUnstorableResult);
  * if (err instanceof FireOnceKeyConflict) console.log(err.context.step); // 'send'
  * ```
  */
-export class FireOnceKeyConflict extends FireOnceError {
-  override readonly type = 'FireOnceKeyConflict';
-}
-symbolBasedInstanceOf('FireOnceKeyConflict')(FireOnceKeyConflict);
+export class FireOnceKeyConflict extends FireOnceError {}
+defineErrorType(FireOnceKeyConflict, 'FireOnceKeyConflict', false);
 
 /**
  * A lease renewal found the lock gone or held by another token: this holder no longer owns the
@@ -230,11 +240,8 @@ symbolBasedInstanceOf('FireOnceKeyConflict')(FireOnceKeyConflict);
  * });
  * ```
  */
-export class FireOnceLockLost extends FireOnceError {
-  override readonly type = 'FireOnceLockLost';
-  override readonly retryable = true;
-}
-symbolBasedInstanceOf('FireOnceLockLost')(FireOnceLockLost);
+export class FireOnceLockLost extends FireOnceError {}
+defineErrorType(FireOnceLockLost, 'FireOnceLockLost', true);
 
 /**
  * A result is larger than `maxArtifactBytes`. Logged, not thrown: the result still reaches the
@@ -246,7 +253,5 @@ symbolBasedInstanceOf('FireOnceLockLost')(FireOnceLockLost);
  * new FireOnceArtifactTooLarge('artifact of 2000000 bytes exceeds maxArtifactBytes').type; // 'FireOnceArtifactTooLarge'
  * ```
  */
-export class FireOnceArtifactTooLarge extends FireOnceError {
-  override readonly type = 'FireOnceArtifactTooLarge';
-}
-symbolBasedInstanceOf('FireOnceArtifactTooLarge')(FireOnceArtifactTooLarge);
+export class FireOnceArtifactTooLarge extends FireOnceError {}
+defineErrorType(FireOnceArtifactTooLarge, 'FireOnceArtifactTooLarge', false);

@@ -1,8 +1,10 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { FireOnceCorruptArtifact, FireOnceError, FireOnceKeyConflict, FireOnceStoreUnavailable, type FireOnceErrorContext } from './errors';
+import { FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, type FireOnceErrorContext } from './errors';
 import { FireOnceKeys, encodeId } from './keys';
-import { checkDuration, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
-import { acquireScript, commitScript, extendScript, invalidateScript, releaseScript, type RedisClient } from './scripts';
+import { GUARD_OPTIONS, callDuration, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
+import { formatArtifact, lockTail, parseArtifact, parseLock } from './records';
+import { ACQUIRE_REPLY, acquireScript, commitScript, extendScript, invalidateScript, releaseScript, type RedisClient, type SettleReply } from './scripts';
+import { StoreCalls } from './store-calls';
 
 /** What one dispatch is guarded on. */
 export interface DispatchTarget {
@@ -12,6 +14,11 @@ export interface DispatchTarget {
   readonly step: string;
   /** The job type whose result artifact ends the step; names the artifact. */
   readonly jobType: string;
+  /**
+   * The namespace the keys are filed under; the guard's `namespace` option when absent. The
+   * Temporal adapter passes the activity's namespace, so namespaces never share a lock or result.
+   */
+  readonly namespace?: string;
   /**
    * A key written by someone else (the job) once the job's artifact is durable. When set, the
    * guard only tests that key exists and never writes an artifact itself.
@@ -23,8 +30,8 @@ export interface DispatchTarget {
    */
   readonly holder?: string;
   /**
-   * A hash of the call's arguments. A later call with the same scope and step but another hash
-   * gets `FireOnceKeyConflict`. Omit it to skip the check.
+   * A hash of the call's arguments (base64url, no spaces or colons). A later call with the same
+   * scope and step but another hash gets `FireOnceKeyConflict`. Omit it to skip the check.
    */
   readonly argsHash?: string;
 }
@@ -34,7 +41,7 @@ export interface Lease {
   readonly target: DispatchTarget;
   readonly lockKey: string;
   readonly artifactKey: string;
-  readonly fenceKey: string;
+  readonly waitersKey: string;
   /** The random token the lock holds. Secret to its owner: log {@link holderId} instead. */
   readonly token: string;
   /**
@@ -46,7 +53,14 @@ export interface Lease {
 
 /** The decision of {@link FireOnceGuard.acquire}. */
 export type AcquireOutcome =
-  | { readonly kind: 'fast-forward'; readonly artifact: Buffer; readonly artifactKey: string; readonly ttlMs: number }
+  | {
+      readonly kind: 'fast-forward';
+      /** The stored result (the payload the commit stored), or empty for an external artifact. */
+      readonly artifact: Buffer;
+      readonly artifactKey: string;
+      /** The artifact's TTL left in ms: always for an external artifact, else with `readTtl`. */
+      readonly ttlMs?: number;
+    }
   | { readonly kind: 'acquired'; readonly lease: Lease }
   | {
       readonly kind: 'held';
@@ -59,18 +73,39 @@ export type AcquireOutcome =
       readonly fencingToken: number;
     };
 
+/** What a commit or a release found: whether the lock was still ours, and who was parked on it. */
+export interface Settled {
+  /** Commit: the lock still held this lease's token and is now deleted. Release: it was, and is deleted. */
+  readonly ours: boolean;
+  /** Task tokens of the waiters parked on the lock, now handed to the caller to complete or fail. */
+  readonly waiters: readonly Buffer[];
+}
+
 /** Per-call overrides of the guard's TTLs. */
 export interface AcquireOptions {
   /** The lock's initial TTL: a lease to be renewed, or a fixed TTL. */
   readonly lockTtlMs?: number;
+  /** Read the artifact's TTL left on a fast-forward (for a cache that must not outlive it). */
+  readonly readTtl?: boolean;
 }
+
+/**
+ * How long a parked waiter's registration outlives the lock, so its worker can notice the lock is gone.
+ *
+ * @example
+ * ```ts
+ * import { WAITERS_GRACE_MS } from 'temporal-fire-once/core';
+ * WAITERS_GRACE_MS; // 60000
+ * ```
+ */
+export const WAITERS_GRACE_MS = 60_000;
 
 /**
  * A short hash of a lock token, safe to log.
  *
  * @example
  * ```ts
- * import { holderId } from 'temporal-fire-once';
+ * import { holderId } from 'temporal-fire-once/core';
  * holderId('a-secret-lock-token'); // 12 hex characters, safe to log
  * ```
  */
@@ -95,7 +130,7 @@ export function holderId(token: string): string {
  *   if (outcome.kind === 'held') return undefined;               // in flight elsewhere
  *   try {
  *     const result = await run();
- *     await guard.commit(outcome.lease, result); // the lock stays until its TTL
+ *     await guard.commit(outcome.lease, result); // the artifact takes over from the lock
  *     return result;
  *   } catch (err) {
  *     await guard.release(outcome.lease); // only on failure, only if still ours
@@ -106,15 +141,23 @@ export function holderId(token: string): string {
  */
 export class FireOnceGuard {
   readonly options: ResolvedGuardOptions;
+  /** The keys of the guard's `namespace`; {@link keysFor} gives another namespace's. */
   readonly keys: FireOnceKeys;
+  private readonly store: StoreCalls;
 
   constructor(options: FireOnceGuardOptions) {
     this.options = resolveGuardOptions(options);
-    this.keys = new FireOnceKeys(this.options.keyPrefix);
+    this.keys = new FireOnceKeys(this.options.keyPrefix, this.options.namespace);
+    this.store = new StoreCalls(this.options.storeTimeoutMs);
   }
 
   get redis(): RedisClient {
     return this.options.redis;
+  }
+
+  /** The keys of `namespace` (the guard's own when absent). */
+  keysFor(namespace: string | undefined): FireOnceKeys {
+    return namespace === undefined ? this.keys : this.keys.forNamespace(namespace);
   }
 
   /**
@@ -122,84 +165,85 @@ export class FireOnceGuard {
    * fresh token. Invalid IDs throw `FireOnceInvalidId` before Redis is asked anything.
    */
   async acquire(target: DispatchTarget, options: AcquireOptions = {}): Promise<AcquireOutcome> {
-    const lockTtlMs = options.lockTtlMs === undefined ? this.options.lockTtlMs : checkDuration('lockTtlMs', options.lockTtlMs);
-    const lockKey = this.keys.lock(target.scope, target.step);
-    const fenceKey = this.keys.fence(target.scope, target.step);
+    const lockTtlMs = callDuration('lockTtlMs', options.lockTtlMs, this.options.lockTtlMs);
+    const keys = this.keysFor(target.namespace);
+    const base = keys.scopeBase(target.scope);
+    const step = encodeId('step', target.step);
+    const lockKey = `${base}:l:${step}`;
     const artifactKey = this.artifactKey(target);
     const token = randomUUID(); // 122 random bits, and cheaper than randomBytes
-    const mode = target.externalArtifactKey === undefined ? 'result' : 'exists';
-    const context = contextOf(target, lockKey);
-    const reply = await this.call(
-      context,
-      () =>
-        acquireScript(
-        this.redis,
-        [artifactKey, lockKey, fenceKey],
-        [token, lockTtlMs, mode, target.holder ?? '', target.argsHash ?? '', this.fenceTtlMs(lockTtlMs)],
-          true,
-        ),
+    const mode = target.externalArtifactKey !== undefined ? 'x' : options.readTtl ? 't' : 'r';
+    const argsHash = target.argsHash ?? '';
+    const reply = await this.store.run(
+      () => contextOf(target, lockKey),
+      acquireScript(this.redis, [artifactKey, lockKey], [token, lockTtlMs, mode, lockTail(argsHash, target.holder ?? '')], true),
       // A timed-out acquire may still run later (ioredis keeps it queued while offline): queue a
       // compare-and-delete of the same token right behind it, so a lock nobody holds never stays.
-      () => void releaseScript(this.redis, [lockKey], [token, '']).catch(() => undefined),
+      () => void releaseScript(this.redis, [lockKey, `${base}:w:${step}`], [token, '']).catch(() => undefined),
     );
+    if (typeof reply === 'number') {
+      return { kind: 'acquired', lease: { target, lockKey, artifactKey, waitersKey: `${base}:w:${step}`, token, fencingToken: reply } };
+    }
+    if (Buffer.isBuffer(reply)) return { kind: 'fast-forward', artifact: this.storedResult(reply, target, artifactKey), artifactKey };
+    if (Buffer.isBuffer(reply[0])) {
+      return { kind: 'fast-forward', artifact: this.storedResult(reply[0], target, artifactKey), artifactKey, ttlMs: Number(reply[1]) };
+    }
     switch (reply[0]) {
-      case 1:
-        return { kind: 'fast-forward', artifact: Buffer.from(reply[1]), artifactKey, ttlMs: Number(reply[2]) };
-      case 2:
-        return { kind: 'acquired', lease: { target, lockKey, artifactKey, fenceKey, token, fencingToken: Number(reply[1]) } };
-      case 3: {
-        const holder = reply[2].toString();
-        return { kind: 'held', ttlMs: Number(reply[1]), lockKey, holder, sameHolder: holder !== '' && holder === target.holder, fencingToken: Number(reply[3]) };
+      case ACQUIRE_REPLY.EXISTS:
+        return { kind: 'fast-forward', artifact: Buffer.alloc(0), artifactKey, ttlMs: Number(reply[1]) };
+      case ACQUIRE_REPLY.HELD: {
+        const lock = parseLock(reply[2].toString());
+        if (lock === undefined) throw new FireOnceProtocolError('the lock holds a value this protocol never writes', contextOf(target, lockKey));
+        const sameHolder = lock.holder !== '' && lock.holder === target.holder;
+        if (!sameHolder && differs(argsHash, lock.argsHash)) throw conflict(target, lockKey, 'the dispatch in flight was started');
+        return { kind: 'held', ttlMs: Number(reply[1]), lockKey, holder: lock.holder, sameHolder, fencingToken: lock.fencingToken };
       }
-      case 4: {
-        const where = reply[1].toString() === 'artifact' ? 'the stored artifact was produced' : 'the dispatch in flight was started';
-        throw new FireOnceKeyConflict(
-          `step ${JSON.stringify(target.step)} in scope ${JSON.stringify(target.scope)} was called with other arguments than ${where} with`,
-          { ...context, key: reply[1].toString() === 'artifact' ? artifactKey : lockKey },
-        );
-      }
-      case 5:
-        throw new FireOnceCorruptArtifact(`stored artifact is not one this library wrote: ${reply[1].toString()}`, { ...context, key: artifactKey });
+      case ACQUIRE_REPLY.CORRUPT:
+        throw new FireOnceCorruptArtifact(`stored artifact is not one this library wrote: ${reply[1].toString()}`, contextOf(target, artifactKey));
       default:
-        throw new FireOnceStoreUnavailable(`unexpected reply from acquire script: ${String(reply[0])}`, context);
+        throw new FireOnceProtocolError(`unexpected reply from ${acquireScript.command}: ${String(reply[0])}`, contextOf(target, lockKey));
     }
   }
 
   /**
-   * Store the result artifact after a successful dispatch. The lock is left to expire.
-   * Resolves `true` if the lock was still ours, `false` if it had expired or moved on.
+   * Store the result artifact after a successful dispatch; in the same atomic step the lock is
+   * deleted if it is still ours, so the artifact takes over with no gap. Resolves whether the lock
+   * was still ours, and the waiters that were parked on it. If Redis does not answer in time, the
+   * `FireOnceStoreUnavailable` carries the commit as `late`, which settles with the same result
+   * if the commit lands after all.
    */
-  async commit(lease: Lease, artifact: Buffer, options: { readonly artifactTtlMs?: number } = {}): Promise<boolean> {
-    const ttl = options.artifactTtlMs === undefined ? this.options.artifactTtlMs : checkDuration('artifactTtlMs', options.artifactTtlMs);
-    const reply = await this.call(contextOf(lease.target, lease.artifactKey, lease.token), () =>
-      commitScript(this.redis, [lease.artifactKey, lease.lockKey], [lease.token, artifact, ttl, lease.target.argsHash ?? '', this.channel(lease.target)]),
+  async commit(lease: Lease, artifact: Buffer, options: { readonly artifactTtlMs?: number } = {}): Promise<Settled> {
+    const ttl = callDuration('artifactTtlMs', options.artifactTtlMs, this.options.artifactTtlMs);
+    const record = formatArtifact(lease.target.argsHash ?? '', artifact);
+    return this.store.run(
+      () => contextOf(lease.target, lease.artifactKey, lease.token),
+      commitScript(this.redis, [lease.artifactKey, lease.lockKey, lease.waitersKey], [lease.token, record, ttl, this.channel(lease.target)], true).then(settled),
     );
-    return reply === 1;
   }
 
   /**
-   * Compare-and-delete the lock after a failed dispatch. Resolves `true` if it was ours and is
-   * gone, `false` if it was refused (expired, or another holder's): a stale owner never deletes a
-   * newer owner's lock.
+   * Compare-and-delete the lock after a failed dispatch. `ours` is false if the release was
+   * refused (expired, or another holder's): a stale owner never deletes a newer owner's lock.
+   * The waiters parked on a released lock are handed over, to be failed so that they retry.
    */
-  async release(lease: Lease): Promise<boolean> {
-    const reply = await this.call(contextOf(lease.target, lease.lockKey, lease.token), () =>
-      releaseScript(this.redis, [lease.lockKey], [lease.token, this.channel(lease.target)]),
+  async release(lease: Lease): Promise<Settled> {
+    return this.store.run(
+      () => contextOf(lease.target, lease.lockKey, lease.token),
+      releaseScript(this.redis, [lease.lockKey, lease.waitersKey], [lease.token, this.channel(lease.target)], true).then(settled),
     );
-    return reply === 1;
   }
 
   /**
    * Compare-and-expire: set the lock's TTL to `lockTtlMs` if it still holds this lease's token.
-   * Renews a lease, or holds the lock after an external-artifact dispatch succeeded. Resolves
-   * `false` if the lock was lost (expired or another holder's); nothing is changed then.
+   * Renews a lease, or holds the lock after a dispatch that stored no artifact. Resolves `false`
+   * if the lock was lost (expired or another holder's); nothing is changed then.
    */
   async extend(lease: Lease, lockTtlMs: number): Promise<boolean> {
-    const ttl = checkDuration('lockTtlMs', lockTtlMs);
-    const reply = await this.call(contextOf(lease.target, lease.lockKey, lease.token), () =>
-      extendScript(this.redis, [lease.lockKey, lease.fenceKey], [lease.token, ttl, this.fenceTtlMs(ttl)]),
+    const ttl = GUARD_OPTIONS.lockTtlMs.check('lockTtlMs', lockTtlMs);
+    return this.store.run(
+      () => contextOf(lease.target, lease.lockKey, lease.token),
+      extendScript(this.redis, [lease.lockKey, lease.waitersKey], [lease.token, ttl, ttl + WAITERS_GRACE_MS]).then((reply) => reply === 1),
     );
-    return reply === 1;
   }
 
   /**
@@ -207,49 +251,53 @@ export class FireOnceGuard {
    * again, and publish the key so every worker's local cache drops its copy. Resolves whether
    * an artifact existed.
    */
-  async invalidate(scope: string, jobType: string): Promise<boolean> {
-    const key = this.keys.artifact(scope, jobType);
-    const reply = await this.call({ key, scope, jobType }, () => invalidateScript(this.redis, [key], [this.keys.invalidations()]));
-    return reply === 1;
-  }
-
-  /**
-   * The fencing counter outlives every lock and artifact of its step, so tokens never restart
-   * while a holder or its result can still be around.
-   */
-  private fenceTtlMs(lockTtlMs: number): number {
-    return this.options.artifactTtlMs + Math.max(lockTtlMs, this.options.lockTtlMs);
-  }
-
-  private channel(target: DispatchTarget): string {
-    return this.options.publishWakeUps ? this.keys.wakeChannel(target.scope) : '';
+  async invalidate(scope: string, jobType: string, namespace?: string): Promise<boolean> {
+    const keys = this.keysFor(namespace);
+    const key = keys.artifact(scope, jobType);
+    return this.store.run(
+      () => ({ key, scope, jobType }),
+      invalidateScript(this.redis, [key], [keys.invalidations()]).then((reply) => reply === 1),
+    );
   }
 
   /** The artifact key the target is checked against: the external one, or the guard's own. */
   artifactKey(target: DispatchTarget): string {
-    if (target.externalArtifactKey === undefined) return this.keys.artifact(target.scope, target.jobType);
+    if (target.externalArtifactKey === undefined) return this.keysFor(target.namespace).artifact(target.scope, target.jobType);
     encodeId('jobType', target.jobType); // validated even when unused in the key
     return target.externalArtifactKey;
   }
 
-  private async call<T>(context: FireOnceErrorContext, op: () => Promise<T>, onTimeout?: () => void): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        onTimeout?.();
-        reject(new FireOnceStoreUnavailable(`Redis did not answer within ${this.options.storeTimeoutMs} ms`, context));
-      }, this.options.storeTimeoutMs);
-    });
-    try {
-      return await Promise.race([op(), timeout]);
-    } catch (err) {
-      if (err instanceof FireOnceError) throw err;
-      const message = err instanceof Error ? err.message : String(err);
-      throw new FireOnceStoreUnavailable(`Redis call failed: ${message}`, context, { cause: err });
-    } finally {
-      clearTimeout(timer);
-    }
+  private channel(target: DispatchTarget): string {
+    return this.options.publishWakeUps ? this.keysFor(target.namespace).wakeChannel(target.scope) : '';
   }
+
+  /** The payload of a stored artifact record, once its args hash is checked against the call's. */
+  private storedResult(record: Buffer, target: DispatchTarget, artifactKey: string): Buffer {
+    const artifact = parseArtifact(record);
+    if (artifact === undefined) {
+      throw new FireOnceCorruptArtifact('stored artifact is not one this library wrote: not an artifact record', contextOf(target, artifactKey));
+    }
+    if (differs(target.argsHash ?? '', artifact.argsHash)) throw conflict(target, artifactKey, 'the stored artifact was produced');
+    return artifact.payload;
+  }
+}
+
+/** Two args hashes disagree only when both calls recorded one. */
+function differs(mine: string, stored: string): boolean {
+  return mine !== '' && stored !== '' && mine !== stored;
+}
+
+function conflict(target: DispatchTarget, key: string, what: string): FireOnceKeyConflict {
+  return new FireOnceKeyConflict(
+    `step ${JSON.stringify(target.step)} in scope ${JSON.stringify(target.scope)} was called with other arguments than ${what} with`,
+    contextOf(target, key),
+  );
+}
+
+function settled(reply: SettleReply): Settled {
+  if (typeof reply === 'number') return { ours: reply === 1, waiters: [] };
+  const [ours, ...waiters] = reply;
+  return { ours: ours === 1, waiters };
 }
 
 function contextOf(target: DispatchTarget, key: string, token?: string): FireOnceErrorContext {

@@ -1,21 +1,34 @@
 import { FireOnceInvalidId } from './errors';
 
 /**
- * Longest accepted scope, step or job type, in UTF-8 bytes, before encoding.
+ * Longest accepted scope, step, job type or namespace, in UTF-8 bytes, before encoding.
  *
  * @example
  * ```ts
- * import { MAX_ID_BYTES } from 'temporal-fire-once';
+ * import { MAX_ID_BYTES } from 'temporal-fire-once/core';
  * Buffer.byteLength('session-42') <= MAX_ID_BYTES; // true
  * ```
  */
 export const MAX_ID_BYTES = 512;
 
 /** Which kind of ID is being encoded; named in error messages. */
-export type IdKind = 'scope' | 'step' | 'jobType';
+export type IdKind = 'scope' | 'step' | 'jobType' | 'namespace';
 
+/**
+ * The protocol version: the `v3` segment of every key, and the value of the protocol marker.
+ *
+ * @example
+ * ```ts
+ * import { PROTOCOL_VERSION } from 'temporal-fire-once/core';
+ * PROTOCOL_VERSION; // 3
+ * ```
+ */
+export const PROTOCOL_VERSION = 3;
+
+// An ID made only of these is its own encoding: the common case costs one regular expression.
+const PLAIN = /^[A-Za-z0-9._~-]{1,512}$/;
 // Everything outside this set is percent-encoded, `%` included, so the encoding is injective
-// and an encoded ID can never carry a glob character, a colon, a brace, whitespace or NUL.
+// and an encoded ID can never carry a glob character, a colon, a slash, a brace, whitespace or NUL.
 const UNRESERVED = /^[A-Za-z0-9._~-]$/;
 
 /**
@@ -24,11 +37,12 @@ const UNRESERVED = /^[A-Za-z0-9._~-]$/;
  *
  * @example
  * ```ts
- * import { encodeId } from 'temporal-fire-once';
+ * import { encodeId } from 'temporal-fire-once/core';
  * encodeId('scope', 'chat:7*'); // 'chat%3A7%2A'
  * ```
  */
 export function encodeId(kind: IdKind, id: unknown): string {
+  if (typeof id === 'string' && PLAIN.test(id)) return id;
   if (typeof id !== 'string') {
     throw new FireOnceInvalidId(`${kind} must be a string (got ${typeof id})`);
   }
@@ -55,7 +69,7 @@ export function encodeId(kind: IdKind, id: unknown): string {
  *
  * @example
  * ```ts
- * import { decodeId } from 'temporal-fire-once';
+ * import { decodeId } from 'temporal-fire-once/core';
  * decodeId('chat%3A7%2A'); // 'chat:7*'
  * ```
  */
@@ -67,63 +81,94 @@ export function decodeId(encoded: string): string {
 export const KEY_PREFIX_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 
 /**
- * The one place keys are built. Layout, with `{…}` a Redis Cluster hash tag so that every key of
- * one scope lives in one slot:
- *
- * - lock:     `<prefix>:{<scope>}:lock:<step>`
- * - artifact: `<prefix>:{<scope>}:artifact:<jobType>`
- * - fencing:  `<prefix>:{<scope>}:fence:<step>`, the counter behind fencing tokens
- * - external: `<prefix>:{<scope>}:external:<jobType>`, a suggested key for artifacts that the
- *   dispatched job writes itself (external-artifact mode)
- * - channel:  `<prefix>:{<scope>}:wake`, the pub/sub channel that wakes waiters of the scope
- * - log:      `<prefix>:log`, the dispatch log stream (one per prefix, in its own slot)
- * - channel:  `<prefix>:invalidations`, where invalidated artifact keys are published
+ * The Temporal namespace keys are filed under when none is given.
  *
  * @example
  * ```ts
- * import { FireOnceKeys } from 'temporal-fire-once';
+ * import { DEFAULT_NAMESPACE, FireOnceKeys } from 'temporal-fire-once/core';
+ * new FireOnceKeys('fire-once').namespace === DEFAULT_NAMESPACE; // true
+ * ```
+ */
+export const DEFAULT_NAMESPACE = 'default';
+
+/** What one key of a scope is: its kind and the step or job type it names. */
+export type ScopeKeyKind = 'artifact' | 'lock' | 'waiters' | 'external';
+
+const KIND_TAGS: Readonly<Record<ScopeKeyKind, string>> = { artifact: 'a', lock: 'l', waiters: 'w', external: 'x' };
+const TAG_KINDS: Readonly<Record<string, ScopeKeyKind>> = { a: 'artifact', l: 'lock', w: 'waiters', x: 'external' };
+
+/** A key of this layout read back by {@link FireOnceKeys.parse}. */
+export interface ParsedKey {
+  readonly namespace: string;
+  readonly scope: string;
+  readonly kind: ScopeKeyKind | 'wake';
+  /** The step (lock, waiters) or job type (artifact, external); absent for the wake channel. */
+  readonly id?: string;
+}
+
+/**
+ * The one place keys are built and parsed. Protocol v3 layout, with `{…}` a Redis Cluster hash
+ * tag so that every key of one scope in one namespace lives in one slot:
+ *
+ * - artifact: `<prefix>:v3:{<ns>/<scope>}:a:<jobType>`, a string (see `records.ts`)
+ * - lock:     `<prefix>:v3:{<ns>/<scope>}:l:<step>`, a string (see `records.ts`)
+ * - waiters:  `<prefix>:v3:{<ns>/<scope>}:w:<step>`, a list of parked waiters' task tokens
+ * - external: `<prefix>:v3:{<ns>/<scope>}:x:<jobType>`, a suggested key for artifacts that the
+ *   dispatched job writes itself (external-artifact mode)
+ * - channel:  `<prefix>:v3:{<ns>/<scope>}:wake`, where commits and releases wake waiters
+ * - log:      `<prefix>:v3:<ns>:log`, the namespace's dispatch log stream
+ * - channel:  `<prefix>:v3:<ns>:invalidations`, where invalidated artifact keys are published
+ * - marker:   `<prefix>:protocol`, the protocol version the prefix is written with
+ *
+ * Every ID is encoded by {@link encodeId}, which never emits `:`, `/`, `{` or `}`, so no scope,
+ * step or namespace can forge another's key, and `v3:{` (scope keys) and `v3:<ns>:` (namespace
+ * keys) never meet.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceKeys } from 'temporal-fire-once/core';
  * const keys = new FireOnceKeys('fire-once');
- * keys.lock('session-42', 'dispatch-summary'); // 'fire-once:{session-42}:lock:dispatch-summary'
- * keys.artifact('chat:7', 'summary');          // 'fire-once:{chat%3A7}:artifact:summary'
- * keys.external('chat:7', 'summary');          // 'fire-once:{chat%3A7}:external:summary'
+ * keys.lock('session-42', 'dispatch-summary'); // 'fire-once:v3:{default/session-42}:l:dispatch-summary'
+ * keys.artifact('chat:7', 'summary');          // 'fire-once:v3:{default/chat%3A7}:a:summary'
+ * new FireOnceKeys('fire-once', 'tenant-b').log(); // 'fire-once:v3:tenant-b:log'
  * ```
  */
 export class FireOnceKeys {
-  constructor(readonly prefix: string) {}
+  /** `<prefix>:v3:`, the start of every key but the protocol marker. */
+  readonly root: string;
+  private readonly ns: string;
 
-  /** The hash-tagged part shared by every key of `scope`: `<prefix>:{<scope>}`. */
-  scopeBase(scope: string): string {
-    return `${this.prefix}:{${encodeId('scope', scope)}}`;
+  constructor(
+    readonly prefix: string,
+    readonly namespace: string = DEFAULT_NAMESPACE,
+  ) {
+    this.root = `${prefix}:v${PROTOCOL_VERSION}:`;
+    this.ns = encodeId('namespace', namespace);
   }
 
-  /** The fire-once lock of one `(scope, step)`. */
-  lock(scope: string, step: string): string {
-    return `${this.scopeBase(scope)}:lock:${encodeId('step', step)}`;
+  /** The same layout for another namespace. */
+  forNamespace(namespace: string): FireOnceKeys {
+    return namespace === this.namespace ? this : new FireOnceKeys(this.prefix, namespace);
+  }
+
+  /** The hash-tagged part shared by every key of `scope`: `<prefix>:v3:{<ns>/<scope>}`. */
+  scopeBase(scope: string): string {
+    return `${this.root}{${this.ns}/${encodeId('scope', scope)}}`;
   }
 
   /** The result artifact of one `(scope, jobType)`. */
   artifact(scope: string, jobType: string): string {
-    return `${this.scopeBase(scope)}:artifact:${encodeId('jobType', jobType)}`;
+    return `${this.scopeBase(scope)}:a:${encodeId('jobType', jobType)}`;
   }
 
-  /** The dispatch log stream of this prefix. */
-  log(): string {
-    return `${this.prefix}:log`;
+  /** The fire-once lock of one `(scope, step)`. */
+  lock(scope: string, step: string): string {
+    return `${this.scopeBase(scope)}:l:${encodeId('step', step)}`;
   }
 
-  /** The pub/sub channel on which invalidated artifact keys are published to local caches. */
-  invalidations(): string {
-    return `${this.prefix}:invalidations`;
-  }
-
-  /** The fencing counter of one `(scope, step)`. */
-  fence(scope: string, step: string): string {
-    return `${this.scopeBase(scope)}:fence:${encodeId('step', step)}`;
-  }
-
-  /** The pub/sub channel on which commits and releases in `scope` wake waiters. */
-  wakeChannel(scope: string): string {
-    return `${this.scopeBase(scope)}:wake`;
+  /** The list of waiters parked on one `(scope, step)` while its lock is held. */
+  waiters(scope: string, step: string): string {
+    return `${this.scopeBase(scope)}:w:${encodeId('step', step)}`;
   }
 
   /**
@@ -132,6 +177,49 @@ export class FireOnceKeys {
    * job write the same key.
    */
   external(scope: string, jobType: string): string {
-    return `${this.scopeBase(scope)}:external:${encodeId('jobType', jobType)}`;
+    return `${this.scopeBase(scope)}:x:${encodeId('jobType', jobType)}`;
+  }
+
+  /** The pub/sub channel on which commits and releases in `scope` wake waiters. */
+  wakeChannel(scope: string): string {
+    return `${this.scopeBase(scope)}:wake`;
+  }
+
+  /** The dispatch log stream of this namespace. */
+  log(): string {
+    return `${this.root}${this.ns}:log`;
+  }
+
+  /** The pub/sub channel on which this namespace's invalidated artifact keys are published. */
+  invalidations(): string {
+    return `${this.root}${this.ns}:invalidations`;
+  }
+
+  /** The key that records which protocol version this prefix is written with. */
+  protocolMarker(): string {
+    return `${this.prefix}:protocol`;
+  }
+
+  /** A SCAN pattern for every scope key of this namespace (encoded IDs carry no glob character). */
+  namespacePattern(): string {
+    return `${this.root}{${this.ns}/*`;
+  }
+
+  /**
+   * Read back a scope key or wake channel of this prefix, in any namespace; `undefined` for
+   * anything else (another prefix, the log, another protocol version).
+   */
+  parse(key: string): ParsedKey | undefined {
+    if (!key.startsWith(`${this.root}{`)) return undefined;
+    const match = /^\{([^/{}:]+)\/([^/{}:]+)\}:(?:([alwx]):([^:]+)|(wake))$/.exec(key.slice(this.root.length));
+    if (match === null) return undefined;
+    const [, ns, scope, tag, id, wake] = match;
+    const base = { namespace: decodeId(ns), scope: decodeId(scope) };
+    return wake === undefined ? { ...base, kind: TAG_KINDS[tag], id: decodeId(id) } : { ...base, kind: 'wake' };
+  }
+
+  /** The key of `kind` for `(scope, id)`, for code that walks every kind. */
+  ofKind(kind: ScopeKeyKind, scope: string, id: string): string {
+    return `${this.scopeBase(scope)}:${KIND_TAGS[kind]}:${encodeId(kind === 'artifact' || kind === 'external' ? 'jobType' : 'step', id)}`;
   }
 }

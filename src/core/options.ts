@@ -1,9 +1,135 @@
 import { FireOnceConfigError } from './errors';
-import { KEY_PREFIX_PATTERN } from './keys';
+import { DEFAULT_NAMESPACE, KEY_PREFIX_PATTERN, encodeId } from './keys';
 import type { RedisClient } from './scripts';
 
 /** The longest TTL or timeout the options accept: 365 days. Anything longer is a typo. */
 export const MAX_DURATION_MS = 365 * 24 * 60 * 60 * 1000;
+
+/**
+ * One option, declared once: its default and the check that turns a given value into a resolved
+ * one or throws {@link FireOnceConfigError} naming the option (`label`) and its unit.
+ */
+export interface OptionSpec<T> {
+  readonly default: T;
+  readonly check: (label: string, value: unknown) => T;
+}
+
+/** A table of options by name. */
+export type OptionSpecs = Readonly<Record<string, OptionSpec<unknown>>>;
+
+/** The resolved values of a table of options. */
+export type Resolved<S extends OptionSpecs> = { readonly [K in keyof S]: S[K] extends OptionSpec<infer T> ? T : never };
+
+/** A whole number from 1 to `max`, in `unit` (ms, bytes, entries). */
+export function positiveInteger(unit: string, max: number): OptionSpec<number>['check'] {
+  return (label, value) => {
+    if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
+      throw new FireOnceConfigError(`${label} must be a positive integer (got ${describe(value)})`);
+    }
+    if (value > max) throw new FireOnceConfigError(`${label} must be at most ${max} ${unit} (got ${value})`);
+    return value;
+  };
+}
+
+/** A duration in milliseconds, from 1 to `max`. */
+export function duration(defaultMs: number, max = MAX_DURATION_MS): OptionSpec<number> {
+  return { default: defaultMs, check: positiveInteger('ms', max) };
+}
+
+/** A boolean. */
+export function flag(defaultValue: boolean): OptionSpec<boolean> {
+  return {
+    default: defaultValue,
+    check: (label, value) => {
+      if (typeof value !== 'boolean') throw new FireOnceConfigError(`${label} must be a boolean (got ${describe(value)})`);
+      return value;
+    },
+  };
+}
+
+/** One of a closed set of strings. */
+export function oneOf<T extends string>(allowed: readonly T[], defaultValue: T): OptionSpec<T> {
+  return {
+    default: defaultValue,
+    check: (label, value) => {
+      if (!allowed.includes(value as T)) throw new FireOnceConfigError(`${label} must be one of ${allowed.join(', ')} (got ${describe(value)})`);
+      return value as T;
+    },
+  };
+}
+
+/** An option with no default: `undefined` unless given. */
+export function optional<T>(check: OptionSpec<T>['check']): OptionSpec<T | undefined> {
+  return { default: undefined, check };
+}
+
+/** Throws {@link FireOnceConfigError} for any key of `options` not in `known`. */
+export function checkKnownKeys(where: string, options: object, known: readonly string[]): void {
+  const unknown = Object.keys(options).filter((key) => !known.includes(key));
+  if (unknown.length > 0) {
+    throw new FireOnceConfigError(`${where}: unknown option ${unknown.map((k) => JSON.stringify(k)).join(', ')}`);
+  }
+}
+
+/**
+ * Resolve `options` against `specs`: every given value checked (messages name `labelPrefix` +
+ * the option), every absent one defaulted. Keys outside `specs` are not read.
+ */
+export function resolveSpecs<S extends OptionSpecs>(specs: S, options: Readonly<Record<string, unknown>>, labelPrefix = ''): Resolved<S> {
+  const resolved: Record<string, unknown> = {};
+  for (const [name, spec] of Object.entries(specs)) {
+    const value = options[name];
+    resolved[name] = value === undefined ? spec.default : spec.check(`${labelPrefix}${name}`, value);
+  }
+  return resolved as Resolved<S>;
+}
+
+/** The defaults of a table of options, frozen. */
+export function defaultsOf<S extends OptionSpecs>(specs: S): Resolved<S> {
+  return Object.freeze(Object.fromEntries(Object.entries(specs).map(([name, spec]) => [name, spec.default]))) as Resolved<S>;
+}
+
+/** A printable rendering of a bad option value. */
+export function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'function') return 'a function';
+  if (value !== null && typeof value === 'object') return 'an object';
+  return String(value);
+}
+
+/** An ID-shaped option (a namespace), checked as keys encode it. */
+function idOption(kind: 'namespace', defaultValue: string): OptionSpec<string> {
+  return {
+    default: defaultValue,
+    check: (label, value) => {
+      try {
+        encodeId(kind, value);
+      } catch (err) {
+        throw new FireOnceConfigError(`${label}: ${(err as Error).message}`);
+      }
+      return value as string;
+    },
+  };
+}
+
+/** Every option of the core guard but `redis`, with its default and its check. */
+export const GUARD_OPTIONS = {
+  keyPrefix: {
+    default: 'fire-once',
+    check: (label: string, value: unknown): string => {
+      if (typeof value !== 'string' || !KEY_PREFIX_PATTERN.test(value)) {
+        throw new FireOnceConfigError(`${label} must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit (got ${describe(value)})`);
+      }
+      return value;
+    },
+  },
+  namespace: idOption('namespace', DEFAULT_NAMESPACE),
+  lockTtlMs: duration(15 * 60 * 1000),
+  artifactTtlMs: duration(7 * 24 * 60 * 60 * 1000),
+  storeTimeoutMs: duration(5_000, 60_000),
+  publishWakeUps: flag(true),
+} as const satisfies OptionSpecs;
 
 /**
  * Options of the core guard; the plugin takes these too.
@@ -17,19 +143,25 @@ export interface FireOnceGuardOptions {
    */
   readonly keyPrefix?: string;
   /**
-   * TTL of the fire-once lock. It is also how long retries stay blocked after a worker crashes
-   * between dispatch and failure: pick the realistic worst-case job time plus margin.
+   * The namespace keys are filed under, unless a call names its own. The Temporal plugin files
+   * each activity's keys under the activity's own Temporal namespace instead.
+   * @defaultValue `'default'`
+   */
+  readonly namespace?: string;
+  /**
+   * TTL of the fire-once lock, in ms. It is also how long retries stay blocked after a worker
+   * crashes between dispatch and failure: pick the realistic worst-case job time plus margin.
    * @defaultValue `900_000` (15 minutes)
    */
   readonly lockTtlMs?: number;
   /**
-   * TTL of a stored result artifact: how long later invocations fast-forward instead of running.
-   * Keep it longer than any invocation can arrive after the first.
+   * TTL of a stored result artifact, in ms: how long later invocations fast-forward instead of
+   * running. Keep it longer than any invocation can arrive after the first.
    * @defaultValue `604_800_000` (7 days)
    */
   readonly artifactTtlMs?: number;
   /**
-   * How long one Redis call may take before the guard gives up and fails closed with
+   * How long one Redis call may take, in ms, before the guard gives up and fails closed with
    * `FireOnceStoreUnavailable`.
    * @defaultValue `5_000`
    */
@@ -43,83 +175,38 @@ export interface FireOnceGuardOptions {
 }
 
 /** Guard options with every default filled in. */
-export type ResolvedGuardOptions = Required<FireOnceGuardOptions>;
+export type ResolvedGuardOptions = Resolved<typeof GUARD_OPTIONS> & { readonly redis: RedisClient };
 
 /**
  * The guard's defaults.
  *
  * @example
  * ```ts
- * import { GUARD_DEFAULTS } from 'temporal-fire-once';
+ * import { GUARD_DEFAULTS } from 'temporal-fire-once/core';
  * GUARD_DEFAULTS.keyPrefix; // 'fire-once'
  * ```
  */
-export const GUARD_DEFAULTS = Object.freeze({
-  keyPrefix: 'fire-once',
-  lockTtlMs: 15 * 60 * 1000,
-  artifactTtlMs: 7 * 24 * 60 * 60 * 1000,
-  storeTimeoutMs: 5_000,
-  publishWakeUps: true,
-} as const);
+export const GUARD_DEFAULTS = defaultsOf(GUARD_OPTIONS);
 
-/** Throws {@link FireOnceConfigError} naming `field` unless `value` is an integer in 1..max. */
-export function checkDuration(field: string, value: unknown, max = MAX_DURATION_MS): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
-    throw new FireOnceConfigError(`${field} must be a positive integer (got ${describe(value)})`);
-  }
-  if (value > max) {
-    throw new FireOnceConfigError(`${field} must be at most ${max} ms (got ${value})`);
-  }
-  return value;
-}
-
-/** Throws {@link FireOnceConfigError} naming `field` unless `value` is a boolean. */
-export function checkBoolean(field: string, value: unknown): boolean {
-  if (typeof value !== 'boolean') throw new FireOnceConfigError(`${field} must be a boolean (got ${describe(value)})`);
-  return value;
-}
-
-/** Throws {@link FireOnceConfigError} for any key of `options` not in `known`. */
-export function checkKnownKeys(where: string, options: object, known: readonly string[]): void {
-  const unknown = Object.keys(options).filter((key) => !known.includes(key));
-  if (unknown.length > 0) {
-    throw new FireOnceConfigError(`${where}: unknown option ${unknown.map((k) => JSON.stringify(k)).join(', ')}`);
-  }
-}
-
-/** A printable rendering of a bad option value. */
-export function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'bigint') return `${value}n`;
-  if (typeof value === 'function') return 'a function';
-  if (value !== null && typeof value === 'object') return 'an object';
-  return String(value);
-}
-
-const GUARD_KEYS = ['redis', 'keyPrefix', 'lockTtlMs', 'artifactTtlMs', 'storeTimeoutMs', 'publishWakeUps'] as const;
-
-/** Check the redis client and every guard option, fill in defaults. */
-export function resolveGuardOptions(options: FireOnceGuardOptions, extraKeys: readonly string[] = []): ResolvedGuardOptions {
+/** Throws {@link FireOnceConfigError} unless `options` is an object with a usable ioredis client. */
+export function checkRedisOptions(options: unknown): asserts options is { readonly redis: RedisClient } {
   if (options === null || typeof options !== 'object') {
     throw new FireOnceConfigError(`options must be an object (got ${describe(options)})`);
   }
-  checkKnownKeys('temporal-fire-once', options, [...GUARD_KEYS, ...extraKeys]);
-  const { redis } = options;
+  const { redis } = options as { redis?: unknown };
   if (redis === null || typeof redis !== 'object' || typeof (redis as { defineCommand?: unknown }).defineCommand !== 'function') {
     throw new FireOnceConfigError(`redis must be an ioredis Redis or Cluster instance (got ${describe(redis)})`);
   }
-  const keyPrefix = options.keyPrefix ?? GUARD_DEFAULTS.keyPrefix;
-  if (typeof keyPrefix !== 'string' || !KEY_PREFIX_PATTERN.test(keyPrefix)) {
-    throw new FireOnceConfigError(
-      `keyPrefix must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit (got ${describe(keyPrefix)})`,
-    );
-  }
-  return {
-    redis,
-    keyPrefix,
-    lockTtlMs: checkDuration('lockTtlMs', options.lockTtlMs ?? GUARD_DEFAULTS.lockTtlMs),
-    artifactTtlMs: checkDuration('artifactTtlMs', options.artifactTtlMs ?? GUARD_DEFAULTS.artifactTtlMs),
-    storeTimeoutMs: checkDuration('storeTimeoutMs', options.storeTimeoutMs ?? GUARD_DEFAULTS.storeTimeoutMs, 60_000),
-    publishWakeUps: checkBoolean('publishWakeUps', options.publishWakeUps ?? GUARD_DEFAULTS.publishWakeUps),
-  };
+}
+
+/** Check the redis client and every guard option, fill in defaults. */
+export function resolveGuardOptions(options: FireOnceGuardOptions): ResolvedGuardOptions {
+  checkRedisOptions(options);
+  checkKnownKeys('temporal-fire-once', options, ['redis', ...Object.keys(GUARD_OPTIONS)]);
+  return { redis: options.redis, ...resolveSpecs(GUARD_OPTIONS, options as unknown as Record<string, unknown>) };
+}
+
+/** A per-call duration: the guard's own when absent, else checked like the option. */
+export function callDuration(name: 'lockTtlMs' | 'artifactTtlMs', value: number | undefined, fallback: number): number {
+  return value === undefined ? fallback : GUARD_OPTIONS[name].check(name, value);
 }

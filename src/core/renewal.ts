@@ -19,7 +19,8 @@ export interface Renewal {
  *
  * @example
  * ```ts
- * import { FireOnceGuard, startRenewal } from 'temporal-fire-once';
+ * import { FireOnceGuard } from 'temporal-fire-once';
+ * import { startRenewal } from 'temporal-fire-once/core';
  * import { Redis } from 'ioredis';
  *
  * export async function withLease(redis: Redis, job: (signal: AbortSignal) => Promise<void>): Promise<void> {

@@ -14,6 +14,18 @@ type ScriptArg = string | number | Buffer;
 type Invoke = (...keysAndArgs: ScriptArg[]) => Promise<unknown>;
 
 /**
+ * The folder the guard's Lua scripts live in; PROTOCOL.md names them, and packages copy them.
+ *
+ * @example
+ * ```ts
+ * import { readdirSync } from 'node:fs';
+ * import { SCRIPTS_DIR } from 'temporal-fire-once/core';
+ * readdirSync(SCRIPTS_DIR).includes('acquire.lua'); // true
+ * ```
+ */
+export const SCRIPTS_DIR = join(__dirname, 'scripts');
+
+/**
  * A typed Lua script, registered once per client through `defineCommand` under a versioned name
  * so that two library versions on one client never call each other's script. ioredis runs it with
  * EVALSHA and falls back to EVAL after a `SCRIPT FLUSH`.
@@ -23,6 +35,8 @@ export interface LuaScript<Args extends readonly ScriptArg[], Result> {
   readonly command: string;
   /** The script's source, header included. */
   readonly lua: string;
+  /** How many of its arguments are keys. */
+  readonly numberOfKeys: number;
   /** Run it: string replies decode as UTF-8 unless `buffers` is set. */
   (redis: RedisClient, keys: readonly string[], args: Args, buffers?: boolean): Promise<Result>;
 }
@@ -31,7 +45,7 @@ export interface LuaScript<Args extends readonly ScriptArg[], Result> {
  * Define the script in `<dir>/<file>` under the versioned command `name`. `dir` defaults to this
  * module's `scripts/`; the CLI keeps its own scripts in `src/cli/scripts`.
  */
-export function defineScript<Args extends readonly ScriptArg[], Result>(file: string, name: string, numberOfKeys: number, dir = join(__dirname, 'scripts')) {
+export function defineScript<Args extends readonly ScriptArg[], Result>(file: string, name: string, numberOfKeys: number, dir = SCRIPTS_DIR) {
   const lua = readFileSync(join(dir, file), 'utf8');
   const run = (redis: RedisClient, keys: readonly string[], args: Args, buffers = false): Promise<Result> => {
     const client = redis as unknown as Record<string, Invoke | undefined>;
@@ -39,38 +53,66 @@ export function defineScript<Args extends readonly ScriptArg[], Result>(file: st
     const invoke = client[buffers ? `${name}Buffer` : name] as Invoke;
     return invoke.call(redis, ...keys, ...args) as Promise<Result>;
   };
-  return Object.assign(run, { lua, command: name }) as LuaScript<Args, Result>;
+  return Object.assign(run, { lua, command: name, numberOfKeys }) as LuaScript<Args, Result>;
 }
 
-/** Raw reply of acquire.lua: see the script's header. */
+/**
+ * The coded replies of acquire.lua (see its header). The two hot replies carry no code: a bulk
+ * string is a fast-forward to the artifact record, an integer is an acquire and its fencing token.
+ *
+ * @example
+ * ```ts
+ * import { ACQUIRE_REPLY } from 'temporal-fire-once/core';
+ * ACQUIRE_REPLY.HELD; // 3: {3, pttl, lock record}
+ * ```
+ */
+export const ACQUIRE_REPLY = Object.freeze({ EXISTS: 1, HELD: 3, CORRUPT: 5 } as const);
+
+/** Raw reply of acquire.lua, read with buffers. */
 export type AcquireReply =
-  | [1, Buffer | string, number]
-  | [2, number]
-  | [3, number, Buffer | string, number]
-  | [4, Buffer | string, Buffer | string]
-  | [5, Buffer | string];
+  | Buffer
+  | number
+  | [Buffer, number]
+  | [typeof ACQUIRE_REPLY.EXISTS, number]
+  | [typeof ACQUIRE_REPLY.HELD, number, Buffer]
+  | [typeof ACQUIRE_REPLY.CORRUPT, Buffer];
 
-/** Fast-forward, acquire, report the holder, or report a payload conflict, in one round trip. */
-export const acquireScript = defineScript<
-  [token: string, lockTtlMs: number, mode: 'result' | 'exists', holder: string, argsHash: string, fenceTtlMs: number],
-  AcquireReply
->('acquire.lua', 'fireOnceAcquireV2', 3);
-
-/** Write the artifact on success and wake waiters; 1 if the lock was still ours, else 0. */
-export const commitScript = defineScript<
-  [token: string, artifact: Buffer, artifactTtlMs: number, argsHash: string, channel: string],
-  0 | 1
->('commit.lua', 'fireOnceCommitV2', 2);
-
-/** Compare-and-delete the lock on failure and wake waiters; 1 if deleted, 0 if refused. */
-export const releaseScript = defineScript<[token: string, channel: string], 0 | 1>('release.lua', 'fireOnceReleaseV2', 1);
-
-/** Compare-and-expire the lock (lease renewal, hold after success); 1 if ours, 0 if lost. */
-export const extendScript = defineScript<[token: string, lockTtlMs: number, fenceTtlMs: number], 0 | 1>(
-  'extend.lua',
-  'fireOnceExtendV2',
+/** Fast-forward, acquire or report the holder, in one round trip. */
+export const acquireScript = defineScript<[token: string, lockTtlMs: number, mode: 'r' | 't' | 'x', lockTail: string], AcquireReply>(
+  'acquire.lua',
+  'fireOnceAcquireV3',
   2,
 );
 
+/** Reply of commit.lua and release.lua: whether the lock was ours, then any parked waiters' task tokens. */
+export type SettleReply = 0 | 1 | [0 | 1, ...Buffer[]];
+
+/** Write the artifact, delete the lock if still ours, wake and hand over parked waiters. */
+export const commitScript = defineScript<[token: string, artifact: Buffer, artifactTtlMs: number, channel: string], SettleReply>(
+  'commit.lua',
+  'fireOnceCommitV3',
+  3,
+);
+
+/** Compare-and-delete the lock on failure, wake and hand over parked waiters; 0 if refused. */
+export const releaseScript = defineScript<[token: string, channel: string], SettleReply>('release.lua', 'fireOnceReleaseV3', 2);
+
+/** Compare-and-expire the lock (lease renewal, hold after the dispatch); 1 if ours, 0 if lost. */
+export const extendScript = defineScript<[token: string, lockTtlMs: number, waitersTtlMs: number], 0 | 1>('extend.lua', 'fireOnceExtendV3', 2);
+
 /** Delete an artifact and publish its key to every worker's cache; 1 if it existed, else 0. */
-export const invalidateScript = defineScript<[channel: string], 0 | 1>('invalidate.lua', 'fireOnceInvalidateV2', 1);
+export const invalidateScript = defineScript<[channel: string], 0 | 1>('invalidate.lua', 'fireOnceInvalidateV3', 1);
+
+/** Append a batch of dispatch-log entries (each a field count, then its fields) to one stream; resolves how many. */
+export const logAppendScript = defineScript<(string | number)[], number>('log-append.lua', 'fireOnceLogAppendV3', 1);
+
+/**
+ * Every script of the protocol, for tests and tools that check them all.
+ *
+ * @example
+ * ```ts
+ * import { PROTOCOL_SCRIPTS } from 'temporal-fire-once/core';
+ * PROTOCOL_SCRIPTS.map((s) => s.command); // ['fireOnceAcquireV3', 'fireOnceCommitV3', ...]
+ * ```
+ */
+export const PROTOCOL_SCRIPTS = [acquireScript, commitScript, releaseScript, extendScript, invalidateScript, logAppendScript] as const;

@@ -28,7 +28,8 @@ export type TurnOutcome = Exclude<AcquireOutcome, { kind: 'held' }>;
  *
  * @example
  * ```ts
- * import { FireOnceGuard, WakeHub, waitForTurn } from 'temporal-fire-once';
+ * import { FireOnceGuard } from 'temporal-fire-once';
+ * import { WakeHub, waitForTurn } from 'temporal-fire-once/core';
  * import { Redis } from 'ioredis';
  *
  * export async function acquireOrWait(redis: Redis) {
@@ -96,7 +97,7 @@ async function joinWakeChannel(
   if (hub === undefined || !guard.options.publishWakeUps) return { recheck: false, leave: () => undefined };
   let left = false;
   let unsubscribe: (() => void) | undefined;
-  const joined = hub.join(guard.keys.wakeChannel(target.scope), onWake).then(
+  const joined = hub.join(guard.keysFor(target.namespace).wakeChannel(target.scope), onWake).then(
     (leave) => {
       if (left) leave();
       else unsubscribe = leave;

@@ -9,7 +9,8 @@ type Waiter = (message: string) => void;
  *
  * @example
  * ```ts
- * import { FireOnceGuard, WakeHub } from 'temporal-fire-once';
+ * import { FireOnceGuard } from 'temporal-fire-once';
+ * import { WakeHub } from 'temporal-fire-once/core';
  * import { Redis } from 'ioredis';
  *
  * export async function onNextCommit(redis: Redis, scope: string, run: () => void): Promise<() => void> {

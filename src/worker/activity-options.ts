@@ -1,24 +1,8 @@
 import type { Info } from '@temporalio/activity';
 import { FireOnceConfigError } from '../core/errors';
 import { encodeId } from '../core/keys';
-import { checkBoolean, checkDuration, checkKnownKeys, describe } from '../core/options';
-
-/**
- * What a guarded activity does when another invocation holds the lock:
- * - `'wait'`: wait for the artifact and return it; compete again if the holder fails.
- * - `'fail'`: throw the retryable `FireOnceInFlight`, with `nextRetryDelay` from the lock's TTL.
- * - `'skip'`: resolve `undefined` at once. Only for activities typed `Promise<void>`.
- */
-export type InFlightPolicy = 'wait' | 'fail' | 'skip';
-
-/**
- * How the lock lives while the activity runs:
- * - `'lease'`: a short `leaseMs` TTL, renewed every third of it while the activity is alive, so a
- *   crashed worker blocks retries for at most about one lease.
- * - `'fixed'`: the seed's fixed `lockTtlMs`, never renewed: for dispatchers whose job outlives
- *   the activity by an unknown margin.
- */
-export type LockMode = 'lease' | 'fixed';
+import { GUARD_OPTIONS, checkKnownKeys, describe, flag, oneOf } from '../core/options';
+import { ACTIVITY_DEFAULT_OPTIONS, type InFlightPolicy, type LockMode } from './options';
 
 /** What a call whose arguments differ from the first call's does: fail, or share its outcome. */
 export type ConflictPolicy = 'fail' | 'ignore';
@@ -113,12 +97,8 @@ export type ValueFireOnceOptions<A extends readonly unknown[]> = FireOnceOptions
   readonly artifact?: 'result';
 };
 
-/** Accepted in-flight policies, lock modes and conflict policies. */
-export const POLICIES: readonly InFlightPolicy[] = ['wait', 'fail', 'skip'];
-export const LOCK_MODES: readonly LockMode[] = ['lease', 'fixed'];
-export const CONFLICT_POLICIES: readonly ConflictPolicy[] = ['fail', 'ignore'];
-/** The longest lease: a lease is meant to be short; use `'fixed'` beyond this. */
-export const MAX_LEASE_MS = 10 * 60 * 1000;
+const CONFLICT_POLICY = oneOf<ConflictPolicy>(['fail', 'ignore'], 'fail');
+const OBSERVE_ONLY = flag(false);
 const KNOWN = [
   'step',
   'jobType',
@@ -133,14 +113,6 @@ const KNOWN = [
   'conflictKey',
   'observeOnly',
 ] as const;
-
-/** Check a value against a closed set; throws `FireOnceConfigError` naming the field. */
-export function checkOneOf<T extends string>(field: string, value: unknown, allowed: readonly T[]): T {
-  if (!allowed.includes(value as T)) {
-    throw new FireOnceConfigError(`${field} must be one of ${allowed.join(', ')} (got ${describe(value)})`);
-  }
-  return value as T;
-}
 
 /** Check per-activity options; throws `FireOnceConfigError` naming the field. */
 export function checkActivityOptions(options: FireOnceOptions<never>, where: string): void {
@@ -158,16 +130,17 @@ export function checkActivityOptions(options: FireOnceOptions<never>, where: str
   if (scope !== undefined && typeof scope !== 'function') {
     throw new FireOnceConfigError(`${where}: scope must be a function (args, info) => string (got ${describe(scope)})`);
   }
-  if (onInFlight !== undefined) checkOneOf(`${where}: onInFlight`, onInFlight, POLICIES);
-  if (lockMode !== undefined) checkOneOf(`${where}: lockMode`, lockMode, LOCK_MODES);
-  if (onConflict !== undefined) checkOneOf(`${where}: onConflict`, onConflict, CONFLICT_POLICIES);
+  const label = (name: string) => `${where}: ${name}`;
+  if (onInFlight !== undefined) ACTIVITY_DEFAULT_OPTIONS.onInFlight.check(label('onInFlight'), onInFlight);
+  if (lockMode !== undefined) ACTIVITY_DEFAULT_OPTIONS.lockMode.check(label('lockMode'), lockMode);
+  if (onConflict !== undefined) CONFLICT_POLICY.check(label('onConflict'), onConflict);
   if (conflictKey !== undefined && typeof conflictKey !== 'function') {
     throw new FireOnceConfigError(`${where}: conflictKey must be a function (args) => value (got ${describe(conflictKey)})`);
   }
-  if (leaseMs !== undefined) checkDuration(`${where}: leaseMs`, leaseMs, MAX_LEASE_MS);
-  if (options.observeOnly !== undefined) checkBoolean(`${where}: observeOnly`, options.observeOnly);
-  if (lockTtlMs !== undefined) checkDuration(`${where}: lockTtlMs`, lockTtlMs);
-  if (artifactTtlMs !== undefined) checkDuration(`${where}: artifactTtlMs`, artifactTtlMs);
+  if (leaseMs !== undefined) ACTIVITY_DEFAULT_OPTIONS.leaseMs.check(label('leaseMs'), leaseMs);
+  if (options.observeOnly !== undefined) OBSERVE_ONLY.check(label('observeOnly'), options.observeOnly);
+  if (lockTtlMs !== undefined) GUARD_OPTIONS.lockTtlMs.check(label('lockTtlMs'), lockTtlMs);
+  if (artifactTtlMs !== undefined) GUARD_OPTIONS.artifactTtlMs.check(label('artifactTtlMs'), artifactTtlMs);
   if (artifact !== undefined && artifact !== 'result' && typeof (artifact as ExternalArtifact)?.external !== 'function') {
     throw new FireOnceConfigError(`${where}: artifact must be 'result' or { external: (ids) => key } (got ${describe(artifact)})`);
   }

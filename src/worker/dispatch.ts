@@ -1,27 +1,27 @@
-import { CompleteAsyncError, type Context } from '@temporalio/activity';
-import { defaultPayloadConverter, type Payload } from '@temporalio/common';
-import { FireOnceArtifactTooLarge, FireOnceUnstorableResult } from '../core/errors';
-import { holderId, type FireOnceGuard, type Lease } from '../core/guard';
+import { CompleteAsyncError } from '@temporalio/activity';
+import type { Payload } from '@temporalio/common';
+import { FireOnceArtifactTooLarge, FireOnceStoreUnavailable, FireOnceUnstorableResult } from '../core/errors';
+import { holderId, type Lease, type Settled } from '../core/guard';
 import { startRenewal, type Renewal } from '../core/renewal';
-import type { LockMode } from './activity-options';
 import { encodeArtifact, resultOf } from './artifact';
 import { runWithFireOnceContext } from './context';
 import type { GuardedCall } from './interceptor';
 import type { Observer } from './observe';
+import type { LockMode } from './options';
 
 /**
  * Run the activity under a held lock. In `'lease'` mode the lease is renewed until the activity
  * settles. Failure (cancellation included) releases the lock by compare-and-delete and rethrows
- * the original error. Success stores the artifact (`'result'` mode) or holds the lock for
- * `lockTtlMs` (external artifacts); the lock is never released on success.
+ * the original error. Success stores the artifact, which takes over from the lock in one atomic
+ * step (`'result'` mode), or holds the lock for `lockTtlMs` (external artifacts).
  */
 export async function dispatch(call: GuardedCall, observer: Observer, lease: Lease, lockMode: LockMode, leaseMs: number): Promise<unknown> {
-  const { config, ctx } = call;
+  const { setup, ctx } = call;
   const log = logContext(lease);
   const holder = { holder: log.holder, fencingToken: lease.fencingToken };
   const renewal =
     lockMode === 'lease'
-      ? startRenewal(config.guard, lease, leaseMs, (err) => {
+      ? startRenewal(setup.guard, lease, leaseMs, (err) => {
           observer.decision('lock-lost', holder);
           ctx.log.warn('fire-once: lockLost', { ...log, error: err.message });
         })
@@ -43,7 +43,7 @@ export async function dispatch(call: GuardedCall, observer: Observer, lease: Lea
     // Completing asynchronously is neither success nor failure: the job is still running, so
     // the lock stays (held for lockTtlMs, since nothing renews it any more).
     if (err instanceof CompleteAsyncError) await hold(call, lease, renewal);
-    else observer.decision((await releaseAfterFailure(config.guard, ctx, lease, log)) ? 'released-on-failure' : 'release-refused', holder);
+    else await releaseAfterFailure(call, observer, lease);
     throw err;
   }
   renewal?.stop();
@@ -55,11 +55,11 @@ export async function dispatch(call: GuardedCall, observer: Observer, lease: Lea
 }
 
 async function commitResult(call: GuardedCall, observer: Observer, lease: Lease, renewal: Renewal | undefined, result: unknown): Promise<unknown> {
-  const { config, options, ctx } = call;
+  const { setup, options, ctx } = call;
   const log = logContext(lease);
   let payload: Payload;
   try {
-    payload = (config.payloadConverter ?? defaultPayloadConverter).toPayload(result);
+    payload = setup.payloadConverter.toPayload(result);
   } catch (err) {
     await hold(call, lease, renewal);
     // The converter's own message quotes the value it failed on, i.e. the result: it must not
@@ -70,26 +70,39 @@ async function commitResult(call: GuardedCall, observer: Observer, lease: Lease,
       { ...log, jobType: lease.target.jobType, activityType: ctx.info.activityType },
     );
   }
+  let bytes: Buffer;
   try {
-    const bytes = await encodeArtifact(payload, config.payloadCodecs ?? []);
-    const max = config.maxArtifactBytes ?? 1024 * 1024;
-    if (bytes.length > max) {
-      const err = new FireOnceArtifactTooLarge(`artifact of ${bytes.length} bytes exceeds maxArtifactBytes (${max}); not stored, lock held for lockTtlMs`, log);
-      ctx.log.error(`fire-once: ${err.message}`, { ...log, type: err.type });
-      await hold(call, lease, renewal);
-    } else {
-      const artifactTtlMs = options.artifactTtlMs ?? config.guard.options.artifactTtlMs;
-      const stillOurs = await config.guard.commit(lease, bytes, { artifactTtlMs });
-      config.cache?.set(lease.artifactKey, bytes, lease.target.argsHash ?? '', artifactTtlMs);
-      observer.decision('committed', { holder: log.holder, fencingToken: lease.fencingToken });
-      if (!stillOurs) ctx.log.warn('fire-once: artifact written after the lock had expired; raise lockTtlMs or leaseMs above the job time', log);
-    }
+    bytes = await encodeArtifact(payload, setup.payloadCodecs);
+  } catch (err) {
+    ctx.log.error('fire-once: the payload codec failed on the result; result delivered, not stored, lock held for lockTtlMs', { ...log, error: (err as Error).message });
+    await hold(call, lease, renewal);
+    return resultOf(payload, setup.payloadConverter);
+  }
+  const max = setup.defaults.maxArtifactBytes;
+  if (bytes.length > max) {
+    const err = new FireOnceArtifactTooLarge(`artifact of ${bytes.length} bytes exceeds maxArtifactBytes (${max}); not stored, lock held for lockTtlMs`, log);
+    ctx.log.error(`fire-once: ${err.message}`, { ...log, type: err.type });
+    await hold(call, lease, renewal);
+    return resultOf(payload, setup.payloadConverter);
+  }
+  const artifactTtlMs = options.artifactTtlMs ?? setup.guard.options.artifactTtlMs;
+  const committed = (settled: Settled, late: boolean) => {
+    setup.cache?.set(lease.artifactKey, bytes, lease.target.argsHash ?? '', artifactTtlMs);
+    observer.decision('committed', { holder: log.holder, fencingToken: lease.fencingToken, ...(late ? { late: true } : {}) });
+    if (!settled.ours) ctx.log.warn('fire-once: artifact written after the lock had expired; raise lockTtlMs or leaseMs above the job time', log);
+  };
+  try {
+    committed(await setup.guard.commit(lease, bytes, { artifactTtlMs }), false);
   } catch (err) {
     // The job ran and its result is in hand: deliver it. Later invocations stay held off only as
     // long as the lock lives; after that, with no artifact, they would dispatch again.
-    ctx.log.error('fire-once: could not store the artifact; result delivered, lock left to its TTL', { ...log, error: (err as Error).message });
+    followLate(call, err, 'commit', 'the artifact', {
+      landed: (settled) => committed(settled as Settled, true),
+      timedOut: 'result delivered; whether the artifact is stored is unknown until Redis answers, and the lock is left to its TTL',
+      failed: 'could not store the artifact; result delivered, lock left to its TTL',
+    });
   }
-  return resultOf(payload, config.payloadConverter);
+  return resultOf(payload, setup.payloadConverter);
 }
 
 /**
@@ -98,26 +111,64 @@ async function commitResult(call: GuardedCall, observer: Observer, lease: Lease,
  */
 async function hold(call: GuardedCall, lease: Lease, renewal: Renewal | undefined): Promise<void> {
   if (renewal === undefined) return; // 'fixed' mode: the lock already has lockTtlMs
-  const ttl = call.options.lockTtlMs ?? call.config.guard.options.lockTtlMs;
+  const ttl = call.options.lockTtlMs ?? call.setup.guard.options.lockTtlMs;
+  const lost = () => call.ctx.log.warn('fire-once: lock lost before it could be held after the dispatch', logContext(lease));
   try {
-    if (!(await call.config.guard.extend(lease, ttl))) call.ctx.log.warn('fire-once: lock lost before it could be held after the dispatch', logContext(lease));
+    if (!(await call.setup.guard.extend(lease, ttl))) lost();
   } catch (err) {
-    call.ctx.log.error('fire-once: could not hold the lock after the dispatch; it expires with its lease', { ...logContext(lease), error: (err as Error).message });
+    followLate(call, err, 'hold', 'the lock', {
+      landed: (held) => (held ? call.ctx.log.info('fire-once: the hold that timed out landed: lock held for lockTtlMs', logContext(lease)) : lost()),
+      timedOut: 'whether the lock is held after the dispatch is unknown until Redis answers; it expires with its lease if not',
+      failed: 'could not hold the lock after the dispatch; it expires with its lease',
+    });
   }
 }
 
-/** Compare-and-delete after a failure; never throws. Resolves whether the lock was released. */
-async function releaseAfterFailure(guard: FireOnceGuard, ctx: Context, lease: Lease, log: Record<string, string>): Promise<boolean> {
+/** Compare-and-delete after a failure; never throws. */
+async function releaseAfterFailure(call: GuardedCall, observer: Observer, lease: Lease): Promise<void> {
+  const log = logContext(lease);
+  const holder = { holder: log.holder, fencingToken: lease.fencingToken };
+  const released = (settled: Settled, late: boolean) => {
+    observer.decision(settled.ours ? 'released-on-failure' : 'release-refused', { ...holder, ...(late ? { late: true } : {}) });
+    if (settled.ours) call.ctx.log.info('fire-once: dispatch failed, lock released', log);
+    else call.ctx.log.warn('fire-once: dispatch failed, lock release refused (expired or held by another holder)', log);
+  };
   try {
-    if (await guard.release(lease)) {
-      ctx.log.info('fire-once: dispatch failed, lock released', log);
-      return true;
-    }
-    ctx.log.warn('fire-once: dispatch failed, lock release refused (expired or held by another holder)', log);
+    released(await call.setup.guard.release(lease), false);
   } catch (err) {
-    ctx.log.error('fire-once: dispatch failed and releasing the lock failed too; it expires by its TTL', { ...log, error: (err as Error).message });
+    followLate(call, err, 'release', 'the lock', {
+      landed: (settled) => released(settled as Settled, true),
+      timedOut: 'dispatch failed; whether the lock is released is unknown until Redis answers; it expires by its TTL if not',
+      failed: 'dispatch failed and releasing the lock failed too; it expires by its TTL',
+    });
   }
-  return false;
+}
+
+/**
+ * A store call failed. If it timed out, ioredis may still run it once Redis is back: say so at
+ * once ("unknown"), then report what really happened when it settles. Anything else failed for good.
+ */
+function followLate(
+  { ctx }: GuardedCall,
+  err: unknown,
+  what: string,
+  subject: string,
+  report: { readonly landed: (reply: unknown) => void; readonly timedOut: string; readonly failed: string },
+): void {
+  const log = { ...(err instanceof FireOnceStoreUnavailable ? err.context : {}), error: (err as Error).message };
+  const late = err instanceof FireOnceStoreUnavailable ? err.late : undefined;
+  if (late === undefined) {
+    ctx.log.error(`fire-once: ${report.failed}`, log);
+    return;
+  }
+  ctx.log.error(`fire-once: the ${what} timed out; ${report.timedOut}`, { ...log, outcome: 'unknown' });
+  late.then(
+    (reply) => {
+      ctx.log.warn(`fire-once: the ${what} that timed out landed after all`, { ...log, outcome: 'landed' });
+      report.landed(reply);
+    },
+    (lateErr: unknown) => ctx.log.error(`fire-once: the ${what} that timed out failed: ${subject} was not changed`, { ...log, outcome: 'failed', error: (lateErr as Error).message }),
+  );
 }
 
 function logContext(lease: Lease): Record<string, string> {

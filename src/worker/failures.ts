@@ -6,7 +6,7 @@ import { FireOnceInFlight, type FireOnceError } from '../core/errors';
  *
  * @example
  * ```ts
- * import { MAX_IN_FLIGHT_RETRY_DELAY_MS } from 'temporal-fire-once';
+ * import { MAX_IN_FLIGHT_RETRY_DELAY_MS } from 'temporal-fire-once/core';
  * MAX_IN_FLIGHT_RETRY_DELAY_MS; // 10000
  * ```
  */
@@ -20,7 +20,8 @@ const MIN_IN_FLIGHT_RETRY_DELAY_MS = 100;
  *
  * @example
  * ```ts
- * import { FireOnceInFlight, toApplicationFailure } from 'temporal-fire-once';
+ * import { FireOnceInFlight } from 'temporal-fire-once';
+ * import { toApplicationFailure } from 'temporal-fire-once/core';
  * const failure = toApplicationFailure(new FireOnceInFlight('busy', 30_000));
  * failure.type; // 'FireOnceInFlight'
  * failure.nextRetryDelay; // 10000: capped

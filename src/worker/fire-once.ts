@@ -14,7 +14,8 @@ type AnyFunction = (...args: any[]) => Promise<unknown>; // eslint-disable-line 
  *
  * @example
  * ```ts
- * import { fireOnce, fireOnceOptionsOf } from 'temporal-fire-once';
+ * import { fireOnce } from 'temporal-fire-once';
+ * import { fireOnceOptionsOf } from 'temporal-fire-once/core';
  * const send = fireOnce(async (): Promise<void> => undefined, { jobType: 'mail' });
  * fireOnceOptionsOf(send)?.jobType; // 'mail'
  * ```
@@ -133,7 +134,8 @@ function currentActivityContext(): Context | undefined {
  *
  * @example
  * ```ts
- * import { fireOnce, fireOnceActivityMap } from 'temporal-fire-once';
+ * import { fireOnce } from 'temporal-fire-once';
+ * import { fireOnceActivityMap } from 'temporal-fire-once/core';
  * const map = fireOnceActivityMap({ send: fireOnce(async () => undefined), plain: async () => 1 });
  * map.has('send');  // true
  * map.has('plain'); // false

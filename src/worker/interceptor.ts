@@ -5,33 +5,24 @@ import { SCOPE_HEADER } from '../common/header';
 import type { ArtifactCache } from '../core/artifact-cache';
 import type { DispatchLog } from '../core/dispatch-log';
 import { FireOnceConfigError, FireOnceError, FireOnceInFlight, FireOnceKeyConflict, FireOnceMissingScope } from '../core/errors';
-import { holderId, type DispatchTarget, type FireOnceGuard } from '../core/guard';
-import { checkDuration, checkKnownKeys } from '../core/options';
+import { holderId, type AcquireOutcome, type DispatchTarget, type FireOnceGuard } from '../core/guard';
+import { checkKnownKeys } from '../core/options';
 import { waitForTurn, type TurnOutcome } from '../core/wait';
 import type { WakeHub } from '../core/wake';
-import { LOCK_MODES, MAX_LEASE_MS, POLICIES, checkActivityOptions, checkOneOf, type FireOnceOptions, type InFlightPolicy, type LockMode } from './activity-options';
+import { checkActivityOptions, type FireOnceOptions } from './activity-options';
 import { argsHash } from './args-hash';
 import { decodeArtifact, resultOf } from './artifact';
 import { dispatch } from './dispatch';
 import { toApplicationFailure } from './failures';
 import { markGuarded } from './fire-once';
 import { observe, type Observer } from './observe';
+import { ACTIVITY_DEFAULT_NAMES, resolveActivityDefaults, type ActivityDefaultOptions, type ActivityDefaults } from './options';
 
-/** What the activity interceptor needs: the guard, the policies, and which activities to guard. */
-export interface FireOnceInterceptorConfig {
+/** What the activity interceptor needs: the guard, the worker-wide defaults, and which activities to guard. */
+export interface FireOnceInterceptorConfig extends ActivityDefaultOptions {
   readonly guard: FireOnceGuard;
   /** Guarded activity types and their options; every other activity passes straight through. */
   readonly activities: ReadonlyMap<string, FireOnceOptions>;
-  /** In-flight policy of activities that set none. @defaultValue `'wait'` */
-  readonly onInFlight?: InFlightPolicy;
-  /** Fallback poll interval of `'wait'`. @defaultValue `250` */
-  readonly pollIntervalMs?: number;
-  /** Lock mode of activities that set none. @defaultValue `'lease'` */
-  readonly lockMode?: LockMode;
-  /** Lease of activities that set none. @defaultValue `30_000` */
-  readonly leaseMs?: number;
-  /** Largest stored artifact in bytes. @defaultValue `1_048_576` */
-  readonly maxArtifactBytes?: number;
   /** The worker's payload converter, used to store results. @defaultValue the SDK default */
   readonly payloadConverter?: PayloadConverter;
   /** The worker's payload codecs, applied to artifacts at rest. @defaultValue none */
@@ -44,15 +35,28 @@ export interface FireOnceInterceptorConfig {
   readonly cache?: ArtifactCache;
 }
 
+/** The interceptor's configuration once checked: every default filled in. */
+export interface InterceptorSetup {
+  readonly guard: FireOnceGuard;
+  readonly defaults: ActivityDefaults;
+  readonly payloadConverter: PayloadConverter;
+  readonly payloadCodecs: readonly PayloadCodec[];
+  readonly wake: WakeHub | undefined;
+  readonly dispatchLog: DispatchLog | undefined;
+  readonly cache: ArtifactCache | undefined;
+}
+
+const WHERE = 'createFireOnceActivityInterceptor';
+const CONFIG_KEYS = ['guard', 'activities', 'payloadConverter', 'payloadCodecs', 'wake', 'dispatchLog', 'cache', ...ACTIVITY_DEFAULT_NAMES];
+
 /**
  * The activity interceptor factory behind {@link FireOncePlugin}, for workers that wire
  * interceptors by hand. Guards the activity types listed in `activities`.
  *
  * @example
  * ```ts
- * import {
- *   FireOnceGuard, createFireOnceActivityInterceptor, fireOnce, fireOnceActivityMap, workflowInterceptorModules,
- * } from 'temporal-fire-once';
+ * import { FireOnceGuard, fireOnce } from 'temporal-fire-once';
+ * import { createFireOnceActivityInterceptor, fireOnceActivityMap, workflowInterceptorModules } from 'temporal-fire-once/core';
  * import { Redis } from 'ioredis';
  *
  * const activities = { summarise: fireOnce(async (id: string) => `summary of ${id}`, { jobType: 'summary' }) };
@@ -66,14 +70,26 @@ export interface FireOnceInterceptorConfig {
  * ```
  */
 export function createFireOnceActivityInterceptor(config: FireOnceInterceptorConfig): ActivityInterceptorsFactory {
-  checkInterceptorConfig(config);
+  checkKnownKeys(WHERE, config, CONFIG_KEYS);
+  if (typeof (config.guard as Partial<FireOnceGuard> | undefined)?.acquire !== 'function') throw new FireOnceConfigError(`${WHERE}: guard must be a FireOnceGuard`);
+  if (!(config.activities instanceof Map)) throw new FireOnceConfigError(`${WHERE}: activities must be a Map (see fireOnceActivityMap)`);
+  for (const [name, options] of config.activities) checkActivityOptions(options as FireOnceOptions<never>, `${WHERE}: activity ${JSON.stringify(name)}`);
+  const setup: InterceptorSetup = {
+    guard: config.guard,
+    defaults: resolveActivityDefaults(config, WHERE),
+    payloadConverter: config.payloadConverter ?? defaultPayloadConverter,
+    payloadCodecs: config.payloadCodecs ?? [],
+    wake: config.wake,
+    dispatchLog: config.dispatchLog,
+    cache: config.cache,
+  };
   return (ctx) => {
     const options = config.activities.get(ctx.info.activityType);
     if (options === undefined) return {};
     const inbound: ActivityInboundCallsInterceptor = {
       execute: (input, next) => {
         markGuarded(ctx);
-        return runGuarded({ config, options, ctx, input, next: () => next(input) }).catch((err: unknown) => {
+        return runGuarded({ setup, options, ctx, input, next: () => next(input) }).catch((err: unknown) => {
           throw err instanceof FireOnceError ? toApplicationFailure(err, { activityType: ctx.info.activityType }) : err;
         });
       },
@@ -82,38 +98,9 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
   };
 }
 
-const CONFIG_KEYS = [
-  'guard',
-  'activities',
-  'onInFlight',
-  'pollIntervalMs',
-  'lockMode',
-  'leaseMs',
-  'maxArtifactBytes',
-  'payloadConverter',
-  'payloadCodecs',
-  'wake',
-  'dispatchLog',
-  'cache',
-];
-
-/** The same checks the plugin makes, for interceptors wired by hand. */
-function checkInterceptorConfig(config: FireOnceInterceptorConfig): void {
-  const where = 'createFireOnceActivityInterceptor';
-  checkKnownKeys(where, config, CONFIG_KEYS);
-  if (typeof (config.guard as Partial<FireOnceGuard> | undefined)?.acquire !== 'function') throw new FireOnceConfigError(`${where}: guard must be a FireOnceGuard`);
-  if (!(config.activities instanceof Map)) throw new FireOnceConfigError(`${where}: activities must be a Map (see fireOnceActivityMap)`);
-  if (config.onInFlight !== undefined) checkOneOf(`${where}: onInFlight`, config.onInFlight, POLICIES);
-  if (config.lockMode !== undefined) checkOneOf(`${where}: lockMode`, config.lockMode, LOCK_MODES);
-  if (config.pollIntervalMs !== undefined) checkDuration(`${where}: pollIntervalMs`, config.pollIntervalMs, 60_000);
-  if (config.leaseMs !== undefined) checkDuration(`${where}: leaseMs`, config.leaseMs, MAX_LEASE_MS);
-  if (config.maxArtifactBytes !== undefined) checkDuration(`${where}: maxArtifactBytes`, config.maxArtifactBytes, 512 * 1024 * 1024);
-  for (const [name, options] of config.activities) checkActivityOptions(options as FireOnceOptions<never>, `${where}: activity ${JSON.stringify(name)}`);
-}
-
 /** One guarded call: everything the decision and the dispatch need. */
 export interface GuardedCall {
-  readonly config: FireOnceInterceptorConfig;
+  readonly setup: InterceptorSetup;
   readonly options: FireOnceOptions;
   readonly ctx: Context;
   readonly input: ActivityExecuteInput;
@@ -121,20 +108,25 @@ export interface GuardedCall {
 }
 
 async function runGuarded(call: GuardedCall): Promise<unknown> {
-  const { config, options, ctx } = call;
+  const { setup, options, ctx } = call;
   const target = resolveTarget(call);
-  const observer = observe(ctx, target, config.dispatchLog);
+  const observer = observe(ctx, target, setup.dispatchLog);
   if (options.observeOnly) {
     observer.decision('dispatched');
     return call.next();
   }
-  const cached = target.externalArtifactKey === undefined ? config.cache?.get(config.guard.artifactKey(target), target.argsHash ?? '') : undefined;
-  if (cached !== undefined) return fastForward(call, target, observer, { artifact: cached, artifactKey: config.guard.artifactKey(target) });
-  const lockMode = options.lockMode ?? config.lockMode ?? 'lease';
-  const acquireOptions = { lockTtlMs: lockMode === 'lease' ? (options.leaseMs ?? config.leaseMs ?? 30_000) : (options.lockTtlMs ?? config.guard.options.lockTtlMs) };
+  const { guard, cache } = setup;
+  const cacheable = cache !== undefined && target.externalArtifactKey === undefined;
+  if (cacheable) {
+    const cached = cache.get(guard.artifactKey(target), target.argsHash ?? '');
+    if (cached !== undefined) return fastForward(call, target, observer, { artifact: cached, artifactKey: guard.artifactKey(target) });
+  }
+  const lockMode = options.lockMode ?? setup.defaults.lockMode;
+  const lockTtlMs = lockMode === 'lease' ? (options.leaseMs ?? setup.defaults.leaseMs) : (options.lockTtlMs ?? guard.options.lockTtlMs);
+  const acquireOptions = { lockTtlMs, readTtl: cacheable };
   const outcome = await noteConflicts(observer, async () => {
     const started = performance.now();
-    const first = await config.guard.acquire(target, acquireOptions);
+    const first = await guard.acquire(target, acquireOptions);
     observer.acquireLatency(performance.now() - started);
     return first.kind === 'held' ? onHeld(call, target, observer, first, acquireOptions) : first;
   });
@@ -142,15 +134,15 @@ async function runGuarded(call: GuardedCall): Promise<unknown> {
 
   if (outcome.kind === 'acquired') {
     observer.decision('dispatched', { holder: holderId(outcome.lease.token), fencingToken: outcome.lease.fencingToken });
-    return dispatch(call, observer, outcome.lease, lockMode, acquireOptions.lockTtlMs);
+    return dispatch(call, observer, outcome.lease, lockMode, lockTtlMs);
   }
-  if (target.externalArtifactKey === undefined) config.cache?.set(outcome.artifactKey, outcome.artifact, target.argsHash ?? '', outcome.ttlMs);
+  if (cacheable && outcome.ttlMs !== undefined) cache.set(outcome.artifactKey, outcome.artifact, target.argsHash ?? '', outcome.ttlMs);
   return fastForward(call, target, observer, outcome);
 }
 
 /** Return the stored result (`'result'` mode) or `undefined` (external artifact) without running. */
 async function fastForward(
-  { config, ctx }: GuardedCall,
+  { setup, ctx }: GuardedCall,
   target: DispatchTarget,
   observer: Observer,
   found: { readonly artifact: Buffer; readonly artifactKey: string },
@@ -159,18 +151,18 @@ async function fastForward(
   ctx.log.debug('fire-once: artifact found, fast-forward', { key: found.artifactKey, scope: target.scope, jobType: target.jobType });
   if (target.externalArtifactKey !== undefined) return undefined;
   const context = { key: found.artifactKey, scope: target.scope, jobType: target.jobType };
-  return resultOf(await decodeArtifact(found.artifact, config.payloadCodecs ?? [], context), config.payloadConverter);
+  return resultOf(await decodeArtifact(found.artifact, setup.payloadCodecs, context), setup.payloadConverter);
 }
 
 /** The in-flight policy: skip (`undefined`), fail, or wait for the artifact or the lock. */
 async function onHeld(
-  { config, options, ctx }: GuardedCall,
+  { setup, options, ctx }: GuardedCall,
   target: DispatchTarget,
   observer: Observer,
-  held: Extract<Awaited<ReturnType<FireOnceGuard['acquire']>>, { kind: 'held' }>,
-  acquireOptions: { lockTtlMs: number },
+  held: Extract<AcquireOutcome, { kind: 'held' }>,
+  acquireOptions: { readonly lockTtlMs: number },
 ): Promise<TurnOutcome | undefined> {
-  const policy = options.onInFlight ?? config.onInFlight ?? 'wait';
+  const policy = options.onInFlight ?? setup.defaults.onInFlight;
   const context = { key: held.lockKey, scope: target.scope, step: target.step, jobType: target.jobType };
   if (policy === 'skip') {
     observer.decision('in-flight-skipped', { fencingToken: held.fencingToken });
@@ -183,7 +175,7 @@ async function onHeld(
   }
   const started = performance.now();
   try {
-    const outcome = await waitForTurn(config.guard, target, held, acquireOptions, waitOptions(config, ctx));
+    const outcome = await waitForTurn(setup.guard, target, held, acquireOptions, waitOptions(setup, ctx));
     observer.decision('in-flight-waited', { fencingToken: held.fencingToken });
     return outcome;
   } catch (err) {
@@ -203,8 +195,8 @@ async function noteConflicts<T>(observer: Observer, fn: () => Promise<T>): Promi
   }
 }
 
-function resolveTarget({ config, options, ctx, input }: GuardedCall): DispatchTarget {
-  const { activityType, workflowExecution, activityId } = ctx.info;
+function resolveTarget({ setup, options, ctx, input }: GuardedCall): DispatchTarget {
+  const { activityType, workflowExecution, activityId, namespace } = ctx.info;
   const scope = options.scope !== undefined ? options.scope(input.args, ctx.info) : scopeFromHeaders(input.headers);
   if (scope === undefined) {
     throw new FireOnceMissingScope(
@@ -215,9 +207,9 @@ function resolveTarget({ config, options, ctx, input }: GuardedCall): DispatchTa
   const step = options.step ?? activityType;
   const jobType = options.jobType ?? step;
   const holder = `${workflowExecution?.workflowId ?? ''} ${workflowExecution?.runId ?? ''} ${activityId}`;
-  const hash = argsHash(options, input.args, config.payloadConverter ?? defaultPayloadConverter);
+  const hash = argsHash(options, input.args, setup.payloadConverter);
+  const base = { scope, step, jobType, namespace: setup.defaults.keyNamespace ?? namespace, holder, argsHash: hash };
   const artifact = options.artifact;
-  const base = { scope, step, jobType, holder, argsHash: hash };
   if (artifact === undefined || artifact === 'result') return base;
   return { ...base, externalArtifactKey: artifact.external({ scope, jobType }) };
 }
@@ -229,10 +221,10 @@ function scopeFromHeaders(headers: Headers): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
-function waitOptions(config: FireOnceInterceptorConfig, ctx: Context) {
+function waitOptions(setup: InterceptorSetup, ctx: Context) {
   const { info } = ctx;
   const heartbeatMs = info.heartbeatTimeoutMs;
-  const pollIntervalMs = Math.min(config.pollIntervalMs ?? 250, heartbeatMs ? Math.max(Math.floor(heartbeatMs / 2), 1) : Infinity);
+  const pollIntervalMs = Math.min(setup.defaults.pollIntervalMs, heartbeatMs ? Math.max(Math.floor(heartbeatMs / 2), 1) : Infinity);
   const startToClose = info.startToCloseTimeoutMs;
   // Give up before Temporal times this attempt out, so the failure is ours and says why.
   const margin = Math.min(1_000, Math.floor(startToClose * 0.2));
@@ -241,6 +233,6 @@ function waitOptions(config: FireOnceInterceptorConfig, ctx: Context) {
     deadline: info.currentAttemptScheduledTimestampMs + startToClose - margin,
     signal: ctx.cancellationSignal,
     onPoll: heartbeatMs ? () => ctx.heartbeat() : undefined,
-    wake: config.wake,
+    wake: setup.wake,
   };
 }

@@ -9,7 +9,7 @@ import type { DispatchTarget } from '../core/guard';
  *
  * @example
  * ```ts
- * import { METRICS } from 'temporal-fire-once';
+ * import { METRICS } from 'temporal-fire-once/core';
  * METRICS.decisions; // 'fire_once_decisions', tagged decision, activity_type, step, job_type
  * ```
  */
@@ -21,7 +21,7 @@ export const METRICS = Object.freeze({
 
 /** Records one guarded call's decisions: dispatch log, metrics and logs, from one place. */
 export interface Observer {
-  decision(decision: Decision, extra?: { readonly holder?: string; readonly fencingToken?: number }): void;
+  decision(decision: Decision, extra?: { readonly holder?: string; readonly fencingToken?: number; readonly late?: boolean }): void;
   acquireLatency(ms: number): void;
   waitTime(ms: number): void;
 }
@@ -36,6 +36,7 @@ export function observe(ctx: Context, target: DispatchTarget, log: DispatchLog |
       decisions.add(1, { decision });
       log?.record({
         decision,
+        namespace: target.namespace,
         scope: target.scope,
         step: target.step,
         jobType: target.jobType,

@@ -1,15 +1,17 @@
-import { loadDataConverter } from '@temporalio/common/lib/internal-non-workflow';
 import { SimplePlugin } from '@temporalio/plugin';
 import type { Worker, WorkerOptions } from '@temporalio/worker';
 import { ArtifactCache } from '../core/artifact-cache';
 import { DispatchLog } from '../core/dispatch-log';
 import { FireOnceConfigError } from '../core/errors';
 import { FireOnceGuard } from '../core/guard';
+import { DEFAULT_NAMESPACE } from '../core/keys';
+import { claimProtocol } from '../core/protocol';
 import { isCluster } from '../core/scripts';
 import { WakeHub } from '../core/wake';
-import { createFireOnceActivityInterceptor } from './interceptor';
+import { loadWorkerConverter } from './converter';
 import { fireOnceActivityMap } from './fire-once';
-import { resolvePluginOptions, ttlWarnings, type FireOncePluginOptions, type ResolvedPluginOptions } from './plugin-options';
+import { createFireOnceActivityInterceptor } from './interceptor';
+import { resolvePluginOptions, ttlWarnings, type FireOncePluginOptions, type ResolvedPluginOptions } from './options';
 
 /**
  * Paths of the workflow interceptor modules that carry the dispatch scope from
@@ -17,7 +19,7 @@ import { resolvePluginOptions, ttlWarnings, type FireOncePluginOptions, type Res
  *
  * @example
  * ```ts
- * import { workflowInterceptorModules } from 'temporal-fire-once';
+ * import { workflowInterceptorModules } from 'temporal-fire-once/core';
  * // bundleWorkflowCode({ workflowsPath, workflowInterceptorModules: [...workflowInterceptorModules] })
  * console.log(workflowInterceptorModules.length); // 1
  * ```
@@ -29,9 +31,11 @@ export const workflowInterceptorModules: readonly string[] = Object.freeze([requ
  * dispatch scope and the activity interceptor that guards every activity marked with
  * `fireOnce()` or `@FireOnce()`; all other activities run exactly as before. Options are checked
  * here, at construction, and TTLs that would let artifacts expire too early are warned about
- * through `process.emitWarning` (code `FIRE_ONCE_TTL`). The Redis client stays the caller's: the
- * plugin never closes it; it only opens one subscriber connection of its own (a `duplicate()`)
- * for pub/sub wake-ups, and closes that when the worker stops.
+ * through `process.emitWarning` (code `FIRE_ONCE_TTL`). When a worker starts, the plugin claims
+ * the key prefix for its protocol version and refuses to run on a prefix another version writes.
+ * Each activity's keys are filed under its Temporal namespace. The Redis client stays the
+ * caller's: the plugin never closes it; it only opens one subscriber connection of its own (a
+ * `duplicate()`) for pub/sub wake-ups, and closes that when the worker stops.
  *
  * @example
  * ```ts
@@ -61,7 +65,9 @@ export class FireOncePlugin extends SimplePlugin {
   /** The in-worker artifact cache, when `localCache` is on. */
   readonly cache: ArtifactCache | undefined;
   private readonly wake: WakeHub;
-  private cacheAttached: Promise<void> | undefined;
+  /** The namespaces whose keys this plugin's workers use, for the cache's invalidation channels. */
+  private readonly namespaces = new Set<string>();
+  private started: Promise<void> | undefined;
   private runningWorkers = 0;
 
   constructor(options: FireOncePluginOptions) {
@@ -71,6 +77,7 @@ export class FireOncePlugin extends SimplePlugin {
     this.guard = new FireOnceGuard({
       redis: resolved.redis,
       keyPrefix: resolved.keyPrefix,
+      namespace: resolved.keyNamespace ?? DEFAULT_NAMESPACE,
       lockTtlMs: resolved.lockTtlMs,
       artifactTtlMs: resolved.artifactTtlMs,
       storeTimeoutMs: resolved.storeTimeoutMs,
@@ -83,14 +90,14 @@ export class FireOncePlugin extends SimplePlugin {
       throw new FireOnceConfigError('localCache is not supported with a Redis Cluster client: the cache could not tell when invalidations were lost');
     }
     this.cache = resolved.localCache ? new ArtifactCache(resolved.localCache) : undefined;
-    this.dispatchLog = resolved.dispatchLog ? new DispatchLog(resolved.redis, this.guard.keys.log(), resolved.dispatchLogMaxLen) : undefined;
+    this.dispatchLog = resolved.dispatchLog ? new DispatchLog(resolved.redis, this.guard.keys, resolved.dispatchLogMaxLen) : undefined;
     for (const warning of ttlWarnings(resolved)) process.emitWarning(warning, { code: 'FIRE_ONCE_TTL' });
   }
 
   /** Adds the interceptors; guarded activities are found by name among `options.activities`. */
   override configureWorker(options: WorkerOptions): WorkerOptions {
     const configured = super.configureWorker(options);
-    const { payloadConverter, payloadCodecs } = loadDataConverter(configured.dataConverter);
+    this.namespaces.add(this.fireOnceOptions.keyNamespace ?? configured.namespace ?? DEFAULT_NAMESPACE);
     const o = this.fireOnceOptions;
     const activity = createFireOnceActivityInterceptor({
       guard: this.guard,
@@ -100,8 +107,8 @@ export class FireOncePlugin extends SimplePlugin {
       lockMode: o.lockMode,
       leaseMs: o.leaseMs,
       maxArtifactBytes: o.maxArtifactBytes,
-      payloadConverter,
-      payloadCodecs,
+      keyNamespace: o.keyNamespace,
+      ...loadWorkerConverter(configured.dataConverter),
       ...(o.publishWakeUps ? { wake: this.wake } : {}),
       ...(this.dispatchLog ? { dispatchLog: this.dispatchLog } : {}),
       ...(this.cache ? { cache: this.cache } : {}),
@@ -110,33 +117,44 @@ export class FireOncePlugin extends SimplePlugin {
     return { ...configured, interceptors: { ...interceptors, activity: [...(interceptors.activity ?? []), activity] } };
   }
 
-  /** Runs the worker, then closes the plugin's own subscriber connection once no worker runs. */
+  /**
+   * Claims the key prefix and subscribes the local cache before the worker takes tasks; runs the
+   * worker; then, once no worker runs, sends the last dispatch-log batch and closes the plugin's
+   * subscriber connection.
+   */
   override async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
     this.runningWorkers++;
     try {
-      await this.attachCache();
+      await this.start();
       await super.runWorker(worker, next);
     } finally {
       if (--this.runningWorkers === 0) {
+        await this.dispatchLog?.flush();
         this.wake.close();
-        this.cacheAttached = undefined;
+        this.started = undefined;
       }
     }
   }
 
   /**
    * Delete the stored result of `(scope, jobType)` so the next invocation dispatches again. Every
-   * worker's local cache drops it too. Resolves whether an artifact existed.
+   * worker's local cache drops it too. `namespace` is the Temporal namespace whose result it is
+   * (the plugin's `keyNamespace`, or `'default'`, when absent). Resolves whether an artifact existed.
    */
-  async invalidate(scope: string, jobType: string): Promise<boolean> {
-    this.cache?.delete(this.guard.keys.artifact(scope, jobType));
-    return this.guard.invalidate(scope, jobType);
+  async invalidate(scope: string, jobType: string, namespace?: string): Promise<boolean> {
+    this.cache?.delete(this.guard.keysFor(namespace).artifact(scope, jobType));
+    return this.guard.invalidate(scope, jobType, namespace);
   }
 
-  /** Subscribe the local cache to invalidations before the worker takes tasks. */
-  attachCache(): Promise<void> {
-    if (this.cache === undefined) return Promise.resolve();
-    this.cacheAttached ??= this.cache.attach(this.wake, this.guard.keys.invalidations());
-    return this.cacheAttached;
+  /** Claim the key prefix for this protocol, and subscribe the local cache, once per run. */
+  private start(): Promise<void> {
+    this.started ??= (async () => {
+      await claimProtocol(this.guard.redis, this.guard.keys);
+      if (this.cache !== undefined) {
+        const channels = [...this.namespaces].map((namespace) => this.guard.keysFor(namespace).invalidations());
+        await this.cache.attach(this.wake, channels);
+      }
+    })();
+    return this.started;
   }
 }

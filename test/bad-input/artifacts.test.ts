@@ -4,6 +4,7 @@ import type { Redis } from 'ioredis';
 import { FireOnceGuard, fireOnce } from '../../src';
 import { payloadToBytes } from '../../src/worker/artifact';
 import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { storedPayload, writeArtifact } from '../helpers/records';
 import { asFailure, decoded, differences, dispatchCounter, runActivity, seedBystander, settle, snapshot } from './support/harness';
 
 // A stored artifact that is not a valid payload must end the call with the non-retryable
@@ -53,42 +54,46 @@ describe('bad input: corrupted artifacts', () => {
   }
 
   it('artifact payload of garbage bytes → FireOnceCorruptArtifact, nothing dispatched, left intact', async () => {
-    await expectCorrupt(() => redis.hset(artifactKey(), 'p', Buffer.from([0xff, 0xfe, 0xfd, 0x00, 0x80]), 'h', ''));
+    await expectCorrupt(() => writeArtifact(redis, artifactKey(), Buffer.from([0xff, 0xfe, 0xfd, 0x00, 0x80])));
   });
 
   it('artifact payload truncated mid-way → FireOnceCorruptArtifact, nothing dispatched, left intact', async () => {
-    await expectCorrupt(() => redis.hset(artifactKey(), 'p', valid.subarray(0, valid.length - 5), 'h', ''));
+    await expectCorrupt(() => writeArtifact(redis, artifactKey(), valid.subarray(0, valid.length - 5)));
   });
 
   it('artifact payload empty → FireOnceCorruptArtifact, nothing dispatched, left intact', async () => {
-    await expectCorrupt(() => redis.hset(artifactKey(), 'p', Buffer.alloc(0), 'h', ''));
+    await expectCorrupt(() => writeArtifact(redis, artifactKey(), Buffer.alloc(0)));
   });
 
   it('artifact payload without encoding metadata → FireOnceCorruptArtifact, nothing dispatched, left intact', async () => {
     const bare = payloadToBytes({ metadata: {}, data: Buffer.from('"no encoding"') });
-    await expectCorrupt(() => redis.hset(artifactKey(), 'p', bare, 'h', ''));
+    await expectCorrupt(() => writeArtifact(redis, artifactKey(), bare));
   });
 
   it('artifact payload of random bytes (200 cases) → a typed outcome, never a dispatch or a crash', async () => {
     await fc.assert(
       fc.asyncProperty(fc.uint8Array({ minLength: 0, maxLength: 64 }), async (bytes) => {
         await redis.del(artifactKey());
-        await redis.hset(artifactKey(), 'p', Buffer.from(bytes), 'h', '');
+        await writeArtifact(redis, artifactKey(), Buffer.from(bytes));
         const { error } = await settle(runActivity({ config: { guard }, activities, activityType: 'job', args: ['s'] }));
         // Random bytes can happen to be a payload with an encoding: then it is fast-forwarded.
         if (error !== undefined) expect(asFailure(error).type).toBe('FireOnceCorruptArtifact');
         expect(await counter.total()).toBe(0);
-        expect(Buffer.compare((await redis.hgetBuffer(artifactKey(), 'p'))!, Buffer.from(bytes))).toBe(0);
+        expect(Buffer.compare((await storedPayload(redis, artifactKey()))!, Buffer.from(bytes))).toBe(0);
       }),
       { numRuns: 200 },
     );
   });
 
-  it('artifact of the wrong Redis type (a plain string, as v0.1 stored artifacts) → FireOnceCorruptArtifact, nothing dispatched, left intact', async () => {
+  it('artifact that is a bare payload with no record header (as v0.1 stored artifacts) → FireOnceCorruptArtifact, nothing dispatched, left intact', async () => {
     await expectCorrupt(() => redis.set(artifactKey(), valid));
   });
 
-  it('artifact hash without its payload field → FireOnceCorruptArtifact, nothing dispatched, left intact', async () => {
-    await expectCorrupt(() => redis.hset(artifactKey(), 'h', 'some-args-hash'));
+  it('artifact of the wrong Redis type (a hash, as protocol v2 stored artifacts) → FireOnceCorruptArtifact, nothing dispatched, left intact', async () => {
+    await expectCorrupt(() => redis.hset(artifactKey(), 'p', valid, 'h', ''));
+  });
+
+  it('artifact record whose args hash never ends → FireOnceCorruptArtifact, nothing dispatched, left intact', async () => {
+    await expectCorrupt(() => redis.set(artifactKey(), `3:${'h'.repeat(80)}`));
   });
 });

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
-import { FireOnceGuard, encodeId, fireOnce } from '../../src';
+import { FireOnceGuard, fireOnce } from '../../src';
+import { encodeId } from '../../src/core';
 import { BYSTANDER, decoded, differences, dispatchCounter, runActivity, scanKeys, type KeySnapshot, useBadInputFixture } from './support/harness';
 
 // IDs with glob characters, separators, braces, control characters or non-ASCII text are
@@ -62,19 +63,20 @@ describe('bad input: IDs with special characters work, on distinct keys', () => 
     }
     for (const scope of scopes) for (const { step } of steps) expect(await counter.count(label(scope, step))).toBe(1);
 
-    const expected = scopes.flatMap((scope) =>
-      steps.flatMap(({ step, jobType }) => [guard.keys.lock(scope, step), guard.keys.fence(scope, step), guard.keys.artifact(scope, jobType)]),
-    );
-    expect(new Set(expected).size).toBe(scopes.length * steps.length * 3); // no two IDs share a key
+    const keysOf = (scope: string, { step, jobType }: (typeof steps)[number]) => [guard.keys.lock(scope, step), guard.keys.waiters(scope, step), guard.keys.artifact(scope, jobType)];
+    const all = scopes.flatMap((scope) => steps.flatMap((s) => keysOf(scope, s)));
+    expect(new Set(all).size).toBe(scopes.length * steps.length * 3); // no two IDs share a key
+    // Each commit deleted its lock: the artifacts are all that is left.
+    const expected = scopes.flatMap((scope) => steps.map((s) => guard.keys.artifact(scope, s.jobType)));
     const bystanderBase = guard.keys.scopeBase(BYSTANDER.scope);
-    const stored = (await allKeys(`${prefix}:*`)).filter((k) => k !== counter.key && !k.startsWith(bystanderBase) && k !== guard.keys.log());
+    const stored = (await allKeys(`${prefix}:*`)).filter((k) => k !== counter.key && !k.startsWith(bystanderBase) && k !== guard.keys.log() && k !== guard.keys.protocolMarker());
     expect(stored).toEqual([...expected].sort());
-    for (const key of stored) expect(key).toMatch(new RegExp(`^${prefix}:\\{[A-Za-z0-9._~%-]+\\}:(lock|fence|artifact):[A-Za-z0-9._~%-]+$`));
+    for (const key of stored) expect(key).toMatch(new RegExp(`^${prefix}:v3:\\{default\\/[A-Za-z0-9._~%-]+\\}:a:[A-Za-z0-9._~%-]+$`));
 
     // SCAN MATCH on one scope's base is glob-safe: it finds that scope's keys and nobody else's.
     for (const scope of scopes) {
       const own = expected.filter((k) => k.startsWith(`${guard.keys.scopeBase(scope)}:`)).sort();
-      expect(own).toHaveLength(steps.length * 3);
+      expect(own).toHaveLength(steps.length);
       expect(await allKeys(`${guard.keys.scopeBase(scope)}:*`)).toEqual(own);
     }
     expect(await differences(redis, before)).toEqual([]);

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
-import { DispatchLog, FireOnceGuard, holderId, parseEvent, type DispatchEvent } from '../../src';
+import { FireOnceGuard } from '../../src';
+import { DispatchLog, holderId, parseEvent, type DispatchEvent } from '../../src/core';
 import { freePort } from '../../sample-workflows/services';
 import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
 import { runCli } from './run-cli';
@@ -28,13 +29,13 @@ describe('fire-once CLI against a real Redis', () => {
     const prefix = testPrefix(name);
     prefixes.push(prefix);
     const guard = new FireOnceGuard({ redis, keyPrefix: prefix });
-    return { prefix, guard, log: new DispatchLog(redis, guard.keys.log(), 10_000) };
+    return { prefix, guard, log: new DispatchLog(redis, guard.keys, 10_000) };
   }
 
-  /** DispatchLog.record does not wait; a PING behind the appends on the same connection does. */
+  /** DispatchLog.record does not wait; its flush does. */
   async function record(log: DispatchLog, events: readonly DispatchEvent[]): Promise<void> {
     for (const event of events) log.record(event);
-    await redis.ping();
+    await log.flush();
     expect(log.dropped).toBe(0);
   }
 
@@ -145,19 +146,22 @@ describe('fire-once CLI against a real Redis', () => {
       const target = { scope: 'chat:7', step: 'summarise', jobType: 'summary', holder: 'wf-1 run-1 1' };
       const outcome = await guard.acquire(target, { lockTtlMs: 60_000 });
       if (outcome.kind !== 'acquired') throw new Error(`expected to acquire, got ${outcome.kind}`);
-      await guard.commit(outcome.lease, Buffer.from('x'.repeat(321)), { artifactTtlMs: 3_600_000 });
-      await record(log, [{ decision: 'committed', scope: 'chat:7', step: 'summarise', jobType: 'summary', holder: holderId(outcome.lease.token), fencingToken: 1 }]);
+      // Another step with the same job type has finished: its commit wrote the artifact (and took its own lock with it).
+      const other = await guard.acquire({ ...target, step: 'resend', holder: 'wf-0 run-1 1' });
+      if (other.kind !== 'acquired') throw new Error(`expected to acquire, got ${other.kind}`);
+      await guard.commit(other.lease, Buffer.from('x'.repeat(321)), { artifactTtlMs: 3_600_000 });
+      await record(log, [{ decision: 'committed', scope: 'chat:7', step: 'resend', jobType: 'summary', holder: holderId(other.lease.token), fencingToken: other.lease.fencingToken }]);
 
       const run = await cli(['inspect', 'chat:7', '--prefix', prefix, '--json']);
       expect(run.stderr).toBe('');
       expect(run.code).toBe(0);
-      const view = json<{ locks: Record<string, unknown>[]; fences: Record<string, unknown>[]; artifacts: Record<string, unknown>[] }>(run.stdout);
+      const view = json<{ namespace: string; locks: Record<string, unknown>[]; artifacts: Record<string, unknown>[] }>(run.stdout);
+      expect(view.namespace).toBe('default');
       expect(view.locks).toEqual([
-        expect.objectContaining({ step: 'summarise', key: guard.keys.lock('chat:7', 'summarise'), present: true, holder: 'wf-1 run-1 1', tokenHash: holderId(outcome.lease.token), fencingToken: 1 }),
+        expect.objectContaining({ step: 'summarise', key: guard.keys.lock('chat:7', 'summarise'), present: true, holder: 'wf-1 run-1 1', tokenHash: holderId(outcome.lease.token), fencingToken: outcome.lease.fencingToken, parkedWaiters: 0 }),
       ]);
       expect(view.locks[0].ttlMs).toBeGreaterThan(0);
       expect(view.locks[0].ttlMs).toBeLessThanOrEqual(60_000);
-      expect(view.fences).toEqual([expect.objectContaining({ step: 'summarise', value: 1 })]);
       expect(view.artifacts).toEqual([expect.objectContaining({ jobType: 'summary', kind: 'artifact', present: true, bytes: 321, ageFrom: 'dispatch-log' })]);
       expect(view.artifacts[0].ttlMs).toBeLessThanOrEqual(3_600_000);
       expect(JSON.stringify(view)).not.toContain(outcome.lease.token); // the token itself is never shown
@@ -199,17 +203,18 @@ describe('fire-once CLI against a real Redis', () => {
       const forced = await cli(['release', 'session-stuck', '--step', 'dispatch', '--prefix', prefix, '--force', '--json']);
       expect(forced.stderr).toBe('');
       expect(forced.code).toBe(0);
-      expect(json<Record<string, unknown>>(forced.stdout)).toMatchObject({ released: true, holder: 'wf-crashed run-1 1', fencingToken: 1 });
+      expect(json<Record<string, unknown>>(forced.stdout)).toMatchObject({ released: true, holder: 'wf-crashed run-1 1', fencingToken: first.lease.fencingToken });
       expect(await redis.exists(first.lease.lockKey)).toBe(0);
       const entries = await redis.xrange(guard.keys.log(), '-', '+');
       expect(entries.map(([, fields]) => parseEvent(fields))).toEqual([
-        expect.objectContaining({ decision: 'release-forced', scope: 'session-stuck', step: 'dispatch', holder: holderId(first.lease.token), fencingToken: 1 }),
+        expect.objectContaining({ decision: 'release-forced', namespace: 'default', scope: 'session-stuck', step: 'dispatch', holder: holderId(first.lease.token), fencingToken: first.lease.fencingToken }),
       ]);
 
       const next = await guard.acquire({ ...target, holder: 'wf-retry run-2 1' });
-      expect(next).toMatchObject({ kind: 'acquired', lease: { fencingToken: 2 } });
+      if (next.kind !== 'acquired') throw new Error(next.kind);
+      expect(next.lease.fencingToken).toBeGreaterThan(first.lease.fencingToken);
       // The crashed holder's late release is refused: the lock is the new holder's.
-      expect(await guard.release(first.lease)).toBe(false);
+      expect((await guard.release(first.lease)).ours).toBe(false);
 
       const none = await cli(['release', 'session-other', '--step', 'dispatch', '--prefix', prefix, '--force']);
       expect(none.code).toBe(4);
@@ -223,8 +228,7 @@ describe('fire-once CLI against a real Redis', () => {
       const target = { scope: 'session-done', step: 'summarise', jobType: 'summary' };
       const first = await guard.acquire(target);
       if (first.kind !== 'acquired') throw new Error(first.kind);
-      await guard.commit(first.lease, Buffer.from('result'));
-      await guard.release(first.lease); // as if the lock had run out: only the artifact stands
+      await guard.commit(first.lease, Buffer.from('result')); // the artifact takes over from the lock
       expect((await guard.acquire(target)).kind).toBe('fast-forward');
 
       const dry = await cli(['invalidate', 'session-done', '--job-type', 'summary', '--prefix', prefix]);
@@ -252,7 +256,7 @@ describe('fire-once CLI against a real Redis', () => {
       expect(none.code).toBe(4);
     });
 
-    it('says which lock still holds invocations off after the artifact is gone, and not a committed one', async () => {
+    it('says which lock still holds invocations off after the artifact is gone; a committed step has none', async () => {
       const { prefix, guard } = fresh('cli-invalidate-lock');
       // External-artifact mode: the job wrote keys.external(); the dispatch's lock is held, not committed.
       const external = { scope: 's', step: 'dispatch', jobType: 'report', externalArtifactKey: guard.keys.external('s', 'report') };
@@ -264,7 +268,7 @@ describe('fire-once CLI against a real Redis', () => {
       expect(run.stdout).toContain(`deleted the artifact of job type "report" in scope "s": ${guard.keys.external('s', 'report')}`);
       expect(run.stdout).toMatch(/the lock of step "dispatch" still stands/);
 
-      // Result mode: a committed lock stops blocking once its artifact is gone; no note.
+      // Result mode: the commit took its lock with it; no note.
       const result = { scope: 's2', step: 'summarise', jobType: 'summary' };
       const first = await guard.acquire(result, { lockTtlMs: 60_000 });
       if (first.kind !== 'acquired') throw new Error(first.kind);

@@ -28,7 +28,7 @@ describe('the demo feeds `fire-once report`', () => {
     expect(demo.stdout).toMatch(/│ unguarded │ 8 +│ 8 +│/);
     expect(demo.stdout).toMatch(/│ guarded +│ 8 +│ 1 +│/);
     expect(demo.stdout).toContain(`npx fire-once report --prefix ${base}-unguarded flags the session; npx fire-once report --prefix ${base}-guarded shows none`);
-    // Only the two dispatch logs are left behind.
+    // Only the two dispatch logs and the two protocol markers are left behind.
     const left: string[] = [];
     let cursor = '0';
     do {
@@ -36,7 +36,7 @@ describe('the demo feeds `fire-once report`', () => {
       left.push(...keys);
       cursor = next;
     } while (cursor !== '0');
-    expect(left.sort()).toEqual([`${base}-guarded:log`, `${base}-unguarded:log`]);
+    expect(left.sort()).toEqual([`${base}-guarded:protocol`, `${base}-guarded:v3:default:log`, `${base}-unguarded:protocol`, `${base}-unguarded:v3:default:log`]);
 
     const redisUrl = process.env.REDIS_URL!;
     const unguarded = await runCli(['report', '--prefix', `${base}-unguarded`, '--json'], { REDIS_URL: redisUrl });

@@ -1,8 +1,9 @@
 import type { Redis } from 'ioredis';
-import { FireOnceKeys } from '../../src';
+import { FireOnceKeys } from '../../src/core';
 import { PAGE_SIZE, findLatest } from '../../src/cli/log';
 import { forceReleaseScript } from '../../src/cli/release';
 import { useGuardFixture } from '../helpers/redis';
+import { lockToken, writeLock } from '../helpers/records';
 
 // The CLI's own Lua scripts, called directly against a real Redis, against their headers.
 describe('the CLI scripts', () => {
@@ -31,28 +32,31 @@ describe('the CLI scripts', () => {
       if (first.kind !== 'acquired') throw new Error('expected acquired');
       const channel = keys.wakeChannel(target.scope);
       // Read as the CLI reads it, then the lock passes to another holder before the script runs.
-      const read = await redis.hget(first.lease.lockKey, 't');
+      const read = (await redis.get(first.lease.lockKey))!;
       await redis.del(first.lease.lockKey);
       const second = await guard.acquire(target);
       if (second.kind !== 'acquired') throw new Error('expected acquired');
-      const refused = await wakeUps(redis, channel, () => forceReleaseScript(redis, [first.lease.lockKey], ['hash', read ?? '', channel]));
+      const refused = await wakeUps(redis, channel, () => forceReleaseScript(redis, [first.lease.lockKey], [read, channel]));
       expect(refused).toEqual({ result: 0, messages: [] });
-      expect(await redis.hget(second.lease.lockKey, 't')).toBe(second.lease.token);
+      expect(await lockToken(redis, second.lease.lockKey)).toBe(second.lease.token);
 
-      const released = await wakeUps(redis, channel, () => forceReleaseScript(redis, [second.lease.lockKey], ['hash', second.lease.token, channel]));
+      const now = (await redis.get(second.lease.lockKey))!;
+      const released = await wakeUps(redis, channel, () => forceReleaseScript(redis, [second.lease.lockKey], [now, channel]));
       expect(released).toEqual({ result: 1, messages: ['release'] });
       expect(await redis.exists(second.lease.lockKey)).toBe(0);
     });
 
-    it('refuses a key whose Redis type changed, and deletes a non-hash lock only as that type', async () => {
+    it('refuses a lock renewed or rewritten since it was read, and a lock that is gone', async () => {
       const { redis, prefix } = fx;
       const key = new FireOnceKeys(prefix).lock(target.scope, target.step);
-      await redis.set(key, 'not a lock hash');
-      expect(await forceReleaseScript(redis, [key], ['hash', '', 'ch'])).toBe(0);
+      await writeLock(redis, key, 'tok', { fencingToken: 7 });
+      const read = (await redis.get(key))!;
+      await writeLock(redis, key, 'tok', { fencingToken: 8 });
+      expect(await forceReleaseScript(redis, [key], [read, 'ch'])).toBe(0);
       expect(await redis.exists(key)).toBe(1);
-      expect(await forceReleaseScript(redis, [key], ['string', '', 'ch'])).toBe(1);
+      expect(await forceReleaseScript(redis, [key], [(await redis.get(key))!, 'ch'])).toBe(1);
       expect(await redis.exists(key)).toBe(0);
-      expect(await forceReleaseScript(redis, [key], ['string', '', 'ch'])).toBe(0); // gone: nothing to do
+      expect(await forceReleaseScript(redis, [key], [read, 'ch'])).toBe(0); // gone: nothing to do
     });
   });
 

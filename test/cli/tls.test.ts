@@ -6,6 +6,8 @@ import { Redis } from 'ioredis';
 import { freePort, stopChild } from '../../sample-workflows/services';
 import { HOW_TO_GET_TLS, makeCertificate } from '../helpers/tls';
 import { runCli } from './run-cli';
+import { FireOnceKeys } from '../../src/core';
+import { writeLock } from '../helpers/records';
 
 
 // `rediss://` end to end: a redis-server of this test's own with TLS only, a certificate made for
@@ -57,10 +59,11 @@ describe('fire-once CLI over TLS (rediss://)', () => {
   });
 
   it('reports, inspects and releases over rediss://', async () => {
+    const keys = new FireOnceKeys('tls');
     for (const workflowId of ['wf-1', 'wf-2']) {
-      await redis!.xadd('tls:log', '*', 'decision', 'dispatched', 'scope', 's', 'step', 'x', 'jobType', 'j', 'workflowId', workflowId);
+      await redis!.xadd(keys.log(), '*', 'decision', 'dispatched', 'scope', 's', 'step', 'x', 'jobType', 'j', 'workflowId', workflowId);
     }
-    await redis!.hset('tls:{s}:lock:x', 't', 'token', 'o', 'wf-1 run-1 1', 'f', '1');
+    await writeLock(redis!, keys.lock('s', 'x'), 'token', { holder: 'wf-1 run-1 1' });
     const env = { NODE_EXTRA_CA_CERTS: certFile };
     const url = `rediss://localhost:${port}`;
 
@@ -75,7 +78,7 @@ describe('fire-once CLI over TLS (rediss://)', () => {
 
     const release = await runCli(['release', 's', '--step', 'x', '--prefix', 'tls', '--redis', url, '--force'], env);
     expect(release.code).toBe(0);
-    expect(await redis!.exists('tls:{s}:lock:x')).toBe(0);
+    expect(await redis!.exists(keys.lock('s', 'x'))).toBe(0);
 
     // Without the CA the certificate is refused: exit 3, not a plaintext fallback.
     const untrusted = await runCli(['report', '--prefix', 'tls', '--redis', url]);

@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { Cluster } from 'ioredis';
-import { FireOnceGuard, FireOnceStoreUnavailable, startRenewal, type AcquireOutcome, type Lease } from '../../src';
+import { FireOnceGuard, FireOnceStoreUnavailable, type AcquireOutcome, type Lease } from '../../src';
+import { startRenewal } from '../../src/core';
 import { testPrefix } from '../helpers/redis';
 import { connectCluster, deletePrefixOnCluster, masters } from './helpers/cluster';
+import { lockToken, writeLock } from '../helpers/records';
 
 // The core guard with an ioredis Cluster as its client, on a real 3-master Redis Cluster: the
 // same guarantees as test/core/guard.test.ts, plus what only a cluster can break (keys of many
@@ -43,7 +45,7 @@ describe('FireOnceGuard on a Redis Cluster', () => {
       const owners = outcomes.filter((o) => o.kind === 'acquired');
       expect(owners).toHaveLength(1);
       expect(outcomes.filter((o) => o.kind === 'held')).toHaveLength(99);
-      expect(await cluster.hget(guard.keys.lock(target.scope, target.step), 't')).toBe(acquired(owners[0]).token);
+      expect(await lockToken(cluster, guard.keys.lock(target.scope, target.step))).toBe(acquired(owners[0]).token);
     } finally {
       clients.forEach((c) => c.disconnect());
     }
@@ -88,7 +90,7 @@ describe('FireOnceGuard on a Redis Cluster', () => {
     const b = acquired(await guard.acquire(target));
     expect(b.fencingToken).toBeGreaterThan(a.fencingToken);
     expect(await guard.release(a)).toBe(false);
-    expect(await cluster.hget(b.lockKey, 't')).toBe(b.token);
+    expect(await lockToken(cluster, b.lockKey)).toBe(b.token);
     expect(await guard.extend(a, 60_000)).toBe(false);
     expect(await guard.extend(b, 60_000)).toBe(true);
     expect(await guard.release(b)).toBe(true);
@@ -101,7 +103,7 @@ describe('FireOnceGuard on a Redis Cluster', () => {
     const renewal = startRenewal(guard, lease, 60_000, (err) => lost.push(err));
     try {
       expect(await renewal.renewNow()).toBe(true);
-      await cluster.hset(lease.lockKey, 't', 'someone-else');
+      await writeLock(cluster, lease.lockKey, 'someone-else');
       expect(await renewal.renewNow()).toBe(false);
       expect(renewal.signal.aborted).toBe(true);
       expect(lost).toHaveLength(1);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Cluster } from 'ioredis';
-import { FireOnceConfigError, FireOncePlugin, WakeHub } from '../../src';
+import { FireOnceConfigError, FireOncePlugin } from '../../src';
+import { WakeHub } from '../../src/core';
 import { connectCluster, masters } from './helpers/cluster';
 
 // WakeHub.onHealth reports `false` when its subscriber connection closes on a single Redis, and

@@ -3,6 +3,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable, type AcquireOutcome } from '../../src';
 import { testPrefix } from '../helpers/redis';
 import { connectCluster, connectNode, deletePrefixOnCluster, errorCount, keySlot, masters } from './helpers/cluster';
+import { lockToken } from '../helpers/records';
 
 // Resharding: one slot is moved from its master to another one (SETSLOT IMPORTING/MIGRATING,
 // MIGRATE in small batches, SETSLOT NODE), the way `redis-cli --cluster reshard` does it, while
@@ -129,7 +130,7 @@ describe('fire-once while a slot migrates between masters', () => {
     }
     for (const scope of held) {
       expect({ scope, kinds: [...new Set(outcomes.get(scope))] }).toEqual({ scope, kinds: ['held'] });
-      expect(await cluster.hget(guard.keys.lock(scope, 'dispatch'), 't')).toBe(heldTokens.get(scope));
+      expect(await lockToken(cluster, guard.keys.lock(scope, 'dispatch'))).toBe(heldTokens.get(scope));
     }
     for (const scope of done) {
       expect({ scope, kinds: [...new Set(outcomes.get(scope))] }).toEqual({ scope, kinds: ['fast-forward'] });

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { FireOnceGuard, FireOnceStoreUnavailable, WakeHub, waitForTurn, type AcquireOutcome, type Lease } from '../../src';
+import { FireOnceGuard, FireOnceStoreUnavailable, type AcquireOutcome, type Lease } from '../../src';
+import { WakeHub, waitForTurn } from '../../src/core';
 import { info, startSentinelGroup, until, type SentinelGroup } from './helpers/sentinel';
+import { lockToken } from '../helpers/records';
 
 // The guard on a Redis reached through Sentinel (a master, one replica, three sentinels, all
 // spawned here), across three failovers. OPERATIONS.md ("Sentinel") is the prose of what this
@@ -102,10 +104,10 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
     });
     expect(after.value.kind).toBe('held');
     expect(await role(oldMaster)).toBe('master'); // the old master is not demoted yet, but the client has left it
-    expect(await redis.hget(held.lockKey, 't')).toBe(held.token);
+    expect(await lockToken(redis, held.lockKey)).toBe(held.token);
     const ff = await guard.acquire(target('done'));
     expect(ff.kind === 'fast-forward' && ff.artifact.toString()).toBe('the artifact');
-    const burstAfter = await Promise.all(burst.map((lease) => redis.hget(lease.lockKey, 't')));
+    const burstAfter = await Promise.all(burst.map((lease) => lockToken(redis, lease.lockKey)));
     expect(burstAfter).toEqual(burst.map((lease) => lease.token));
     process.stdout.write(
       `SENTINEL FAILOVER with failoverDetector: on the new master after ${after.failedClosed} failed-closed call(s); ` +
@@ -159,7 +161,7 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
       await until(async () => (await role(oldMaster)) === 'slave', 'the sentinels to demote the old master', 60_000);
       const demotedAfterMs = Date.now() - switchedAt;
       await inSync(oldMaster);
-      expect(await redis.hget(acquired(onNew.value).lockKey, 't')).toBe(acquired(onNew.value).token);
+      expect(await lockToken(redis, acquired(onNew.value).lockKey)).toBe(acquired(onNew.value).token);
       const later = await throughFailover(() => staleGuard.acquire(target(scope)));
       expect(later.value.kind).toBe('held');
       expect(await nodePort(stale)).toBe(newMaster);

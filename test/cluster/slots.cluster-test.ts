@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import type { Cluster } from 'ioredis';
-import { FireOnceGuard, FireOnceStoreUnavailable, encodeId, type DispatchTarget } from '../../src';
+import { FireOnceGuard, FireOnceStoreUnavailable, type DispatchTarget } from '../../src';
+import { encodeId } from '../../src/core';
 import { testPrefix } from '../helpers/redis';
 import { connectCluster, deletePrefixOnCluster, errorCount, recordScriptCalls, type ScriptCall } from './helpers/cluster';
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Cluster } from 'ioredis';
-import { FireOnceKeys } from '../../src';
+import { FireOnceKeys } from '../../src/core';
 import type * as workflows from '../integration/fixtures/workflows';
 import { testPrefix } from '../helpers/redis';
 import { itKeepsTheGuaranteesWithTwoWorkers } from '../integration/two-worker-guarantees';

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import { FireOnceGuard, WakeHub, waitForTurn, type AcquireOutcome, type DispatchTarget, type Lease } from '../../src';
+import { FireOnceGuard, type AcquireOutcome, type DispatchTarget, type Lease } from '../../src';
+import { WakeHub, waitForTurn } from '../../src/core';
 import { counterKey, type JobResult } from '../integration/fixtures/activities';
 import { testPrefix } from '../helpers/redis';
 import { connectCluster, connectNode, deletePrefixOnCluster, masters } from './helpers/cluster';

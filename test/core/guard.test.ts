@@ -1,16 +1,9 @@
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { Redis } from 'ioredis';
-import {
-  FireOnceConfigError,
-  FireOnceGuard,
-  FireOnceInFlight,
-  FireOnceInvalidId,
-  FireOnceStoreUnavailable,
-  WakeHub,
-  waitForTurn,
-  type Lease,
-} from '../../src';
+import { FireOnceConfigError, FireOnceGuard, FireOnceInFlight, FireOnceInvalidId, FireOnceStoreUnavailable, type Lease } from '../../src';
+import { WakeHub, waitForTurn } from '../../src/core';
 import { useGuardFixture } from '../helpers/redis';
+import { lockToken } from '../helpers/records';
 
 describe('FireOnceGuard on Redis alone', () => {
   const fx = useGuardFixture('guard', { lockTtlMs: 30_000, artifactTtlMs: 60_000 });
@@ -28,7 +21,7 @@ describe('FireOnceGuard on Redis alone', () => {
       const acquired = outcomes.filter((o) => o.kind === 'acquired');
       expect(acquired).toHaveLength(1);
       expect(outcomes.filter((o) => o.kind === 'held')).toHaveLength(99);
-      expect(await redis.hget(guard.keys.lock(target.scope, target.step), 't')).toBe((acquired[0] as { lease: Lease }).lease.token);
+      expect(await lockToken(redis, guard.keys.lock(target.scope, target.step))).toBe((acquired[0] as { lease: Lease }).lease.token);
     } finally {
       clients.forEach((c) => c.disconnect());
     }
@@ -47,12 +40,12 @@ describe('FireOnceGuard on Redis alone', () => {
     expect(second.lease.token).not.toBe(first.lease.token);
   });
 
-  it('round-trips the artifact byte for byte, sets its TTL and keeps the lock after commit', async () => {
+  it('round-trips the artifact byte for byte, sets its TTL, and the artifact takes over from the lock in one step', async () => {
     const outcome = await guard.acquire(target);
     if (outcome.kind !== 'acquired') throw new Error('expected acquired');
     const bytes = Buffer.from([0, 0xff, 0x80, 0x0a, 0x00, 0x7b]);
-    expect(await guard.commit(outcome.lease, bytes)).toBe(true);
-    expect(await redis.exists(outcome.lease.lockKey)).toBe(1);
+    expect(await guard.commit(outcome.lease, bytes)).toEqual({ ours: true, waiters: [] });
+    expect(await redis.exists(outcome.lease.lockKey)).toBe(0);
     const artifactTtl = await redis.pttl(outcome.lease.artifactKey);
     expect(artifactTtl).toBeGreaterThan(30_000);
     expect(artifactTtl).toBeLessThanOrEqual(60_000);
@@ -67,9 +60,9 @@ describe('FireOnceGuard on Redis alone', () => {
     await new Promise((r) => setTimeout(r, 120));
     const b = await guard.acquire(target);
     if (b.kind !== 'acquired') throw new Error('expected B to acquire after A expired');
-    expect(await guard.release(a.lease)).toBe(false);
-    expect(await redis.hget(b.lease.lockKey, 't')).toBe(b.lease.token);
-    expect(await guard.release(b.lease)).toBe(true);
+    expect((await guard.release(a.lease)).ours).toBe(false);
+    expect(await lockToken(redis, b.lease.lockKey)).toBe(b.lease.token);
+    expect((await guard.release(b.lease)).ours).toBe(true);
   });
 
   it('reports the holder TTL when held', async () => {
@@ -84,7 +77,7 @@ describe('FireOnceGuard on Redis alone', () => {
     if (a.kind !== 'acquired') throw new Error('expected acquired');
     await guard.commit(a.lease, Buffer.from('A'));
     expect((await guard.acquire({ ...target, scope: 'session-2' })).kind).toBe('acquired');
-    // Same step, other job type: the step's lock was committed, so it no longer blocks.
+    // Same step, other job type: the commit deleted the step's lock, so it no longer blocks.
     expect((await guard.acquire({ ...target, jobType: 'other' })).kind).toBe('acquired');
     expect((await guard.acquire({ ...target, step: 'other-step', jobType: 'other' })).kind).toBe('acquired');
     expect((await guard.acquire(target)).kind).toBe('fast-forward');

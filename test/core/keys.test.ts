@@ -1,5 +1,6 @@
 import fc from 'fast-check';
-import { FireOnceInvalidId, FireOnceKeys, MAX_ID_BYTES, decodeId, encodeId } from '../../src';
+import { FireOnceInvalidId } from '../../src';
+import { FireOnceKeys, MAX_ID_BYTES, decodeId, encodeId } from '../../src/core';
 
 describe('encodeId', () => {
   it('keeps unreserved characters and percent-encodes everything else', () => {
@@ -42,31 +43,54 @@ describe('encodeId', () => {
 describe('FireOnceKeys', () => {
   const keys = new FireOnceKeys('fire-once');
 
-  it('hash-tags the scope so one scope shares a cluster slot', () => {
-    expect(keys.lock('s1', 'dispatch')).toBe('fire-once:{s1}:lock:dispatch');
-    expect(keys.artifact('s1', 'summary')).toBe('fire-once:{s1}:artifact:summary');
+  it('lays out protocol v3: the namespace and scope in one hash tag, so a scope shares a cluster slot', () => {
+    expect(keys.lock('s1', 'dispatch')).toBe('fire-once:v3:{default/s1}:l:dispatch');
+    expect(keys.artifact('s1', 'summary')).toBe('fire-once:v3:{default/s1}:a:summary');
+    expect(keys.waiters('s1', 'dispatch')).toBe('fire-once:v3:{default/s1}:w:dispatch');
+    expect(keys.external('s1', 'summary')).toBe('fire-once:v3:{default/s1}:x:summary');
+    expect(keys.wakeChannel('s1')).toBe('fire-once:v3:{default/s1}:wake');
+    expect(keys.log()).toBe('fire-once:v3:default:log');
+    expect(keys.invalidations()).toBe('fire-once:v3:default:invalidations');
+    expect(keys.protocolMarker()).toBe('fire-once:protocol');
   });
 
-  it('cannot be forged across scopes by IDs that contain the separators', () => {
-    // Without encoding, scope "a}:lock:x" + step "y" could collide with scope "a" + step "x}:…".
-    const forged = keys.lock('a}:lock:b', 'c');
-    expect(forged).toBe('fire-once:{a%7D%3Alock%3Ab}:lock:c');
-    expect(forged).not.toBe(keys.lock('a', 'b}:lock:c'));
+  it('files each namespace apart: the same scope in two namespaces shares no key', () => {
+    const tenant = keys.forNamespace('tenant-b');
+    expect(tenant.lock('s1', 'dispatch')).toBe('fire-once:v3:{tenant-b/s1}:l:dispatch');
+    expect(tenant.log()).toBe('fire-once:v3:tenant-b:log');
+    for (const kind of ['artifact', 'lock', 'waiters', 'external'] as const) {
+      expect(tenant.ofKind(kind, 's1', 'x')).not.toBe(keys.ofKind(kind, 's1', 'x'));
+    }
+    // A namespace with a slash or brace cannot reach into another's tag.
+    expect(keys.forNamespace('a/b').scopeBase('c')).toBe('fire-once:v3:{a%2Fb/c}');
+    expect(keys.forNamespace('a').scopeBase('b/c')).toBe('fire-once:v3:{a/b%2Fc}');
+  });
+
+  it('cannot be forged across scopes, steps or namespaces by IDs that contain the separators', () => {
+    // Without encoding, scope "a}:l:x" + step "y" could collide with scope "a" + step "x}:…".
+    const forged = keys.lock('a}:l:b', 'c');
+    expect(forged).toBe('fire-once:v3:{default/a%7D%3Al%3Ab}:l:c');
+    expect(forged).not.toBe(keys.lock('a', 'b}:l:c'));
+    const id = fc.string({ minLength: 1 }).filter((v) => v.trim() !== '');
     fc.assert(
-      fc.property(fc.tuple(fc.string({ minLength: 1 }), fc.string({ minLength: 1 })), fc.tuple(fc.string({ minLength: 1 }), fc.string({ minLength: 1 })), ([s1, t1], [s2, t2]) => {
-        fc.pre([s1, t1, s2, t2].every((v) => v.trim() !== ''));
-        expect(keys.lock(s1, t1) === keys.lock(s2, t2)).toBe(s1 === s2 && t1 === t2);
-        expect(keys.lock(s1, t1)).not.toBe(keys.artifact(s2, t2));
+      fc.property(fc.tuple(id, id, id), fc.tuple(id, id, id), ([n1, s1, t1], [n2, s2, t2]) => {
+        const a = keys.forNamespace(n1);
+        const b = keys.forNamespace(n2);
+        expect(a.lock(s1, t1) === b.lock(s2, t2)).toBe(n1 === n2 && s1 === s2 && t1 === t2);
+        expect(a.lock(s1, t1)).not.toBe(b.artifact(s2, t2));
+        expect(a.log() === b.lock(s2, t2)).toBe(false);
       }),
       { numRuns: 2_000 },
     );
   });
-});
 
-describe('FireOnceKeys.external', () => {
-  it('puts external artifacts in the scope slot, apart from the guard-written artifact', () => {
-    const keys = new FireOnceKeys('p');
-    expect(keys.external('s', 'report')).toBe('p:{s}:external:report');
-    expect(keys.external('s', 'report')).not.toBe(keys.artifact('s', 'report'));
+  it('parses its own keys back, in any namespace, and nothing else', () => {
+    const tenant = keys.forNamespace('tenant:b');
+    expect(keys.parse(tenant.lock('chat:7*', 'send'))).toEqual({ namespace: 'tenant:b', scope: 'chat:7*', kind: 'lock', id: 'send' });
+    expect(keys.parse(keys.artifact('s', 'job'))).toEqual({ namespace: 'default', scope: 's', kind: 'artifact', id: 'job' });
+    expect(keys.parse(keys.wakeChannel('s'))).toEqual({ namespace: 'default', scope: 's', kind: 'wake' });
+    for (const other of [keys.log(), keys.protocolMarker(), 'fire-once:{s}:lock:job', 'other:v3:{default/s}:l:job', `${keys.lock('s', 'j')}:x`]) {
+      expect(keys.parse(other)).toBeUndefined();
+    }
   });
 });

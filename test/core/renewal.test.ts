@@ -1,6 +1,8 @@
 import type { Redis } from 'ioredis';
-import { FireOnceGuard, FireOnceLockLost, WakeHub, startRenewal, waitForTurn } from '../../src';
+import { FireOnceGuard, FireOnceLockLost } from '../../src';
+import { WakeHub, startRenewal, waitForTurn } from '../../src/core';
 import { useGuardFixture } from '../helpers/redis';
+import { lockToken, writeLock } from '../helpers/records';
 
 describe('leases, fencing and wake-ups on Redis alone', () => {
   const fx = useGuardFixture('lease');
@@ -28,12 +30,12 @@ describe('leases, fencing and wake-ups on Redis alone', () => {
     if (outcome.kind !== 'acquired') throw new Error('expected acquired');
     const lost: FireOnceLockLost[] = [];
     const renewal = startRenewal(guard, outcome.lease, 300, (err) => lost.push(err));
-    await redis.hset(outcome.lease.lockKey, 't', 'a-newer-holder');
+    await writeLock(redis, outcome.lease.lockKey, 'a-newer-holder');
     expect(await renewal.renewNow()).toBe(false);
     expect(renewal.signal.aborted).toBe(true);
     expect(renewal.signal.reason).toBeInstanceOf(FireOnceLockLost);
     expect(lost).toHaveLength(1);
-    expect(await redis.hget(outcome.lease.lockKey, 't')).toBe('a-newer-holder');
+    expect(await lockToken(redis, outcome.lease.lockKey)).toBe('a-newer-holder');
     renewal.stop();
   });
 

@@ -6,7 +6,7 @@ import ts from 'typescript';
 // @example, every type export has a doc comment, and every @example in src/ type-checks against
 // the real source, with the package's own import names.
 const ROOT = join(__dirname, '..', '..');
-const ENTRIES = { 'temporal-fire-once': 'src/index.ts', 'temporal-fire-once/workflow': 'src/workflow/index.ts' };
+const ENTRIES = { 'temporal-fire-once': 'src/index.ts', 'temporal-fire-once/core': 'src/core.ts', 'temporal-fire-once/workflow': 'src/workflow/index.ts' };
 
 function program(files: string[], paths: Record<string, string[]> = {}): ts.Program {
   return ts.createProgram(files, {

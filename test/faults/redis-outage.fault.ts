@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { FireOnceGuard, FireOnceKeys, FireOnceStoreUnavailable } from '../../src';
+import { FireOnceGuard, FireOnceStoreUnavailable } from '../../src';
+import { FireOnceKeys } from '../../src/core';
 import { faultKeys } from './fixtures/activities';
 import { recordResult } from './helpers/report';
 import { OwnRedis } from './helpers/services';
@@ -8,6 +9,7 @@ import { FaultClient } from './helpers/temporal';
 import { waitFor } from './helpers/wait';
 import { startFaultWorker, stopAll, type FaultWorker } from './helpers/workers';
 import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { lockOf, lockToken } from '../helpers/records';
 
 // Fault 3, Redis goes away mid-run. The guard's Redis is a redis-server of the suite's own on a
 // fixed port, killed with SIGKILL (a crash) and started again on the same port and dir. The jobs
@@ -91,7 +93,7 @@ describe('Redis goes away in the middle of a run', () => {
       const inFlight = Array.from({ length: 10 }, () => `outage-inflight-${randomUUID()}`);
       const inFlightRuns = await Promise.all(inFlight.flatMap((scope) => Array.from({ length: 5 }, () => client.start(taskQueue, 'gatedRun', [scope, scope]))));
       await waitFor('the in-flight scopes to dispatch', async () => (await dispatches(inFlight)).every((n) => n === 1));
-      const locksBefore = await onRedis(redis.url, (r) => Promise.all(inFlight.map((s) => r.hget(keys.lock(s, STEP), 't'))));
+      const locksBefore = await onRedis(redis.url, (r) => Promise.all(inFlight.map((s) => lockToken(r, keys.lock(s, STEP)))));
       expect(locksBefore.every((t) => t !== null)).toBe(true);
 
       await redis.kill();
@@ -117,7 +119,7 @@ describe('Redis goes away in the middle of a run', () => {
 
       await redis.restart();
       // The in-flight locks survived the crash, token for token.
-      const locksAfter = await onRedis(redis.url, (r) => Promise.all(inFlight.map((s) => r.hget(keys.lock(s, STEP), 't'))));
+      const locksAfter = await onRedis(redis.url, (r) => Promise.all(inFlight.map((s) => lockToken(r, keys.lock(s, STEP)))));
       expect(locksAfter).toEqual(locksBefore);
 
       await openGates(inFlight);
@@ -196,7 +198,7 @@ describe('Redis goes away in the middle of a run', () => {
       await waitFor('the client to reconnect', async () => (await guardClient.ping()) === 'PONG');
 
       const lockKey = keys.lock(target.scope, target.step);
-      const after = await onRedis(redis.url, async (r) => ({ lockExists: await r.exists(lockKey), holder: await r.hget(lockKey, 'o'), pttlMs: await r.pttl(lockKey) }));
+      const after = await onRedis(redis.url, async (r) => ({ lockExists: await r.exists(lockKey), holder: (await lockOf(r, lockKey))?.holder ?? null, pttlMs: await r.pttl(lockKey) }));
       expect(after).toEqual({ lockExists: 0, holder: null, pttlMs: -2 });
     } finally {
       guardClient.disconnect();

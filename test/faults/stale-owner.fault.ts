@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { FireOnceKeys } from '../../src';
+import { FireOnceKeys } from '../../src/core';
 import { faultKeys } from './fixtures/activities';
 import { recordResult } from './helpers/report';
 import { FaultClient } from './helpers/temporal';
 import { waitFor } from './helpers/wait';
 import { startFaultWorker, stopAll, type FaultWorker } from './helpers/workers';
 import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { lockOf } from '../helpers/records';
 
 // Fault 6, the stale owner (5 rounds): holder A's lease runs out while A is frozen (SIGSTOP on its worker
 // process: a GC pause, a stalled VM), B takes the lock and dispatches, then A wakes up and fails.
@@ -60,39 +61,43 @@ describe('a stale owner: A is frozen past its lease, B takes over, then A fails'
       // A dispatches on worker A, writes 'start' downstream with its fencing token, and waits.
       const runA = await client.start(queueA, 'fencedRun', [scope, scope], `stale-A-${randomUUID()}`);
       await waitFor('A to dispatch', async () => (await dispatchLog()).length === 1);
-      expect(await dispatchLog()).toEqual([`${workerA.pid} 1`]);
-      expect(await redis.hget(lockKey, 'o')).toContain(runA.workflowId);
+      const lockA = (await lockOf(redis, lockKey))!;
+      const fenceA = lockA.fencingToken;
+      expect(await dispatchLog()).toEqual([`${workerA.pid} ${fenceA}`]);
+      expect(lockA.holder).toContain(runA.workflowId);
 
       // Freeze A's worker until its lease has run out.
       await workerA.signal('SIGSTOP');
       await waitFor("A's lease to run out while A is frozen", async () => (await redis.exists(lockKey)) === 0, 30_000);
 
-      // B acquires (fencing token 2), writes 'start' downstream and waits.
+      // B acquires (a greater fencing token), writes 'start' downstream and waits.
       const runB = await client.start(queueB, 'fencedRun', [scope, scope], `stale-B-${randomUUID()}`);
       await waitFor('B to dispatch', async () => (await dispatchLog()).length === 2);
-      expect(await dispatchLog()).toEqual([`${workerA.pid} 1`, `${workerB.pid} 2`]);
-      const lockB = await redis.hgetall(lockKey);
-      expect(lockB.o).toContain(runB.workflowId);
+      const lockB = (await lockOf(redis, lockKey))!;
+      const fenceB = lockB.fencingToken;
+      expect(fenceB).toBeGreaterThan(fenceA);
+      expect(await dispatchLog()).toEqual([`${workerA.pid} ${fenceA}`, `${workerB.pid} ${fenceB}`]);
+      expect(lockB.holder).toContain(runB.workflowId);
 
       // A wakes up: its renewal finds the lock lost, its job stops and fails, and its release
       // must be refused.
       await workerA.signal('SIGCONT');
       const logged = () => workerA.logs().slice(logsBefore).filter((l) => l.meta?.scope === scope);
       const refused = await waitFor("A's worker to log the refused release", async () => logged().find((l) => l.message.includes('lock release refused')), 30_000);
-      expect(refused).toMatchObject({ level: 'WARN', meta: { scope, step: STEP, fencingToken: '1' } });
-      expect(logged().find((l) => l.message.includes('lockLost'))).toMatchObject({ level: 'WARN', meta: { fencingToken: '1' } });
+      expect(refused).toMatchObject({ level: 'WARN', meta: { scope, step: STEP, fencingToken: String(fenceA) } });
+      expect(logged().find((l) => l.message.includes('lockLost'))).toMatchObject({ level: 'WARN', meta: { fencingToken: String(fenceA) } });
 
       // B's lock survived A's release, token and all.
-      expect(await redis.hgetall(lockKey)).toMatchObject({ t: lockB.t, o: lockB.o, f: '2' });
+      expect(await lockOf(redis, lockKey)).toEqual(lockB);
       // The downstream system took B's write and refused A's late one.
-      expect(await fenceLog()).toEqual(['accepted start 1', 'accepted start 2', 'refused finish 1']);
+      expect(await fenceLog()).toEqual([`accepted start ${fenceA}`, `accepted start ${fenceB}`, `refused finish ${fenceA}`]);
 
       // B finishes; A's retry waits for B and fast-forwards to B's result.
       await redis.set(faultKeys.gate(prefix, scope), '1');
       const [resultA, resultB] = await client.results([runA, runB]);
-      expect(resultB).toMatchObject({ counterId: scope, pid: workerB.pid, fencingToken: 2 });
+      expect(resultB).toMatchObject({ counterId: scope, pid: workerB.pid, fencingToken: fenceB });
       expect(resultA).toEqual(resultB);
-      expect(await fenceLog()).toEqual(['accepted start 1', 'accepted start 2', 'refused finish 1', 'accepted finish 2']);
+      expect(await fenceLog()).toEqual([`accepted start ${fenceA}`, `accepted start ${fenceB}`, `refused finish ${fenceA}`, `accepted finish ${fenceB}`]);
     } finally {
       workerA.child.kill('SIGCONT');
     }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { FireOnceKeys } from '../../src';
+import { FireOnceKeys } from '../../src/core';
 import { faultKeys } from './fixtures/activities';
 import { recordResult } from './helpers/report';
 import { OwnTemporal } from './helpers/services';

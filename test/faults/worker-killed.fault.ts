@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { FireOnceKeys } from '../../src';
+import { FireOnceKeys, parseLock } from '../../src/core';
 import { faultKeys } from './fixtures/activities';
 import { recordResult } from './helpers/report';
 import { FaultClient } from './helpers/temporal';
@@ -72,11 +72,11 @@ describe('a worker SIGKILLed in the middle of a guarded dispatch', () => {
 
   /** The lock's token and the job's own dispatch count, read in one MULTI: a consistent pair. */
   async function snapshot(scope: string): Promise<Snapshot> {
-    const [[, token], [, count]] = (await redis.multi().hget(keys.lock(scope, STEP), 't').get(faultKeys.dispatches(prefix, scope)).exec()) as [
+    const [[, token], [, count]] = (await redis.multi().get(keys.lock(scope, STEP)).get(faultKeys.dispatches(prefix, scope)).exec()) as [
       [null, string | null],
       [null, string | null],
     ];
-    return { token, dispatches: Number(count ?? 0) };
+    return { token: token === null ? null : (parseLock(token)?.token ?? null), dispatches: Number(count ?? 0) };
   }
 
   it(`${KILLS} kills: no dispatch while the dead holder's lease lives, then exactly one re-dispatch, and every run completes`, async () => {

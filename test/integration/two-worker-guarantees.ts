@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import type { Cluster, Redis } from 'ioredis';
-import { FireOnceKeys } from '../../src';
+import { FireOnceKeys } from '../../src/core';
 import { counterKey, externalArtifactKey, jobQueueKey, type JobResult } from './fixtures/activities';
 import type * as workflows from './fixtures/workflows';
 

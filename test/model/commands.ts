@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import type { FireOnceGuard, Lease } from '../../src';
+import { parseArtifact, parseLock } from '../../src/core';
 import * as model from './protocol-model';
 import { ARTIFACTS, HOLDERS, TARGETS, type ProtocolModel } from './protocol-model';
 
@@ -43,12 +44,12 @@ class Acquire implements Command {
     const holder = HOLDERS[this.holder];
     const prior = m.locks.get(model.lockId(TARGETS[this.target]));
     const expected = model.acquire(m, this.target, holder);
-    note(r, expected.kind === 'acquired' && prior?.committed ? 'committed lock replaced' : expected.kind === 'held' && expected.sameHolder ? 'held by the same holder' : expected.kind);
+    const afterOwnCommit = expected.kind === 'acquired' && prior === undefined && m.fences.has(model.lockId(TARGETS[this.target]));
+    note(r, afterOwnCommit ? 'acquired again after an earlier holder' : expected.kind === 'held' && expected.sameHolder ? 'held by the same holder' : expected.kind);
     const outcome = await r.guards[this.via].acquire({ ...TARGETS[this.target], holder });
     if (outcome.kind !== expected.kind) fail(`acquire(${label(this.target)}).kind`, expected.kind, outcome.kind);
     if (outcome.kind === 'fast-forward' && expected.kind === 'fast-forward') {
       if (hex(outcome.artifact) !== hex(expected.artifact)) fail('fast-forward artifact', hex(expected.artifact), hex(outcome.artifact));
-      if (!(outcome.ttlMs > 0)) fail('fast-forward artifact TTL', '> 0', outcome.ttlMs);
     } else if (outcome.kind === 'held' && expected.kind === 'held') {
       const { holder: h, sameHolder, fencingToken, ttlMs } = outcome;
       if (h !== expected.holder || sameHolder !== expected.sameHolder || fencingToken !== expected.fencing) {
@@ -57,7 +58,8 @@ class Acquire implements Command {
       if (!(ttlMs > 0)) fail('held lock TTL', '> 0', ttlMs);
     } else if (outcome.kind === 'acquired' && expected.kind === 'acquired') {
       const { lease } = outcome;
-      if (lease.fencingToken !== expected.lease.fencing) fail('fencing token', expected.lease.fencing, lease.fencingToken);
+      const previous = model.recordFencing(m, expected.lease, lease.fencingToken);
+      if (!(lease.fencingToken > previous)) fail('fencing token', `> ${previous}`, lease.fencingToken);
       if (r.tokens.has(lease.token)) fail('fresh token', 'a token never seen before', lease.token);
       r.tokens.add(lease.token);
       r.leases[expected.lease.id] = lease;
@@ -94,7 +96,7 @@ class Commit extends OnLease {
     const lease = this.lease(m);
     const expected = model.commit(m, lease, this.bytes);
     note(r, expected ? 'commit' : 'stale commit');
-    const actual = await r.guards[0].commit(r.leases[lease.id], Buffer.from(this.bytes));
+    const actual = (await r.guards[0].commit(r.leases[lease.id], Buffer.from(this.bytes))).ours;
     if (actual !== expected) fail(`commit(lease ${lease.id}) "still ours"`, expected, actual);
     r.executed.count++;
     await verifyRedis(m, r);
@@ -108,7 +110,7 @@ class Release extends OnLease {
     const heldByAnother = m.locks.has(model.lockId(TARGETS[lease.target])) && !model.owns(m, lease);
     const expected = model.release(m, lease);
     note(r, expected ? 'release' : heldByAnother ? 'stale release refused, lock held by another' : 'stale release refused, no lock');
-    const actual = await r.guards[1].release(r.leases[lease.id]);
+    const actual = (await r.guards[1].release(r.leases[lease.id])).ours;
     if (actual !== expected) fail(`release(lease ${lease.id})`, expected, actual);
     r.executed.count++;
     await verifyRedis(m, r);
@@ -205,47 +207,44 @@ export const allCommands = [
   artifact.map((a) => new ExpireArtifact(a)),
 ];
 
-const sameFields = (a: Record<string, string>, b: Record<string, string>) =>
-  JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
-
 /**
  * After every command, read every key the model knows about in one pipeline and compare: the
- * lock hash (token, holder, fencing, committed mark) and its TTL, the fencing counter, the artifact bytes.
- * A lock without a TTL, or a commit that deleted a lock, shows up here.
+ * lock record (token, fencing token, args hash, holder) and its TTL, the artifact record's bytes
+ * and its TTL. A lock without a TTL, or a commit that left its own lock behind, shows up here.
  */
 export async function verifyRedis(m: ProtocolModel, r: RealSystem): Promise<void> {
   const keys = r.guards[0].keys;
   const pipe = r.redis.pipeline();
-  for (const t of TARGETS) pipe.hgetall(keys.lock(t.scope, t.step)).pttl(keys.lock(t.scope, t.step)).get(keys.fence(t.scope, t.step));
-  for (const a of ARTIFACTS) pipe.hgetallBuffer(keys.artifact(a.scope, a.jobType)).pttl(keys.artifact(a.scope, a.jobType));
+  for (const t of TARGETS) pipe.get(keys.lock(t.scope, t.step)).pttl(keys.lock(t.scope, t.step));
+  for (const a of ARTIFACTS) pipe.getBuffer(keys.artifact(a.scope, a.jobType)).pttl(keys.artifact(a.scope, a.jobType));
   const replies = ((await pipe.exec()) ?? []).map(([err, value]) => {
     if (err) throw err;
     return value;
   });
   TARGETS.forEach((t, i) => {
-    const [hash, pttl, fence] = replies.slice(i * 3, i * 3 + 3) as [Record<string, string>, number, string | null];
+    const [value, pttl] = replies.slice(i * 2, i * 2 + 2) as [string | null, number];
     const lock = m.locks.get(model.lockId(t));
     const where = `lock ${t.scope}/${t.step}`;
     if (lock === undefined) {
-      if (Object.keys(hash).length !== 0) fail(where, 'no lock', hash);
+      if (value !== null) fail(where, 'no lock', value);
     } else {
       const lease = m.leases[lock.leaseId];
-      const want = { t: r.leases[lock.leaseId].token, o: lease.holder, h: '', f: String(lease.fencing), ...(lock.committed ? { c: '1' } : {}) };
-      if (!sameFields(hash, want)) fail(where, want, hash);
+      const want = { token: r.leases[lock.leaseId].token, fencingToken: lease.fencing, argsHash: '', holder: lease.holder };
+      const got = value === null ? undefined : parseLock(value);
+      if (JSON.stringify(got) !== JSON.stringify(want)) fail(where, want, value);
       if (!(pttl > 0)) fail(`${where} TTL`, '> 0', pttl);
     }
-    const counter = m.fences.get(model.lockId(t));
-    if ((fence ?? undefined) !== (counter === undefined ? undefined : String(counter))) fail(`fencing counter ${t.scope}/${t.step}`, counter, fence);
   });
-  const base = TARGETS.length * 3;
+  const base = TARGETS.length * 2;
   ARTIFACTS.forEach((a, i) => {
-    const [hash, pttl] = replies.slice(base + i * 2, base + i * 2 + 2) as [Record<string, Buffer>, number];
+    const [value, pttl] = replies.slice(base + i * 2, base + i * 2 + 2) as [Buffer | null, number];
     const bytes = m.artifacts.get(model.artifactId(a));
     const where = `artifact ${a.scope}/${a.jobType}`;
     if (bytes === undefined) {
-      if (Object.keys(hash).length !== 0) fail(where, 'no artifact', Object.keys(hash));
+      if (value !== null) fail(where, 'no artifact', hex(value));
     } else {
-      if (hash.p === undefined || hex(hash.p) !== hex(bytes) || hash.h?.toString() !== '') fail(where, { p: hex(bytes), h: '' }, { p: hash.p && hex(hash.p), h: hash.h?.toString() });
+      const record = value === null ? undefined : parseArtifact(value);
+      if (record === undefined || hex(record.payload) !== hex(bytes) || record.argsHash !== '') fail(where, { payload: hex(bytes), argsHash: '' }, value && hex(value));
       if (!(pttl > 0)) fail(`${where} TTL`, '> 0', pttl);
     }
   });

@@ -42,20 +42,20 @@ export interface ModelLease {
   readonly id: number;
   readonly target: number;
   readonly holder: string;
-  readonly fencing: number;
+  /** Set from the real acquire: tokens come from the server clock, so only their order is modelled. */
+  fencing: number;
   status: LeaseStatus;
 }
 
-/** A lock in Redis: whose token it holds, and whether that holder committed an artifact. */
+/** A lock in Redis: whose token it holds. (A commit deletes its own lock.) */
 export interface ModelLock {
   readonly leaseId: number;
-  committed: boolean;
 }
 
 export interface ProtocolModel {
   /** lockId → the lock. Absent: no lock. */
   readonly locks: Map<string, ModelLock>;
-  /** lockId → the last fencing token handed out (the counter never goes back). */
+  /** lockId → the last fencing token handed out: every later one must be greater. */
   readonly fences: Map<string, number>;
   /** artifactId → the artifact bytes. Absent: no artifact. */
   readonly artifacts: Map<string, Uint8Array>;
@@ -79,24 +79,33 @@ export type ExpectedAcquire =
   | { readonly kind: 'held'; readonly holder: string; readonly sameHolder: boolean; readonly fencing: number };
 
 /**
- * Artifact first; else a live lock; else take the lock with the next fencing token. A lock whose
- * holder committed guards nothing once its artifact is gone (expired): it is replaced.
+ * Artifact first; else a live lock; else take the lock. The new lease's fencing token is set by
+ * {@link recordFencing} from the real answer, which must exceed every earlier one of the lock.
  */
 export function acquire(m: ProtocolModel, target: number, holder: string): ExpectedAcquire {
   const t = TARGETS[target];
   const artifact = m.artifacts.get(artifactId(t));
   if (artifact !== undefined) return { kind: 'fast-forward', artifact };
   const held = m.locks.get(lockId(t));
-  if (held !== undefined && !held.committed) {
+  if (held !== undefined) {
     const lease = m.leases[held.leaseId];
     return { kind: 'held', holder: lease.holder, sameHolder: lease.holder === holder, fencing: lease.fencing };
   }
-  const fencing = (m.fences.get(lockId(t)) ?? 0) + 1;
-  const lease: ModelLease = { id: m.leases.length, target, holder, fencing, status: 'running' };
-  m.fences.set(lockId(t), fencing);
-  m.locks.set(lockId(t), { leaseId: lease.id, committed: false });
+  const lease: ModelLease = { id: m.leases.length, target, holder, fencing: Number.NaN, status: 'running' };
+  m.locks.set(lockId(t), { leaseId: lease.id });
   m.leases.push(lease);
   return { kind: 'acquired', lease };
+}
+
+/**
+ * Record the fencing token Redis handed `lease`. Returns the last one handed out for the same
+ * lock before it, which the new one must exceed.
+ */
+export function recordFencing(m: ProtocolModel, lease: ModelLease, fencing: number): number {
+  const previous = m.fences.get(lockId(TARGETS[lease.target])) ?? 0;
+  lease.fencing = fencing;
+  m.fences.set(lockId(TARGETS[lease.target]), fencing);
+  return previous;
 }
 
 /** Whether the lock of `lease`'s target still holds `lease`'s token. */
@@ -106,13 +115,13 @@ export function owns(m: ProtocolModel, lease: ModelLease): boolean {
 
 /**
  * Success: the artifact is written (whoever holds the lock now: the job did run, and commit.lua
- * documents that it writes anyway and reports 0). The lock is never deleted; if it is still
- * ours it is marked committed.
+ * documents that it writes anyway and reports 0). If the lock is still ours it is deleted in the
+ * same step, so the artifact takes over with no gap; another holder's lock is left alone.
  */
 export function commit(m: ProtocolModel, lease: ModelLease, bytes: Uint8Array): boolean {
   const stillOurs = owns(m, lease);
   m.artifacts.set(artifactId(TARGETS[lease.target]), bytes);
-  if (stillOurs) m.locks.get(lockId(TARGETS[lease.target]))!.committed = true;
+  if (stillOurs) m.locks.delete(lockId(TARGETS[lease.target]));
   lease.status = 'committed';
   return stillOurs;
 }
@@ -135,7 +144,7 @@ export function crash(_m: ProtocolModel, lease: ModelLease): void {
   lease.status = 'crashed';
 }
 
-/** The lock's TTL runs out. The fencing counter outlives it. */
+/** The lock's TTL runs out. Its last fencing token stays the floor for the next one. */
 export function expireLock(m: ProtocolModel, target: number): void {
   m.locks.delete(lockId(TARGETS[target]));
 }

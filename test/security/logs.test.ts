@@ -6,6 +6,7 @@ import type { Redis } from 'ioredis';
 import { FireOncePlugin, fireOnce, fireOnceContext } from '../../src';
 import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
 import { CapturingLogger, jsonSafe, scanKeys, settle } from '../bad-input/support/harness';
+import { lockToken, writeLock } from '../helpers/records';
 
 // Logs, errors and the dispatch log carry keys, scope, step and holder, never an argument or
 // result payload. Every path runs guarded activities whose arguments and results hold a secret;
@@ -55,6 +56,7 @@ describe('security: no payloads in logs or errors', () => {
       settle(
         new MockActivityEnvironment(
           {
+            namespace: 'default',
             activityType,
             workflowExecution: { workflowId: 'chat-1', runId: `run-${++runs}` },
             startToCloseTimeoutMs: 10_000,
@@ -88,7 +90,7 @@ describe('security: no payloads in logs or errors', () => {
   /** The secret and every raw lock token are absent; on failure, show where they leaked. */
   async function expectNothingLeaked() {
     const text = await observable();
-    const tokens = await Promise.all((await scanKeys(redis, `${prefix}:*:lock:*`)).map((key) => redis.hget(key, 't')));
+    const tokens = await Promise.all((await scanKeys(redis, `${prefix}:*:lock:*`)).map((key) => lockToken(redis, key)));
     const leaks = [secret, ...tokens.filter((t): t is string => Boolean(t))].flatMap((needle) =>
       text.split('\n').filter((line) => line.includes(needle)).map((line) => line.slice(0, 300)),
     );
@@ -146,7 +148,7 @@ describe('security: no payloads in logs or errors', () => {
         job: fireOnce(
           async (_s: string, _a: { apiKey: string }) => {
             const { signal, lockKey } = fireOnceContext();
-            await redis.hset(lockKey, 't', 'stolen-by-another-holder');
+            await writeLock(redis, lockKey, 'stolen-by-another-holder');
             await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
             throw signal.reason;
           },

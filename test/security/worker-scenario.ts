@@ -82,6 +82,7 @@ export async function runWorkerScenario(options: {
   const run = (activityType: keyof typeof activities, logger: CapturingLogger) =>
     new MockActivityEnvironment(
       {
+        namespace: 'default',
         activityType,
         workflowExecution: { workflowId: 'chat-s', runId: `run-${++runs}` }, // each invocation a new run
         startToCloseTimeoutMs: 5_000,

@@ -1,6 +1,7 @@
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
-import { ArtifactCache, ARTIFACT_CACHE_DEFAULTS, FireOnceGuard, WakeHub, createFireOnceActivityInterceptor, fireOnce, fireOnceActivityMap } from '../../src';
+import { FireOnceGuard, fireOnce } from '../../src';
+import { ArtifactCache, ARTIFACT_CACHE_DEFAULTS, WakeHub, createFireOnceActivityInterceptor, fireOnceActivityMap } from '../../src/core';
 import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
 
 describe('local artifact cache', () => {
@@ -31,13 +32,13 @@ describe('local artifact cache', () => {
     const hub = new WakeHub(redis);
     hubs.push(hub);
     const cache = new ArtifactCache({ ...ARTIFACT_CACHE_DEFAULTS, ...options });
-    await cache.attach(hub, guard.keys.invalidations());
+    await cache.attach(hub, [guard.keys.invalidations()]);
     return cache;
   }
 
   const run = (cache: ArtifactCache, scope = 's') => {
     const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), cache });
-    return new MockActivityEnvironment({ activityType: 'job' }, { interceptors: [factory] }).run(activities.job, scope);
+    return new MockActivityEnvironment({ namespace: 'default', activityType: 'job' }, { interceptors: [factory] }).run(activities.job, scope);
   };
   const evalCalls = async () => {
     const stats = await redis.info('commandstats');
@@ -58,7 +59,7 @@ describe('local artifact cache', () => {
     const cache = await workerCache();
     const short = new FireOnceGuard({ redis, keyPrefix: prefix, artifactTtlMs: 150 });
     const factory = createFireOnceActivityInterceptor({ guard: short, activities: fireOnceActivityMap(activities), cache });
-    const go = () => new MockActivityEnvironment({ activityType: 'job' }, { interceptors: [factory] }).run(activities.job, 's');
+    const go = () => new MockActivityEnvironment({ namespace: 'default', activityType: 'job' }, { interceptors: [factory] }).run(activities.job, 's');
     await go();
     await new Promise((r) => setTimeout(r, 250));
     await go(); // artifact expired in Redis and in the cache: runs again

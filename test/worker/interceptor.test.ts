@@ -2,18 +2,11 @@ import { CompleteAsyncError, Context, type Info } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure, RawValue, defaultPayloadConverter } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
-import {
-  FireOnce,
-  FireOnceConfigError,
-  FireOnceGuard,
-  createFireOnceActivityInterceptor,
-  fireOnce,
-  fireOnceActivityMap,
-  type FireOnceOptions,
-  type InFlightPolicy,
-} from '../../src';
+import { FireOnce, FireOnceConfigError, FireOnceGuard, fireOnce, type FireOnceOptions } from '../../src';
+import { createFireOnceActivityInterceptor, fireOnceActivityMap, type InFlightPolicy } from '../../src/core';
 import { payloadToBytes } from '../../src/worker/artifact';
 import { useGuardFixture } from '../helpers/redis';
+import { writeArtifact, writeLock } from '../helpers/records';
 
 // MockActivityEnvironment passes empty headers, so these tests give the scope through options;
 // header propagation is covered by the integration suite on a real server.
@@ -31,7 +24,7 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
   function envFor(activities: object, activityType: string, onInFlight: InFlightPolicy = 'wait', info: Partial<Info> = {}) {
     const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), onInFlight, pollIntervalMs: 20 });
     return new MockActivityEnvironment(
-      { activityType, startToCloseTimeoutMs: 10_000, currentAttemptScheduledTimestampMs: Date.now(), ...info },
+      { namespace: 'default', activityType, startToCloseTimeoutMs: 10_000, currentAttemptScheduledTimestampMs: Date.now(), ...info },
       { interceptors: [factory] },
     );
   }
@@ -48,8 +41,7 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
 
   /** Someone else's lock, as acquire.lua writes it. */
   const holdLock = async (key: string) => {
-    await redis.hset(key, 't', 'someone-else', 'o', 'another workflow', 'h', '', 'f', '1');
-    await redis.pexpire(key, 30_000);
+    await writeLock(redis, key, 'someone-else', { holder: 'another workflow' });
   };
 
   const decode = (value: unknown) => defaultPayloadConverter.fromPayload((value as RawValue).payload);
@@ -64,11 +56,13 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     expect(await count()).toBe(1);
   });
 
-  it('keeps the lock after success (no release on success)', async () => {
+  it('on success the artifact takes over from the lock: a later call fast-forwards and never dispatches', async () => {
     const activities = { summarise: guarded(async () => 'ok') };
     await envFor(activities, 'summarise').run(activities.summarise, 'scope-a');
-    expect(await redis.exists(guard.keys.lock('scope-a', 'summarise'))).toBe(1);
+    expect(await redis.exists(guard.keys.lock('scope-a', 'summarise'))).toBe(0);
     expect(await redis.exists(guard.keys.artifact('scope-a', 'summarise'))).toBe(1);
+    expect(decode(await envFor(activities, 'summarise').run(activities.summarise, 'scope-a'))).toBe('ok');
+    expect(await count()).toBe(1);
   });
 
   it('releases on failure, rethrows the original error unchanged, and the next call dispatches again', async () => {
@@ -183,7 +177,7 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
   });
 
   it('fails a corrupt artifact with non-retryable FireOnceCorruptArtifact and does not dispatch', async () => {
-    await redis.hset(guard.keys.artifact('s', 'job'), 'p', Buffer.from([0xff, 0xff, 0xff]), 'h', '');
+    await writeArtifact(redis, guard.keys.artifact('s', 'job'), Buffer.from([0xff, 0xff, 0xff]));
     const activities = { job: guarded(async () => 'x') };
     const err = await envFor(activities, 'job').run(activities.job, 's').catch((e: unknown) => e);
     expect((err as ApplicationFailure).type).toBe('FireOnceCorruptArtifact');
@@ -200,7 +194,7 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
 
   it('refuses to run a fire-once activity on a worker without the interceptor', async () => {
     const activities = { job: guarded(async () => 'x') };
-    const bare = new MockActivityEnvironment({ activityType: 'job' });
+    const bare = new MockActivityEnvironment({ namespace: 'default', activityType: 'job' });
     await expect(bare.run(activities.job, 's')).rejects.toBeInstanceOf(FireOnceConfigError);
     expect(await count()).toBe(0);
   });

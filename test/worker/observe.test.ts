@@ -1,7 +1,8 @@
 import type { MetricCounter, MetricHistogram, MetricMeter, MetricTags } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
-import { DispatchLog, FireOnceGuard, METRICS, createFireOnceActivityInterceptor, fireOnce, fireOnceActivityMap, parseEvent } from '../../src';
+import { FireOnceGuard, fireOnce } from '../../src';
+import { DispatchLog, METRICS, createFireOnceActivityInterceptor, fireOnceActivityMap, parseEvent } from '../../src/core';
 import { connectRedis, deletePrefix, testPrefix, useGuardFixture } from '../helpers/redis';
 
 /** A MetricMeter that records every data point with its merged tags. */
@@ -31,7 +32,7 @@ describe('dispatch log and metrics', () => {
 
   it('appends each decision with its IDs, never a payload, and counts it by decision without the scope tag', async () => {
     const secret = 'secret-argument-9931';
-    const log = new DispatchLog(redis, guard.keys.log(), 1_000);
+    const log = new DispatchLog(redis, guard.keys, 1_000);
     const points: { name: string; value: number; tags: MetricTags }[] = [];
     const activities = {
       job: fireOnce(async (scope: string, _text: string) => `result for ${scope} ${secret}`, { scope: ([s]) => s }),
@@ -40,6 +41,7 @@ describe('dispatch log and metrics', () => {
       const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), dispatchLog: log });
       const env = new MockActivityEnvironment(
         {
+          namespace: 'default',
           activityType: 'job',
           attempt,
           activityId: `act-${attempt}`,
@@ -53,11 +55,13 @@ describe('dispatch log and metrics', () => {
     };
     await run(1);
     await run(2);
-    await new Promise((r) => setTimeout(r, 50)); // appends are not awaited by the guard
+    await log.flush(); // appends are batched, never awaited by the guard
     const entries = await redis.xrange(guard.keys.log(), '-', '+');
     const events = entries.map(([, fields]) => parseEvent(fields));
     expect(events.map((e) => e.decision)).toEqual(['dispatched', 'committed', 'fast-forwarded']);
-    expect(events[0]).toMatchObject({ scope: 'session-7', step: 'job', jobType: 'job', workflowId: 'wf-1', runId: 'run-1', activityId: 'act-1', attempt: 1, fencingToken: 1 });
+    expect(events[0]).toMatchObject({ scope: 'session-7', step: 'job', jobType: 'job', workflowId: 'wf-1', runId: 'run-1', activityId: 'act-1', attempt: 1, namespace: 'default' });
+    expect(events[1].fencingToken).toBe(events[0].fencingToken);
+    expect(events[0].fencingToken).toBeGreaterThan(1e15); // the server clock, in microseconds
     expect(events[0].holder).toMatch(/^[0-9a-f]{12}$/);
     expect(events[2]).toMatchObject({ runId: 'run-2', attempt: 2 });
     expect(JSON.stringify(entries)).not.toContain(secret);
@@ -70,9 +74,9 @@ describe('dispatch log and metrics', () => {
   });
 
   it('caps the stream at about maxLen entries', async () => {
-    const log = new DispatchLog(redis, guard.keys.log(), 100);
+    const log = new DispatchLog(redis, guard.keys, 100);
     for (let i = 0; i < 1_000; i++) log.record({ decision: 'dispatched', scope: `s${i}`, step: 'x', jobType: 'x' });
-    await redis.ping();
+    await log.flush();
     const length = await redis.xlen(guard.keys.log());
     expect(length).toBeGreaterThanOrEqual(100);
     expect(length).toBeLessThan(1_000);
@@ -85,15 +89,15 @@ describe('observeOnly', () => {
     const prefix = testPrefix('observe-only');
     try {
       const guard = new FireOnceGuard({ redis, keyPrefix: prefix });
-      const log = new DispatchLog(redis, guard.keys.log(), 1_000);
+      const log = new DispatchLog(redis, guard.keys, 1_000);
       let runs = 0;
       const activities = { job: fireOnce(async (s: string) => (runs++, s), { scope: ([s]) => s, observeOnly: true }) };
       for (let i = 0; i < 3; i++) {
         const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), dispatchLog: log });
-        const env = new MockActivityEnvironment({ activityType: 'job' }, { interceptors: [factory] });
+        const env = new MockActivityEnvironment({ namespace: 'default', activityType: 'job' }, { interceptors: [factory] });
         expect(await env.run(activities.job, 's')).toBe('s');
       }
-      await redis.ping();
+      await log.flush();
       const events = (await redis.xrange(guard.keys.log(), '-', '+')).map(([, f]) => parseEvent(f));
       expect(runs).toBe(3);
       expect(events.map((e) => e.decision)).toEqual(['dispatched', 'dispatched', 'dispatched']);

@@ -1,34 +1,41 @@
 --[[
-  commit: store the result artifact of a successful dispatch. Called only on success.
+  commit (protocol v3): store the result artifact of a successful dispatch. Called only on success.
 
-  KEYS[1]  artifact key of (scope, jobType)
-  KEYS[2]  lock key of (scope, step)
+  KEYS[1]  artifact of (scope, jobType)
+  KEYS[2]  lock of (scope, step)
+  KEYS[3]  parked waiters of (scope, step): a list of task tokens
+  All three carry the same {<ns>/<scope>} hash tag.
 
   ARGV[1]  token the caller acquired the lock with
-  ARGV[2]  artifact payload bytes
+  ARGV[2]  artifact record: '3:<argsHash>:<payload>'
   ARGV[3]  artifact TTL in milliseconds (positive integer)
-  ARGV[4]  args hash of the call that produced it ('' if not checked)
-  ARGV[5]  pub/sub channel to wake waiters on, or '' for none
+  ARGV[4]  pub/sub channel to wake waiters on, or '' for none
 
-  Writes the artifact hash {p = payload, h = args hash} with its TTL and, if the lock is still
-  ours, marks it committed (c = '1'). The lock is never deleted: on success it runs out by its own
-  TTL while the artifact takes over, so no moment exists with neither lock nor artifact; once the
-  artifact is gone, acquire.lua replaces a committed lock. Publishes ARGV[5] so waiters re-check.
+  Writes the artifact with its TTL and, in the same atomic step, deletes the lock if it is still
+  ours: the artifact takes over from the lock with no moment between them in which neither
+  stands. A lock that expired or passed to another holder is left alone. Publishes on ARGV[4] so
+  that waiters re-check, and hands the parked waiters to the caller, who completes them with the
+  result.
 
   Returns:
-    1  the artifact is written and the lock still held ARGV[1]
-    0  the artifact is written, but the lock had expired or passed to another holder
+    1 or 0                the artifact is written; 1 if the lock still held ARGV[1] (and is now
+                          deleted), 0 if it had expired or passed to another holder
+    {1 or 0, waiter...}   the same, and the parked waiters' task tokens, now removed from KEYS[3]
+
+  Under maxmemory the first write, SET, is refused with OOM before anything is written.
 ]]
--- HSET first: under maxmemory Redis refuses it with OOM before anything is written (a leading
--- DEL would be allowed, and would let the rest of the script write past the limit). The hash
--- only ever has these two fields, so overwriting them replaces any earlier artifact whole.
-redis.call('HSET', KEYS[1], 'p', ARGV[2], 'h', ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-if ARGV[5] ~= '' then
-  redis.call('PUBLISH', ARGV[5], 'commit')
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+local ours = 0
+local lock = redis.call('GET', KEYS[2])
+if lock and string.sub(lock, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then
+  redis.call('DEL', KEYS[2])
+  ours = 1
 end
-if redis.call('HGET', KEYS[2], 't') == ARGV[1] then
-  redis.call('HSET', KEYS[2], 'c', '1')
-  return 1
+if ARGV[4] ~= '' then
+  redis.call('PUBLISH', ARGV[4], 'commit')
 end
-return 0
+local waiters = redis.call('LRANGE', KEYS[3], 0, -1)
+if #waiters == 0 then return ours end
+redis.call('DEL', KEYS[3])
+table.insert(waiters, 1, ours)
+return waiters

@@ -1,21 +1,24 @@
 --[[
-  extend: compare-and-expire of the lock. Renews a lease while the activity runs, and sets the
-  hold-after-success TTL when an external-artifact dispatch completes.
+  extend (protocol v3): compare-and-expire of the lock. Renews a lease while the activity runs,
+  and holds the lock after a dispatch that ends without an artifact of ours.
 
-  KEYS[1]  lock key of (scope, step)
-  KEYS[2]  fencing counter of (scope, step)
+  KEYS[1]  lock of (scope, step)
+  KEYS[2]  parked waiters of (scope, step)
+  Both carry the same {<ns>/<scope>} hash tag.
 
   ARGV[1]  token the caller acquired the lock with
   ARGV[2]  new lock TTL in milliseconds (positive integer)
-  ARGV[3]  fencing counter TTL in milliseconds (positive integer)
+  ARGV[3]  new TTL of the parked-waiter list in milliseconds (positive integer): the lock's TTL
+           plus the grace in which a waiter's own worker notices the lock is gone
 
   Returns:
-    1  the lock held ARGV[1]; its TTL is now ARGV[2], the counter's ARGV[3]
+    1  the lock held ARGV[1]; its TTL is now ARGV[2], and the waiter list's (if any) ARGV[3]
     0  lost: the lock is missing or another holder's; nothing is changed
 ]]
-if redis.call('HGET', KEYS[1], 't') == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[3])
-  return 1
+local lock = redis.call('GET', KEYS[1])
+if not lock or string.sub(lock, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then
+  return 0
 end
-return 0
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return 1

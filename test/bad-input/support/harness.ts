@@ -2,7 +2,8 @@ import type { Info } from '@temporalio/activity';
 import { ApplicationFailure, RawValue, defaultPayloadConverter, type LogLevel, type LogMetadata, type Logger } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
-import { createFireOnceActivityInterceptor, fireOnceActivityMap, type FireOnceGuard, type FireOnceInterceptorConfig } from '../../../src';
+import { type FireOnceGuard } from '../../../src';
+import { createFireOnceActivityInterceptor, fireOnceActivityMap, type FireOnceInterceptorConfig } from '../../../src/core';
 import { payloadToBytes } from '../../../src/worker/artifact';
 import { useGuardFixture, type GuardFixture } from '../../helpers/redis';
 
@@ -121,7 +122,7 @@ export function runActivity(options: {
   const { config, activities, activityType, args = [], info = {}, logger = new CapturingLogger() } = options;
   const factory = createFireOnceActivityInterceptor({ pollIntervalMs: 20, ...config, activities: fireOnceActivityMap(activities) });
   const env = new MockActivityEnvironment(
-    { activityType, startToCloseTimeoutMs: 10_000, currentAttemptScheduledTimestampMs: Date.now(), ...info },
+    { namespace: 'default', activityType, startToCloseTimeoutMs: 10_000, currentAttemptScheduledTimestampMs: Date.now(), ...info },
     { interceptors: [factory], logger },
   );
   return env.run(activities[activityType] as (...a: unknown[]) => Promise<unknown>, ...args);

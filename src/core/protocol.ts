@@ -1,0 +1,30 @@
+import { FireOnceConfigError } from './errors';
+import { PROTOCOL_VERSION, type FireOnceKeys } from './keys';
+import type { RedisClient } from './scripts';
+
+/**
+ * Claim the key prefix for this protocol version, or refuse: `SET <prefix>:protocol 3 NX GET`
+ * in one command. A prefix written by another version of the protocol (another release of this
+ * library, in any language) is refused with {@link FireOnceConfigError}, since two versions on
+ * one prefix never see each other's locks and would both dispatch. The marker has no TTL.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceKeys, claimProtocol } from 'temporal-fire-once/core';
+ * import { Redis } from 'ioredis';
+ *
+ * export async function startChecked(redis: Redis): Promise<void> {
+ *   await claimProtocol(redis, new FireOnceKeys('fire-once')); // throws if another version owns the prefix
+ * }
+ * ```
+ */
+export async function claimProtocol(redis: RedisClient, keys: FireOnceKeys): Promise<void> {
+  const marker = keys.protocolMarker();
+  const found = await redis.set(marker, String(PROTOCOL_VERSION), 'NX', 'GET');
+  if (found === null || found === String(PROTOCOL_VERSION)) return;
+  throw new FireOnceConfigError(
+    `key prefix ${JSON.stringify(keys.prefix)} is written with fire-once protocol ${JSON.stringify(found)} (${marker}); this worker speaks protocol ${PROTOCOL_VERSION}. ` +
+      'Stop the workers of the other version and migrate (npx fire-once migrate), or give this worker another keyPrefix',
+    { key: marker },
+  );
+}

@@ -1,0 +1,27 @@
+--[[
+  log-append (protocol v3): append a batch of dispatch-log entries to one namespace's stream, in
+  one round trip, so a worker sends one command per batch instead of one per decision.
+
+  KEYS[1]  the dispatch log stream: '<prefix>:v3:<ns>:log'
+
+  ARGV[1]  approximate cap on the stream's length (positive integer, XADD MAXLEN ~)
+  ARGV[2..] the entries, one after another: a field count n, then n field/value pairs
+            (field names: EVENT_FIELDS in dispatch-log.ts)
+
+  Each entry gets its own stream ID ('*'), so every decision stays one entry for the CLI.
+
+  Returns: the number of entries appended.
+]]
+local i = 2
+local appended = 0
+while i <= #ARGV do
+  local n = tonumber(ARGV[i])
+  local args = {KEYS[1], 'MAXLEN', '~', ARGV[1], '*'}
+  for j = 1, n do
+    args[5 + j] = ARGV[i + j]
+  end
+  redis.call('XADD', unpack(args))
+  appended = appended + 1
+  i = i + n + 1
+end
+return appended
