@@ -1,5 +1,5 @@
 /**
- * The CLI's exit codes, stable and documented in the README. Scripts may rely on them.
+ * The CLI's exit codes, stable and documented in docs/operating.md. Scripts may rely on them.
  */
 export const EXIT = Object.freeze({
   /** Done; for `report`, no duplicate dispatch in the window. */

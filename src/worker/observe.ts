@@ -4,8 +4,8 @@ import type { Decision, DispatchLog } from '../core/dispatch-log';
 import type { DispatchTarget } from '../core/guard';
 
 /**
- * Metric names, stable and documented in the README. Tags: `activity_type`, `step`, `job_type`
- * and, on the counter, `decision`. Never the scope: it is unbounded.
+ * Metric names, stable and documented in docs/operating.md. Tags: `activity_type`, `step`,
+ * `job_type` and, on the counter, `decision`. Never the scope: it is unbounded.
  *
  * @example
  * ```ts

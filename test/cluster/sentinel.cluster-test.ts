@@ -6,7 +6,7 @@ import { info, startSentinelGroup, until, type SentinelGroup } from './helpers/s
 import { lockToken } from '../helpers/records';
 
 // The guard on a Redis reached through Sentinel (a master, one replica, three sentinels, all
-// spawned here), across three failovers. OPERATIONS.md ("Sentinel") is the prose of what this
+// spawned here), across three failovers. docs/deployment.md ("Sentinel") is the prose of what this
 // measures:
 // 1. with ioredis' failoverDetector, the guard follows a failover at once and keeps what was
 //    replicated;
@@ -24,7 +24,7 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
   const guardOn = (client: Redis) =>
     new FireOnceGuard({ redis: client, keyPrefix: 'sentinel-test', lockTtlMs: 120_000, artifactTtlMs: 240_000, storeTimeoutMs: 2_000 });
 
-  /** A client through the sentinels; `failoverDetector` as OPERATIONS.md recommends, unless told not to. */
+  /** A client through the sentinels; `failoverDetector` as docs/deployment.md recommends, unless told not to. */
   const sentinelClient = (failoverDetector = true) => {
     const client = new Redis({ sentinels: [...group.sentinelAddresses], name: group.name, failoverDetector });
     client.on('error', () => undefined);
@@ -189,7 +189,7 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
     }
     const scope = `window-${randomUUID()}`;
     const first = acquired(await guard.acquire(target(scope)));
-    // The mitigation OPERATIONS.md describes, which the library does not do: WAIT after acquiring
+    // The mitigation docs/deployment.md describes, which the library does not do: WAIT after acquiring
     // says that no replica has the lock.
     expect(await redis.wait(1, 200)).toBe(0);
 

@@ -175,7 +175,7 @@ describe('Redis goes away in the middle of a run', () => {
     expect(fencing).toEqual(['1', '1']);
   }, 300_000);
 
-  // A defect found by this suite (see RELIABILITY.md): a guard call that gives up after
+  // A defect found by this suite (see docs/reliability.md): a guard call that gives up after
   // storeTimeoutMs is not withdrawn from the client. ioredis keeps it in its offline queue and
   // sends it once Redis is back, so the acquire that "failed" takes the lock after all, with a
   // token nobody holds. The retry of the same activity then finds the lock held and waits a whole

@@ -6,7 +6,7 @@ import { spawnRedisServer, type SpawnedRedis } from '../bad-input/support/redis-
 import { ACL_USER, aclRules, grantedCommands, parseAclLog, type AclDenial } from './acl-rules';
 import { runWorkerScenario } from './worker-scenario';
 
-// The least-privilege ACL documented in RELIABILITY.md (read from the file, so the two cannot
+// The least-privilege ACL documented in docs/reliability.md (read from the file, so the two cannot
 // drift), on a redis-server of this test's own: a worker works under it, every granted command is
 // needed, and another tenant's keys and channels are out of reach.
 describe('security: least-privilege Redis ACL', () => {

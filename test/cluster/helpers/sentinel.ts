@@ -11,7 +11,7 @@ export interface RedisProcess {
   readonly child: ChildProcess;
 }
 
-/** A master, its replica and three sentinels on localhost, as OPERATIONS.md describes them. */
+/** A master, its replica and three sentinels on localhost, as docs/deployment.md ("Sentinel") describes them. */
 export interface SentinelGroup {
   /** The master group name the sentinels monitor. */
   readonly name: string;

@@ -2,7 +2,7 @@ import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } fr
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 
-/** One suite's numbers: what RELIABILITY.md's table is made of. */
+/** One suite's numbers: what the table in docs/reliability.md is made of. */
 export interface SuiteResult {
   readonly suite: string;
   /** What "runs" counts here, e.g. "3 rounds x 4000 workflow runs". */
