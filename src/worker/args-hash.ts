@@ -1,11 +1,16 @@
 import { createHash } from 'node:crypto';
-import type { PayloadConverter } from '@temporalio/common';
+import type { Payload, PayloadConverter } from '@temporalio/common';
 import type { FireOnceOptions } from './activity-options';
 
+const JSON_PLAIN = 'json/plain';
+
 /**
- * The hash stored with the lock and the artifact to detect calls with other arguments: SHA-256
- * over the payloads the worker's converter makes of the arguments (or of `conflictKey(args)`).
- * `''` when conflicts are ignored.
+ * The hash stored with the lock and the artifact to detect calls with other arguments (PROTOCOL.md,
+ * "Args hash"): SHA-256, base64url, over the payloads the worker's converter makes of the
+ * arguments (or of `conflictKey(args)`). A `json/plain` payload counts by its canonical JSON
+ * (keys sorted, no whitespace, integral numbers without a fraction), so that workers of every SDK
+ * hash the same arguments alike; any other payload by its metadata and bytes. `''` when conflicts
+ * are ignored.
  */
 export function argsHash(options: FireOnceOptions, args: readonly unknown[], converter: PayloadConverter): string {
   if (options.onConflict === 'ignore') return '';
@@ -13,10 +18,31 @@ export function argsHash(options: FireOnceOptions, args: readonly unknown[], con
   const hash = createHash('sha256');
   for (const value of values) {
     const payload = converter.toPayload(value);
-    for (const [key, bytes] of Object.entries(payload.metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))) {
-      hash.update(`${key.length}:${key}${bytes?.length ?? 0}:`).update(bytes ?? new Uint8Array());
+    const canonical = canonicalJson(payload);
+    if (canonical !== undefined) {
+      hash.update(`j${Buffer.byteLength(canonical)}:`).update(canonical);
+      continue;
     }
+    const metadata = Object.entries(payload.metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : 1));
+    hash.update(`p${metadata.length}:`);
+    for (const [key, bytes] of metadata) hash.update(`${Buffer.byteLength(key)}:${key}${bytes?.length ?? 0}:`).update(bytes ?? new Uint8Array());
     hash.update(`${payload.data?.length ?? 0}:`).update(payload.data ?? new Uint8Array());
   }
   return hash.digest('base64url');
+}
+
+/** The canonical JSON of a `json/plain` payload, or `undefined` for any other payload. */
+function canonicalJson(payload: Payload): string | undefined {
+  const encoding = payload.metadata?.encoding;
+  if (encoding === undefined || encoding === null || Buffer.from(encoding).toString() !== JSON_PLAIN) return undefined;
+  return stringify(JSON.parse(Buffer.from(payload.data ?? new Uint8Array()).toString('utf8')));
+}
+
+function stringify(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stringify).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const keys = Object.keys(value).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${stringify((value as Record<string, unknown>)[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
 }
