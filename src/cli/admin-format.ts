@@ -1,4 +1,5 @@
 import type { InvalidateResult } from './invalidate';
+import type { MigrateResult } from './migrate';
 import type { ReleaseResult } from './release';
 import { formatMs, table } from './table';
 
@@ -30,6 +31,18 @@ export function formatInvalidate(result: InvalidateResult): string {
   }
   lines.push(...logLine('invalidated', result));
   return lines.join('\n');
+}
+
+/** The human form of `migrate`. */
+export function formatMigrate(result: MigrateResult): string {
+  if (!result.done) {
+    return [`nothing migrated: ${result.inFlight.length} v2 lock(s) of dispatches in flight under ${result.prefix}`, ...result.inFlight.map((l) => `  ${l.key} (${formatMs(l.ttlMs)} left)`)].join('\n');
+  }
+  return [
+    `copied ${result.copied} v2 result(s) into namespace ${JSON.stringify(result.namespace)}${result.kept > 0 ? ` (${result.kept} already stored in v3, kept)` : ''}`,
+    `prefix ${result.prefix} is marked protocol 3`,
+    ...(result.deleted > 0 ? [`deleted ${result.deleted} v2 key(s)`] : []),
+  ].join('\n');
 }
 
 function logLine(decision: string, result: { logEntryId?: string | null }): string[] {

@@ -12,7 +12,10 @@ export const EXIT = Object.freeze({
   redis: 3,
   /** Nothing to act on: `release` found no lock, `invalidate` found no artifact. */
   notFound: 4,
-  /** `release` refused: the lock changed hands between reading it and deleting it. */
+  /**
+   * Refused: `release` found the lock changed hands between reading it and deleting it;
+   * `migrate` found v2 dispatches in flight, or a prefix written by another protocol version.
+   */
   conflict: 5,
   /** A bug in the CLI itself. */
   internal: 70,

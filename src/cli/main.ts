@@ -14,7 +14,8 @@ import { inspect } from './inspect';
 import { openLogReader } from './log';
 import { formatInspection } from './inspect-format';
 import { invalidate } from './invalidate';
-import { formatRelease, formatInvalidate } from './admin-format';
+import { formatRelease, formatInvalidate, formatMigrate } from './admin-format';
+import { migrate } from './migrate';
 import { release } from './release';
 import { buildReport } from './report';
 import { DEFAULT_SCOPE_LIMIT, formatReport } from './report-format';
@@ -132,6 +133,19 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       if (result.logError !== undefined) io.err(`fire-once: invalidated, but the invalidated entry was not recorded: ${result.logError}\n`);
     });
 
+  common(program.command('migrate'))
+    .description('Upgrade a key prefix from protocol v2: copy its results into v3 (under --namespace) and mark the prefix v3. Stop the v2 workers first.')
+    .option('--delete', 'delete the v2 keys once their results are copied')
+    .action(async (opts: CommonOptions & { delete?: boolean }) => {
+      const keys = keysFor(opts);
+      const result = await withRedis(opts, (redis) => migrate(redis, keys, opts.delete === true));
+      io.out(`${opts.json ? JSON.stringify(result, null, 2) : formatMigrate(result)}\n`);
+      if (!result.done) {
+        const longest = Math.max(...result.inFlight.map((l) => l.ttlMs));
+        throw new CliError(`${result.inFlight.length} v2 dispatch(es) still in flight: stop the v2 workers, then run migrate again once their locks are gone (longest TTL left ${longest} ms)`, EXIT.conflict);
+      }
+    });
+
   return program;
 }
 
@@ -177,7 +191,8 @@ Exit codes:
   2   usage error, or release/invalidate without --force (nothing changed)
   3   Redis unreachable, refused the credentials, or timed out
   4   nothing to act on: no such lock (release) or artifact (invalidate)
-  5   release refused: the lock changed hands while it was being released
+  5   refused: release found the lock changed hands; migrate found v2 dispatches in
+      flight or a prefix written by another protocol version
   70  internal error in the CLI
 `;
 

@@ -110,7 +110,7 @@ export function scoped(): string | undefined {
 /** Where each entry resolves, and what it exports, through require. */
 const ENTRIES_JS = `
 const report = { resolved: {}, exports: {}, deepImport: null };
-for (const name of ['temporal-fire-once', 'temporal-fire-once/workflow']) {
+for (const name of ['temporal-fire-once', 'temporal-fire-once/core', 'temporal-fire-once/workflow']) {
   report.resolved[name] = require.resolve(name);
   report.exports[name] = Object.keys(require(name)).filter((k) => k !== '__esModule').sort();
 }
@@ -127,9 +127,11 @@ console.log(JSON.stringify(report));
 const ENTRIES_MJS = `
 const names = (module) => Object.keys(module).filter((k) => k !== 'default' && k !== '__esModule').sort();
 const main = await import('temporal-fire-once');
+const core = await import('temporal-fire-once/core');
 const workflow = await import('temporal-fire-once/workflow');
 console.log(JSON.stringify({
   'temporal-fire-once': names(main),
+  'temporal-fire-once/core': names(core),
   'temporal-fire-once/workflow': names(workflow),
 }));
 `;

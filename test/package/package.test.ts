@@ -80,22 +80,24 @@ describe('the packed package in a fresh project', () => {
       ...files.filter((f) => f.endsWith('.js')).map((f) => f.replace(/\.js$/, '.d.ts')),
     ];
     expect(required.filter((f) => !files.includes(f))).toEqual([]);
-    expect(files.filter((f) => !f.startsWith('dist/') && !['LICENSE', 'README.md', 'package.json'].includes(f))).toEqual([]);
+    expect(files.filter((f) => !f.startsWith('dist/') && !['LICENSE', 'README.md', 'PROTOCOL.md', 'package.json'].includes(f))).toEqual([]);
     expect(files.filter((f) => /\.test\.|(^|\/)(src|test|sample-workflows)\//.test(f))).toEqual([]);
     expect(files.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toEqual([]);
   });
 
-  it('resolves both entries through the exports map to the built JS, for require and import', async () => {
+  it('resolves every entry through the exports map to the built JS, for require and import', async () => {
     const cjs = lastJsonLine<{ resolved: Record<string, string>; exports: Record<string, string[]>; deepImport: string }>(
       await run('node', ['entries.js'], { cwd: consumerDir }),
     );
     const installed = join(consumerDir, 'node_modules', rootPackage.name);
     expect(cjs.resolved).toEqual({
       'temporal-fire-once': join(installed, 'dist', 'index.js'),
+      'temporal-fire-once/core': join(installed, 'dist', 'core.js'),
       'temporal-fire-once/workflow': join(installed, 'dist', 'workflow', 'index.js'),
     });
     expect(cjs.exports['temporal-fire-once']).toEqual(expect.arrayContaining(['FireOncePlugin', 'fireOnce', 'FireOnce', 'FireOnceGuard']));
     expect(cjs.exports['temporal-fire-once/workflow']).toEqual(expect.arrayContaining(['setDispatchScope', 'getDispatchScope']));
+    expect(cjs.exports['temporal-fire-once/core']).toEqual(expect.arrayContaining(['FireOnceKeys', 'createFireOnceActivityInterceptor', 'PROTOCOL_SCRIPTS']));
     // Internals stay behind the exports map.
     expect(cjs.deepImport).toBe('ERR_PACKAGE_PATH_NOT_EXPORTED');
 

@@ -1,0 +1,102 @@
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { Redis } from 'ioredis';
+import { FireOnceGuard } from '../../src';
+import { FireOnceKeys, encodeId } from '../../src/core';
+import { payloadToBytes } from '../../src/worker/artifact';
+import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { scanKeys } from '../bad-input/support/harness';
+import { runCli } from './run-cli';
+
+// Keys written by the previous release (protocol v2), with its own scripts (test/fixtures/protocol-v2,
+// copied from commit 28a8216), then moved to v3 by `fire-once migrate`.
+const V2 = join(__dirname, '..', 'fixtures', 'protocol-v2');
+
+describe('fire-once migrate: protocol v2 keys into v3', () => {
+  let redis: Redis;
+  const prefixes: string[] = [];
+  beforeAll(() => {
+    redis = connectRedis();
+    redis.defineCommand('v2Acquire', { numberOfKeys: 3, lua: readFileSync(join(V2, 'acquire.lua'), 'utf8') });
+    redis.defineCommand('v2Commit', { numberOfKeys: 2, lua: readFileSync(join(V2, 'commit.lua'), 'utf8') });
+  });
+  afterAll(async () => {
+    for (const prefix of prefixes) await deletePrefix(redis, prefix);
+    await redis.quit();
+  });
+
+  type V2Client = Redis & {
+    v2Acquire(...args: (string | number)[]): Promise<unknown>;
+    v2Commit(...args: (string | number | Buffer)[]): Promise<unknown>;
+  };
+
+  /** Acquire (and, with a payload, commit) one v2 step exactly as the previous release did. */
+  async function v2Dispatch(prefix: string, scope: string, step: string, payload?: Buffer, argsHash = ''): Promise<void> {
+    const base = `${prefix}:{${encodeId('scope', scope)}}`;
+    const [artifact, lock, fence] = [`${base}:artifact:${encodeId('jobType', step)}`, `${base}:lock:${encodeId('step', step)}`, `${base}:fence:${encodeId('step', step)}`];
+    const token = randomUUID();
+    const client = redis as V2Client;
+    await client.v2Acquire(artifact, lock, fence, token, 60_000, 'result', 'wf run act', argsHash, 3_600_000);
+    if (payload !== undefined) await client.v2Commit(artifact, lock, token, payload, 3_600_000, argsHash, '');
+  }
+
+  const cli = (prefix: string, ...args: string[]) => runCli(['migrate', '--prefix', prefix, '--redis', process.env.REDIS_URL!, ...args]);
+
+  it('copies every v2 result into the v3 namespace with its TTL, marks the prefix v3, and the guard fast-forwards to the same bytes', async () => {
+    const prefix = testPrefix('migrate');
+    prefixes.push(prefix);
+    const payloads = ['session-1', 'chat:7*{x}'].map((scope) => [scope, payloadToBytes(defaultPayloadConverter.toPayload({ summary: `of ${scope}` }))] as const);
+    for (const [scope, payload] of payloads) await v2Dispatch(prefix, scope, 'summarise', payload, 'h-args');
+
+    const run = await cli(prefix, '--json', '--namespace', 'tenant-a');
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ copied: 2, kept: 0, inFlight: [], deleted: 0, done: true, namespace: 'tenant-a' });
+    expect(await redis.get(`${prefix}:protocol`)).toBe('3');
+
+    const guard = new FireOnceGuard({ redis, keyPrefix: prefix, namespace: 'tenant-a' });
+    for (const [scope, payload] of payloads) {
+      const outcome = await guard.acquire({ scope, step: 'summarise', jobType: 'summarise', argsHash: 'h-args' });
+      expect(outcome.kind).toBe('fast-forward');
+      expect(Buffer.compare((outcome as { artifact: Buffer }).artifact, payload)).toBe(0);
+      const ttl = await redis.pttl(guard.keys.artifact(scope, 'summarise'));
+      expect(ttl).toBeGreaterThan(3_500_000);
+      expect(ttl).toBeLessThanOrEqual(3_600_000);
+    }
+    // The args hash came along: other arguments are still a conflict.
+    await expect(guard.acquire({ scope: 'session-1', step: 'summarise', jobType: 'summarise', argsHash: 'other' })).rejects.toThrow(/other arguments/);
+    // Other namespaces see nothing of it.
+    const other = new FireOnceGuard({ redis, keyPrefix: prefix });
+    expect((await other.acquire({ scope: 'session-1', step: 'summarise', jobType: 'summarise' })).kind).toBe('acquired');
+
+    // Run again with --delete: nothing new to copy (v3 keeps what it has), the v2 keys go.
+    const again = await cli(prefix, '--json', '--namespace', 'tenant-a', '--delete');
+    expect(JSON.parse(again.stdout)).toMatchObject({ copied: 0, kept: 2, done: true });
+    expect(JSON.parse(again.stdout).deleted).toBeGreaterThanOrEqual(4); // two artifacts, two locks, two fencing counters
+    const left = await scanKeys(redis, `${prefix}:{*`);
+    expect(left).toEqual([]);
+  });
+
+  it('refuses (exit 5) and copies nothing while a v2 dispatch is in flight', async () => {
+    const prefix = testPrefix('migrate-busy');
+    prefixes.push(prefix);
+    await v2Dispatch(prefix, 'done', 'summarise', Buffer.from('x'));
+    await v2Dispatch(prefix, 'busy', 'summarise'); // acquired, never committed
+    const run = await cli(prefix);
+    expect(run.code).toBe(5);
+    expect(run.stdout).toContain('nothing migrated: 1 v2 lock(s) of dispatches in flight');
+    expect(run.stderr).toMatch(/stop the v2 workers/);
+    expect(await redis.exists(`${prefix}:protocol`, new FireOnceKeys(prefix).artifact('done', 'summarise'))).toBe(0);
+  });
+
+  it('refuses (exit 5) a prefix whose marker names another protocol version', async () => {
+    const prefix = testPrefix('migrate-other');
+    prefixes.push(prefix);
+    await redis.set(`${prefix}:protocol`, '4');
+    const run = await cli(prefix);
+    expect(run.code).toBe(5);
+    expect(run.stderr).toMatch(/written with fire-once protocol "4"/);
+  });
+});
