@@ -66,7 +66,7 @@ async function bench(config: BenchConfig, redisService: RedisService, temporal: 
       finishedAt: new Date().toISOString(),
       command: ['npm run bench:strategies', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
       machine: machine(),
-      services: { redis: redisService.spawned ? 'spawned redis-server' : 'REDIS_URL', temporal: temporal.source },
+      services: { redis: redisService.description, temporal: temporal.source },
       config,
       totalMs,
       summary,
