@@ -8,6 +8,9 @@
  * `DEMO_KEY_PREFIX`, default `demo`). With `REDIS_URL` set the logs are left in place, so that
  * `npx fire-once report --prefix demo-unguarded` flags the session and `--prefix demo-guarded`
  * shows no duplicate.
+ *
+ * Redis: `REDIS_URL`, else `redis-server` on PATH, else an embedded one through
+ * redis-memory-server (`services/embedded-redis.ts`); the `services:` line says which.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -156,4 +159,5 @@ async function demo(redisService: RedisService, temporal: TemporalService): Prom
 }
 
 quietTemporalLogs();
-runMain(() => withRedisAndTemporal('demo', demo));
+// Only the demo falls back to an embedded Redis: `npm install && npm run demo` on a bare machine.
+runMain(() => withRedisAndTemporal('demo', demo, { embeddedRedis: true }));

@@ -3,7 +3,8 @@ import { startRedis, startTemporal, type RedisService, type TemporalService } fr
 /**
  * Start (or find) the real services once for the whole run and hand their addresses to every
  * test through REDIS_URL and TEMPORAL_ADDRESS. A missing service fails the run with a message
- * saying how to get it; nothing is skipped.
+ * saying how to get it; nothing is skipped. No embedded Redis here (only the demo has that
+ * fallback): a suite that silently built its own Redis would hide a missing install.
  */
 export default async function globalSetup(): Promise<void> {
   const started: { redis?: RedisService; temporal?: TemporalService } = {};
@@ -12,5 +13,5 @@ export default async function globalSetup(): Promise<void> {
   started.temporal = await startTemporal();
   process.env.REDIS_URL = started.redis.url;
   process.env.TEMPORAL_ADDRESS = started.temporal.address;
-  process.stdout.write(`\nservices: redis ${started.redis.url} (${started.redis.spawned ? 'spawned' : 'REDIS_URL'}), temporal ${started.temporal.address} (${started.temporal.source})\n`);
+  process.stdout.write(`\nservices: redis ${started.redis.url} (${started.redis.description}), temporal ${started.temporal.address} (${started.temporal.source})\n`);
 }

@@ -3,11 +3,16 @@
  * chat-session sample's own guarded `dispatchSummary` (the real `fireOnce` under the real
  * `FireOncePlugin`); `none` is the sample's unguarded body; the three strawmen wrap that body in
  * a few plain ioredis calls. The strawmen live here only: they are never options of the library.
+ * `temporal-native` uses no Redis lock: its dispatch starts or attaches to a job workflow
+ * (`../shared/native-job.ts`) whose one activity is the unguarded body.
  */
 import { randomBytes } from 'node:crypto';
+import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
 import type { Redis } from 'ioredis';
+import { startOrAttachJob } from '../shared/native-job';
 import { createChatActivities, type ChatActivities } from '../../sample-workflows/chat-session/activities';
-import { chatKeys, type ChatKeys } from '../../sample-workflows/chat-session/config';
+import { chatKeys, DISPATCH_STEP, type ChatKeys } from '../../sample-workflows/chat-session/config';
 import { sleep } from '../../sample-workflows/shared/redis';
 import { runnerKeys } from './job-runner';
 import { STRATEGIES, type StrategyName } from './strategies';
@@ -21,6 +26,8 @@ export interface StrategyActivityDeps {
   readonly runPrefix: string;
   /** Lock TTL of every lock-based strategy, `fire-once` included. */
   readonly lockTtlMs: number;
+  /** For `temporal-native`, which starts its job workflow from an activity. */
+  readonly client: Client;
 }
 
 /** The sample keys of one strategy in one run. */
@@ -30,7 +37,8 @@ export function strategyKeys(runPrefix: string, strategy: StrategyName): ChatKey
 
 /**
  * Every strategy's activities, registered as `<strategy>:dispatch` and `<strategy>:awaitSummary`
- * for the bench workflow. Each dispatch receives the invocation ID as the job's message.
+ * for the bench workflow (and `temporal-native:push` for its job workflow). Each dispatch
+ * receives the invocation ID as the job's message.
  */
 export function createStrategyActivities(deps: StrategyActivityDeps): Record<string, (...args: never[]) => Promise<unknown>> {
   const activities: Record<string, (...args: never[]) => Promise<unknown>> = {};
@@ -39,6 +47,7 @@ export function createStrategyActivities(deps: StrategyActivityDeps): Record<str
     const sample = createChatActivities({ redis: deps.redis, keys, lockTtlMs: deps.lockTtlMs });
     activities[`${strategy}:dispatch`] = dispatchFor(strategy, sample, deps, keys);
     activities[`${strategy}:awaitSummary`] = sample.awaitSummary;
+    if (strategy === 'temporal-native') activities[`${strategy}:push`] = sample.dispatchSummaryUnguarded;
   }
   return activities;
 }
@@ -56,7 +65,28 @@ function dispatchFor(strategy: StrategyName, sample: ChatActivities, deps: Strat
       return releaseOnAnyResolution(deps, keys, push);
     case 'fire-once':
       return sample.dispatchSummary; // marked with fireOnce: guarded by the plugin, found by its registered name
+    case 'temporal-native':
+      return nativeDispatch(deps);
   }
+}
+
+/**
+ * Temporal alone: start the job workflow `job:{<run>/<session>}:dispatch-summary` or attach to
+ * it; it pushes the job with this invocation's ID. The run prefix keeps bench runs apart, since
+ * a job workflow outlives its run (retention). One attempt: the job is the push.
+ */
+function nativeDispatch(deps: StrategyActivityDeps): Dispatch {
+  return async function nativeDispatch(sessionId, invocation) {
+    await startOrAttachJob<void>({
+      client: deps.client,
+      taskQueue: Context.current().info.taskQueue,
+      scope: `{${deps.runPrefix}/${sessionId}}`,
+      step: DISPATCH_STEP,
+      activity: 'temporal-native:push',
+      args: [sessionId, invocation],
+      maximumAttempts: 1,
+    });
+  };
 }
 
 /** Strawman 1: check the artifact, never lock. */

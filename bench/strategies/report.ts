@@ -3,7 +3,7 @@
  * the check of the seed's predictions that decides the exit code.
  */
 import Table from 'cli-table3';
-import { DUPLICATE_PHASES, PREDICTIONS, type StrategyName } from './strategies';
+import { DUPLICATE_PHASES, PREDICTIONS, mustFireOnce, type StrategyName } from './strategies';
 import type { StrategyRun } from './scenario';
 
 /** Minimum, median and maximum of one measure over the runs. */
@@ -59,8 +59,8 @@ export function summarise(runs: readonly (readonly StrategyRun[])[]): StrategySu
 }
 
 /**
- * Check every run against the seed: `fire-once` must dispatch exactly once, and every strawman
- * must show a duplicate in each phase where its failure is predicted.
+ * Check every run against the seed: `fire-once` and `temporal-native` must dispatch exactly
+ * once, and every strawman must show a duplicate in each phase where its failure is predicted.
  */
 export function checkPredictions(runs: readonly (readonly StrategyRun[])[]): Verdict {
   const failures: string[] = [];
@@ -68,15 +68,15 @@ export function checkPredictions(runs: readonly (readonly StrategyRun[])[]): Ver
   for (const result of runs.flat()) {
     const where = `run ${result.run}, ${result.strategy}`;
     const prediction = PREDICTIONS[result.strategy];
-    if (result.strategy === 'fire-once' && result.dispatches.length !== 1) {
-      failures.push(`${where}: ${result.dispatches.length} dispatches; fire-once must dispatch exactly 1`);
+    if (mustFireOnce(result.strategy) && result.dispatches.length !== 1) {
+      failures.push(`${where}: ${result.dispatches.length} dispatches; ${result.strategy} must dispatch exactly 1`);
     }
     for (const phase of DUPLICATE_PHASES) {
       const count = result.duplicates[phase];
       if (prediction.duplicatesIn.includes(phase) && count === 0) {
         failures.push(`${where}: no duplicate in phase (${phase}), where the seed predicts one (${prediction.why})`);
       }
-      if (!prediction.duplicatesIn.includes(phase) && count > 0 && result.strategy !== 'fire-once') {
+      if (!prediction.duplicatesIn.includes(phase) && count > 0 && !mustFireOnce(result.strategy)) {
         notes.push(`${where}: ${count} duplicate(s) in phase (${phase}), which the seed does not predict`);
       }
     }

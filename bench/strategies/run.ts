@@ -38,7 +38,7 @@ export async function runOnce(services: BenchServices, config: BenchConfig, run:
   const worker = await Worker.create({
     connection: services.native,
     taskQueue,
-    activities: createStrategyActivities({ redis, runPrefix, lockTtlMs: config.lockTtlMs }),
+    activities: createStrategyActivities({ redis, runPrefix, lockTtlMs: config.lockTtlMs, client: services.client }),
     plugins: [plugin],
     workflowBundle: services.workflowBundle,
   });

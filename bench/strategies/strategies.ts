@@ -4,7 +4,7 @@
  */
 
 /** Every strategy, in the order the bench runs and prints them. */
-export const STRATEGIES = ['none', 'artifact-only', 'lock-only', 'release-on-any-resolution', 'fire-once'] as const;
+export const STRATEGIES = ['none', 'artifact-only', 'lock-only', 'release-on-any-resolution', 'fire-once', 'temporal-native'] as const;
 
 /** One strategy's name. */
 export type StrategyName = (typeof STRATEGIES)[number];
@@ -34,7 +34,8 @@ export interface Prediction {
 
 /**
  * The seed's claims, one per strategy. `fire-once` predicts no duplicate anywhere: exactly one
- * dispatch in all. Every other strategy predicts duplicates in exactly the phases listed.
+ * dispatch in all; so does `temporal-native`, Temporal's own answer (no Redis). Every other
+ * strategy predicts duplicates in exactly the phases listed.
  */
 export const PREDICTIONS: Readonly<Record<StrategyName, Prediction>> = Object.freeze({
   none: { duplicatesIn: ['a', 'b', 'c'], why: 'no guard: every invocation dispatches' },
@@ -54,7 +55,16 @@ export const PREDICTIONS: Readonly<Record<StrategyName, Prediction>> = Object.fr
     duplicatesIn: [],
     why: 'artifact guard + lock released only on failure: one dispatch in all',
   },
+  'temporal-native': {
+    duplicatesIn: [],
+    why: 'job workflow job:{scope}:{step}, USE_EXISTING + ALLOW_DUPLICATE_FAILED_ONLY: runs attach to it or read its result; no Redis',
+  },
 });
+
+/** Strategies that must dispatch exactly once in every run: the bench fails otherwise. */
+export function mustFireOnce(strategy: StrategyName): boolean {
+  return PREDICTIONS[strategy].duplicatesIn.length === 0;
+}
 
 /** The scope (chat session) a strategy's invocations share. */
 export function sessionOf(strategy: StrategyName): string {

@@ -5,6 +5,9 @@
 import { proxyActivities } from '@temporalio/workflow';
 import { setDispatchScope } from '../../src/workflow';
 
+// The job workflow of the `temporal-native` strategy, started by its dispatch activity.
+export { nativeJob } from '../shared/native-workflows';
+
 /** The activities of one strategy, registered as `<strategy>:dispatch` and `<strategy>:awaitSummary`. */
 type StrategyActivities = Record<string, (...args: unknown[]) => Promise<unknown>>;
 

@@ -1,8 +1,8 @@
-export { startRedis, freePort, stopChild } from './redis';
-export type { RedisService } from './redis';
+export { startRedis, freePort, stopChild, HOW_TO_GET_REDIS } from './redis';
+export type { RedisService, RedisSource, StartRedisOptions } from './redis';
 export { startTemporal, findTemporalCli } from './temporal';
-export type { TemporalService } from './temporal';
+export type { TemporalService, StartTemporalOptions } from './temporal';
 export { startRedisCluster, clusterNodesFromEnv, formatClusterNodes, type ClusterNode, type RedisClusterService } from './cluster';
 export { ServiceUnavailableError } from './errors';
 export { requiredEnv, serveWorkerProcess, type ServedWorker } from './worker-process';
-export { withRedisAndTemporal } from './local-stack';
+export { withRedisAndTemporal, type LocalStackOptions } from './local-stack';

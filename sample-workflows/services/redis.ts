@@ -6,17 +6,41 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { ServiceUnavailableError } from './errors';
 
+/**
+ * Where a Redis came from: `REDIS_URL`, `redis-server` on PATH, or (the demo only) the embedded
+ * one that redis-memory-server runs.
+ */
+export type RedisSource = 'env' | 'path' | 'embedded';
+
 /** A Redis the caller can use, and how to stop it if we started it. */
 export interface RedisService {
   readonly url: string;
-  /** True when we spawned redis-server ourselves (no REDIS_URL). */
+  /** True when we started the redis-server ourselves (no REDIS_URL). */
   readonly spawned: boolean;
+  readonly source: RedisSource;
+  /** Which Redis this is, for the one line that says so: `redis-server from PATH (/usr/bin/redis-server)`. */
+  readonly description: string;
   stop(): Promise<void>;
 }
 
-const HOW_TO_GET_REDIS =
+/** How to get a Redis; every "no Redis" message ends with it. */
+export const HOW_TO_GET_REDIS =
   'Install redis-server (Debian/Ubuntu: `apt-get install -y redis-server`; macOS: `brew install redis`), ' +
   'or start one with `docker compose up -d redis` and set REDIS_URL=redis://127.0.0.1:6379.';
+
+/** What {@link startRedis} may do. */
+export interface StartRedisOptions {
+  /** Extra `redis-server` arguments for a Redis we start (not for `REDIS_URL`). */
+  readonly extraArgs?: readonly string[];
+  /**
+   * With neither `REDIS_URL` nor `redis-server` on PATH, fall back to redis-memory-server (see
+   * `embedded-redis.ts`). Only the demo sets it: the tests and benches fail with how to get Redis.
+   * @defaultValue false
+   */
+  readonly embeddedFallback?: boolean;
+  /** Told what is happening while a slow fallback runs (the first embedded run builds Redis). */
+  readonly progress?: (line: string) => void;
+}
 
 /** A free TCP port on the loopback interface. */
 export function freePort(): Promise<number> {
@@ -33,16 +57,23 @@ export function freePort(): Promise<number> {
 
 /**
  * Use `REDIS_URL` when it is set; otherwise spawn `redis-server` from PATH on a free port, with
- * no persistence, and stop it in `stop()`. Throws {@link ServiceUnavailableError} saying how to
- * get Redis when neither works.
+ * no persistence, and stop it in `stop()`; otherwise, with `embeddedFallback`, run one through
+ * redis-memory-server. Throws {@link ServiceUnavailableError} saying how to get Redis when none
+ * of these works.
  */
-export async function startRedis(options: { readonly extraArgs?: readonly string[] } = {}): Promise<RedisService> {
+export async function startRedis(options: StartRedisOptions = {}): Promise<RedisService> {
   const fromEnv = process.env.REDIS_URL;
   if (fromEnv) {
     await ping(fromEnv, `REDIS_URL=${fromEnv} did not answer PING. ${HOW_TO_GET_REDIS}`);
-    return { url: fromEnv, spawned: false, stop: async () => undefined };
+    return { url: fromEnv, spawned: false, source: 'env', description: 'REDIS_URL', stop: async () => undefined };
   }
-  if (spawnSync('redis-server', ['--version']).error) {
+  const onPath = redisServerOnPath();
+  if (onPath === undefined) {
+    if (options.embeddedFallback) {
+      // Loaded here only: nothing but the demo's last resort loads redis-memory-server.
+      const { startEmbeddedRedis } = await import('./embedded-redis');
+      return startEmbeddedRedis({ extraArgs: options.extraArgs ?? [], progress: options.progress ?? (() => undefined) });
+    }
     throw new ServiceUnavailableError(`redis-server is not on PATH and REDIS_URL is not set. ${HOW_TO_GET_REDIS}`);
   }
   const port = await freePort();
@@ -62,6 +93,8 @@ export async function startRedis(options: { readonly extraArgs?: readonly string
   return {
     url,
     spawned: true,
+    source: 'path',
+    description: `redis-server from PATH (${onPath})`,
     stop: async () => {
       await stopChild(child);
       rmSync(dir, { recursive: true, force: true });
@@ -69,7 +102,15 @@ export async function startRedis(options: { readonly extraArgs?: readonly string
   };
 }
 
-async function ping(url: string, failure: string, child?: ChildProcess): Promise<void> {
+/** The `redis-server` that PATH finds and that runs, or `undefined`. */
+function redisServerOnPath(): string | undefined {
+  if (spawnSync('redis-server', ['--version']).error) return undefined;
+  const which = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' });
+  return which.stdout?.trim() || 'redis-server';
+}
+
+/** Resolve once `url` answers PING; reject with `failure` after 10 s or if `child` exits first. */
+export async function ping(url: string, failure: string, child?: ChildProcess): Promise<void> {
   const deadline = Date.now() + 10_000;
   for (;;) {
     if (child?.exitCode != null) throw new ServiceUnavailableError(failure);
