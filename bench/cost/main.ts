@@ -13,6 +13,7 @@ import { runCoreBench } from './core-bench';
 import { runE2e } from './e2e/run-e2e';
 import { describeMachine } from './machine';
 import { renderMarkdown, renderTables, type CostReport } from './report';
+import { verdict } from './verdict';
 
 const program = new Command('bench')
   .description('Cost of the fire-once guard, side by side with its peers, as ratios to a bare SET NX PX')
@@ -69,6 +70,8 @@ async function main(): Promise<void> {
     writeFileSync(join(opts.out, 'cost.md'), renderMarkdown(report));
     process.stdout.write(`${renderTables(report)}\n`);
     progress(`done in ${report.seconds}s; wrote ${join(opts.out, 'cost.json')} and cost.md`);
+    const measures = verdict(report);
+    if (measures.some((m) => !m.ok)) process.exitCode = 1;
   } finally {
     redis.disconnect();
     admin.disconnect();

@@ -2,6 +2,7 @@ import Table from 'cli-table3';
 import type { CoreResult, GuardCost } from './core-bench';
 import type { E2eResult } from './e2e/run-e2e';
 import type { MachineInfo } from './machine';
+import { closingLine, verdict } from './verdict';
 
 /** Everything one `npm run bench` run measured, as written to bench/out/cost.json. */
 export interface CostReport {
@@ -47,9 +48,13 @@ function rows(report: CostReport): { head: string[]; body: string[][] }[] {
       `${g.throughput.opsPerSec.toFixed(0)} (${x(g.throughput.ratio)})`,
     ]),
   ];
+  const measures = verdict(report);
+  const verdictHead = ['measure', 'ours', 'best peer, or target', 'at or ahead'];
+  const verdictBody = measures.map((m) => [m.measure, m.ours, m.against, m.ok ? 'yes' : 'NO']);
   return [
     { head: speedHead, body: speedBody },
     { head: costHead, body: costBody },
+    { head: verdictHead, body: verdictBody },
   ];
 }
 
@@ -63,7 +68,10 @@ function e2eLine(e2e: E2eResult | undefined): string {
     `Plugin per guarded activity: ${e2e.commandsPerGuardedActivity.toFixed(2)} Redis commands ` +
     `(${Object.entries(e2e.commandNames).map(([n, c]) => `${n} ${c}`).join(', ')}), ` +
     `${bytes(e2e.memoryPerGuardedActivity.bytesPerStepWithLock)} bytes while locked, ` +
-    `${bytes(e2e.memoryPerGuardedActivity.bytesPerStepAfterLock)} after (every key under the prefix, dispatch log included)` +
+    `${bytes(e2e.memoryPerGuardedActivity.bytesPerStepAfterLock)} after (every key under the prefix, dispatch log included). ` +
+    `CPU per activity (this process + redis-server): guarded ${e2e.cpuUsPerActivity.guarded.toFixed(0)} us ` +
+    `(redis ${e2e.cpuUsPerActivity.redisGuarded.toFixed(0)}), unguarded ${e2e.cpuUsPerActivity.plain.toFixed(0)} us ` +
+    `(redis ${e2e.cpuUsPerActivity.redisPlain.toFixed(0)}): the guard costs ${(e2e.cpuUsPerActivity.guarded - e2e.cpuUsPerActivity.plain).toFixed(0)} us of CPU per activity` +
     e2e.failures.slice(0, 5).map((f) => `\n  failed: ${f}`).join('')
   );
 }
@@ -84,7 +92,7 @@ export function renderTables(report: CostReport): string {
     table.push(...body);
     return table.toString();
   });
-  return [...tables, e2eLine(report.e2e)].join('\n');
+  return [...tables, e2eLine(report.e2e), closingLine(verdict(report))].join('\n');
 }
 
 /**
@@ -100,5 +108,5 @@ export function renderTables(report: CostReport): string {
 export function renderMarkdown(report: CostReport): string {
   const md = ({ head, body }: { head: string[]; body: string[][] }) =>
     [`| ${head.join(' | ')} |`, `| ${head.map(() => '---').join(' | ')} |`, ...body.map((r) => `| ${r.join(' | ')} |`)].join('\n');
-  return `${[...rows(report).map(md), e2eLine(report.e2e)].join('\n\n')}\n`;
+  return `${[...rows(report).map(md), e2eLine(report.e2e), closingLine(verdict(report))].join('\n\n')}\n`;
 }

@@ -166,11 +166,11 @@ export class FireOnceGuard {
    */
   async acquire(target: DispatchTarget, options: AcquireOptions = {}): Promise<AcquireOutcome> {
     const lockTtlMs = callDuration('lockTtlMs', options.lockTtlMs, this.options.lockTtlMs);
-    const keys = this.keysFor(target.namespace);
-    const base = keys.scopeBase(target.scope);
+    const base = this.keysFor(target.namespace).scopeBase(target.scope);
     const step = encodeId('step', target.step);
+    const jobType = encodeId('jobType', target.jobType);
     const lockKey = `${base}:l:${step}`;
-    const artifactKey = this.artifactKey(target);
+    const artifactKey = target.externalArtifactKey ?? `${base}:a:${jobType}`;
     const token = randomUUID(); // 122 random bits, and cheaper than randomBytes
     const mode = target.externalArtifactKey !== undefined ? 'x' : options.readTtl ? 't' : 'r';
     const argsHash = target.argsHash ?? '';

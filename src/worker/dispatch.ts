@@ -10,7 +10,7 @@ import type { Observer } from './observe';
 import type { LockMode } from './options';
 
 /**
- * Run the activity under a held lock. In `'lease'` mode the lease is renewed until the activity
+ * Record the dispatch and run the activity under a held lock. In `'lease'` mode the lease is renewed until the activity
  * settles. Failure (cancellation included) releases the lock by compare-and-delete and rethrows
  * the original error. Success stores the artifact, which takes over from the lock in one atomic
  * step (`'result'` mode), or holds the lock for `lockTtlMs` (external artifacts).
@@ -19,6 +19,7 @@ export async function dispatch(call: GuardedCall, observer: Observer, lease: Lea
   const { setup, ctx } = call;
   const log = logContext(lease);
   const holder = { holder: log.holder, fencingToken: lease.fencingToken };
+  observer.decision('dispatched', holder);
   const renewal =
     lockMode === 'lease'
       ? startRenewal(setup.guard, lease, leaseMs, (err) => {
@@ -42,26 +43,25 @@ export async function dispatch(call: GuardedCall, observer: Observer, lease: Lea
     renewal?.stop();
     // Completing asynchronously is neither success nor failure: the job is still running, so
     // the lock stays (held for lockTtlMs, since nothing renews it any more).
-    if (err instanceof CompleteAsyncError) await hold(call, lease, renewal);
-    else await releaseAfterFailure(call, observer, lease);
+    if (err instanceof CompleteAsyncError) await hold(call, lease, log, renewal);
+    else await releaseAfterFailure(call, observer, lease, log);
     throw err;
   }
   renewal?.stop();
   if (lease.target.externalArtifactKey !== undefined) {
-    await hold(call, lease, renewal);
+    await hold(call, lease, log, renewal);
     return result;
   }
-  return commitResult(call, observer, lease, renewal, result);
+  return commitResult(call, observer, lease, log, renewal, result);
 }
 
-async function commitResult(call: GuardedCall, observer: Observer, lease: Lease, renewal: Renewal | undefined, result: unknown): Promise<unknown> {
+async function commitResult(call: GuardedCall, observer: Observer, lease: Lease, log: LogContext, renewal: Renewal | undefined, result: unknown): Promise<unknown> {
   const { setup, options, ctx } = call;
-  const log = logContext(lease);
   let payload: Payload;
   try {
     payload = setup.payloadConverter.toPayload(result);
   } catch (err) {
-    await hold(call, lease, renewal);
+    await hold(call, lease, log, renewal);
     // The converter's own message quotes the value it failed on, i.e. the result: it must not
     // reach logs or the workflow's history, so only its error class is named.
     const kind = err instanceof Error ? err.constructor.name : typeof err;
@@ -75,14 +75,14 @@ async function commitResult(call: GuardedCall, observer: Observer, lease: Lease,
     bytes = await encodeArtifact(payload, setup.payloadCodecs);
   } catch (err) {
     ctx.log.error('fire-once: the payload codec failed on the result; result delivered, not stored, lock held for lockTtlMs', { ...log, error: (err as Error).message });
-    await hold(call, lease, renewal);
+    await hold(call, lease, log, renewal);
     return resultOf(payload, setup.payloadConverter);
   }
   const max = setup.defaults.maxArtifactBytes;
   if (bytes.length > max) {
     const err = new FireOnceArtifactTooLarge(`artifact of ${bytes.length} bytes exceeds maxArtifactBytes (${max}); not stored, lock held for lockTtlMs`, log);
     ctx.log.error(`fire-once: ${err.message}`, { ...log, type: err.type });
-    await hold(call, lease, renewal);
+    await hold(call, lease, log, renewal);
     return resultOf(payload, setup.payloadConverter);
   }
   const artifactTtlMs = options.artifactTtlMs ?? setup.guard.options.artifactTtlMs;
@@ -109,15 +109,15 @@ async function commitResult(call: GuardedCall, observer: Observer, lease: Lease,
  * Keep the lock for `lockTtlMs` after the activity settled without an artifact of ours: the
  * job's own artifact (or nothing) must take over before anyone may dispatch again.
  */
-async function hold(call: GuardedCall, lease: Lease, renewal: Renewal | undefined): Promise<void> {
+async function hold(call: GuardedCall, lease: Lease, log: LogContext, renewal: Renewal | undefined): Promise<void> {
   if (renewal === undefined) return; // 'fixed' mode: the lock already has lockTtlMs
   const ttl = call.options.lockTtlMs ?? call.setup.guard.options.lockTtlMs;
-  const lost = () => call.ctx.log.warn('fire-once: lock lost before it could be held after the dispatch', logContext(lease));
+  const lost = () => call.ctx.log.warn('fire-once: lock lost before it could be held after the dispatch', log);
   try {
     if (!(await call.setup.guard.extend(lease, ttl))) lost();
   } catch (err) {
     followLate(call, err, 'hold', 'the lock', {
-      landed: (held) => (held ? call.ctx.log.info('fire-once: the hold that timed out landed: lock held for lockTtlMs', logContext(lease)) : lost()),
+      landed: (held) => (held ? call.ctx.log.info('fire-once: the hold that timed out landed: lock held for lockTtlMs', log) : lost()),
       timedOut: 'whether the lock is held after the dispatch is unknown until Redis answers; it expires with its lease if not',
       failed: 'could not hold the lock after the dispatch; it expires with its lease',
     });
@@ -125,8 +125,7 @@ async function hold(call: GuardedCall, lease: Lease, renewal: Renewal | undefine
 }
 
 /** Compare-and-delete after a failure; never throws. */
-async function releaseAfterFailure(call: GuardedCall, observer: Observer, lease: Lease): Promise<void> {
-  const log = logContext(lease);
+async function releaseAfterFailure(call: GuardedCall, observer: Observer, lease: Lease, log: LogContext): Promise<void> {
   const holder = { holder: log.holder, fencingToken: lease.fencingToken };
   const released = (settled: Settled, late: boolean) => {
     observer.decision(settled.ours ? 'released-on-failure' : 'release-refused', { ...holder, ...(late ? { late: true } : {}) });
@@ -171,7 +170,10 @@ function followLate(
   );
 }
 
-function logContext(lease: Lease): Record<string, string> {
+/** What every log line of one dispatch carries; the holder ID (a hash of the token) is computed once. */
+type LogContext = Readonly<Record<string, string>> & { readonly holder: string };
+
+function logContext(lease: Lease): LogContext {
   const { scope, step, jobType } = lease.target;
   return { key: lease.lockKey, scope, step, jobType, holder: holderId(lease.token), fencingToken: String(lease.fencingToken) };
 }

@@ -5,7 +5,7 @@ import { SCOPE_HEADER } from '../common/header';
 import type { ArtifactCache } from '../core/artifact-cache';
 import type { DispatchLog } from '../core/dispatch-log';
 import { FireOnceConfigError, FireOnceError, FireOnceInFlight, FireOnceKeyConflict, FireOnceMissingScope } from '../core/errors';
-import { holderId, type AcquireOutcome, type DispatchTarget, type FireOnceGuard } from '../core/guard';
+import { type AcquireOutcome, type DispatchTarget, type FireOnceGuard } from '../core/guard';
 import { checkKnownKeys } from '../core/options';
 import { waitForTurn, type TurnOutcome } from '../core/wait';
 import type { WakeHub } from '../core/wake';
@@ -15,7 +15,7 @@ import { decodeArtifact, resultOf } from './artifact';
 import { dispatch } from './dispatch';
 import { toApplicationFailure } from './failures';
 import { markGuarded } from './fire-once';
-import { observe, type Observer } from './observe';
+import { observe, type InstrumentCache, type Observer } from './observe';
 import { ACTIVITY_DEFAULT_NAMES, resolveActivityDefaults, type ActivityDefaultOptions, type ActivityDefaults } from './options';
 
 /** What the activity interceptor needs: the guard, the worker-wide defaults, and which activities to guard. */
@@ -44,6 +44,7 @@ export interface InterceptorSetup {
   readonly wake: WakeHub | undefined;
   readonly dispatchLog: DispatchLog | undefined;
   readonly cache: ArtifactCache | undefined;
+  readonly instruments: InstrumentCache;
 }
 
 const WHERE = 'createFireOnceActivityInterceptor';
@@ -82,6 +83,7 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
     wake: config.wake,
     dispatchLog: config.dispatchLog,
     cache: config.cache,
+    instruments: new Map(),
   };
   return (ctx) => {
     const options = config.activities.get(ctx.info.activityType);
@@ -110,7 +112,7 @@ export interface GuardedCall {
 async function runGuarded(call: GuardedCall): Promise<unknown> {
   const { setup, options, ctx } = call;
   const target = resolveTarget(call);
-  const observer = observe(ctx, target, setup.dispatchLog);
+  const observer = observe(ctx, target, setup.dispatchLog, setup.instruments);
   if (options.observeOnly) {
     observer.decision('dispatched');
     return call.next();
@@ -132,10 +134,7 @@ async function runGuarded(call: GuardedCall): Promise<unknown> {
   });
   if (outcome === undefined) return undefined; // skipped
 
-  if (outcome.kind === 'acquired') {
-    observer.decision('dispatched', { holder: holderId(outcome.lease.token), fencingToken: outcome.lease.fencingToken });
-    return dispatch(call, observer, outcome.lease, lockMode, lockTtlMs);
-  }
+  if (outcome.kind === 'acquired') return dispatch(call, observer, outcome.lease, lockMode, lockTtlMs);
   if (cacheable && outcome.ttlMs !== undefined) cache.set(outcome.artifactKey, outcome.artifact, target.argsHash ?? '', outcome.ttlMs);
   return fastForward(call, target, observer, outcome);
 }

@@ -1,5 +1,5 @@
 import type { Context } from '@temporalio/activity';
-import type { MetricMeter } from '@temporalio/common';
+import type { MetricCounter, MetricHistogram, MetricMeter } from '@temporalio/common';
 import type { Decision, DispatchLog } from '../core/dispatch-log';
 import type { DispatchTarget } from '../core/guard';
 
@@ -26,14 +26,44 @@ export interface Observer {
   waitTime(ms: number): void;
 }
 
-/** The observer of one guarded call. */
-export function observe(ctx: Context, target: DispatchTarget, log: DispatchLog | undefined): Observer {
+/** The metric instruments of one (namespace, task queue, activity type, step, job type). */
+interface Instruments {
+  readonly decisions: MetricCounter;
+  readonly acquireLatency: MetricHistogram;
+  readonly waitTime: MetricHistogram;
+}
+
+/**
+ * Instruments, made once per tag set and reused: creating one crosses into the native runtime,
+ * which a guarded activity should not pay on every call. The activity's own meter carries static
+ * tags (namespace, task queue, activity type), so one key per tag set is exact. Bounded by the
+ * worker's activity types.
+ */
+export type InstrumentCache = Map<string, Instruments>;
+
+function instruments(ctx: Context, target: DispatchTarget, cache: InstrumentCache): Instruments {
   const { info } = ctx;
-  const meter: MetricMeter = ctx.metricMeter.withTags({ activity_type: info.activityType, step: target.step, job_type: target.jobType });
-  const decisions = meter.createCounter(METRICS.decisions, '1', 'fire-once guard decisions, by decision');
+  const key = `${info.namespace}\0${info.taskQueue}\0${info.activityType}\0${target.step}\0${target.jobType}`;
+  let found = cache.get(key);
+  if (found === undefined) {
+    const meter: MetricMeter = ctx.metricMeter.withTags({ activity_type: info.activityType, step: target.step, job_type: target.jobType });
+    found = {
+      decisions: meter.createCounter(METRICS.decisions, '1', 'fire-once guard decisions, by decision'),
+      acquireLatency: meter.createHistogram(METRICS.acquireLatency, 'float', 'ms', 'one acquire round trip'),
+      waitTime: meter.createHistogram(METRICS.waitTime, 'float', 'ms', 'time spent waiting for an in-flight dispatch'),
+    };
+    cache.set(key, found);
+  }
+  return found;
+}
+
+/** The observer of one guarded call. */
+export function observe(ctx: Context, target: DispatchTarget, log: DispatchLog | undefined, cache: InstrumentCache): Observer {
+  const { info } = ctx;
+  const metrics = instruments(ctx, target, cache);
   return {
     decision(decision, extra = {}) {
-      decisions.add(1, { decision });
+      metrics.decisions.add(1, { decision });
       log?.record({
         decision,
         namespace: target.namespace,
@@ -49,10 +79,10 @@ export function observe(ctx: Context, target: DispatchTarget, log: DispatchLog |
       });
     },
     acquireLatency(ms) {
-      meter.createHistogram(METRICS.acquireLatency, 'float', 'ms', 'one acquire round trip').record(ms);
+      metrics.acquireLatency.record(ms);
     },
     waitTime(ms) {
-      meter.createHistogram(METRICS.waitTime, 'float', 'ms', 'time spent waiting for an in-flight dispatch').record(ms);
+      metrics.waitTime.record(ms);
     },
   };
 }

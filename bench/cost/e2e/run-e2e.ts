@@ -22,12 +22,15 @@ export interface E2eOptions {
   readonly progress: (line: string) => void;
 }
 
-/** Activities per second of one guarded and one plain batch, and how long each took. */
+/** Activities per second of one guarded and one plain batch, how long each took, and the CPU each cost. */
 export interface E2eRep {
   readonly guarded: number;
   readonly plain: number;
   readonly guardedSeconds: number;
   readonly plainSeconds: number;
+  /** CPU microseconds per activity, this process (worker and client) plus redis-server. */
+  readonly guardedCpuUs: number;
+  readonly plainCpuUs: number;
 }
 
 /** Guarded against plain activities per second on one worker and one dev server. */
@@ -41,6 +44,12 @@ export interface E2eResult {
   readonly pooledRatio: number;
   /** The lowest and highest guarded / plain of one repetition: how noisy the pairs were. */
   readonly ratioRange: readonly [number, number];
+  /**
+   * CPU per activity, median over repetitions, in microseconds: the bench process (worker and
+   * client, from process.cpuUsage) plus redis-server (INFO CPU). Wall throughput on 2 shared cores
+   * is noisy; this is the figure to drive down.
+   */
+  readonly cpuUsPerActivity: { readonly guarded: number; readonly plain: number; readonly redisGuarded: number; readonly redisPlain: number };
   /**
    * Redis commands the worker sent per guarded activity, counted through ioredis' command hook
    * over one extra, untimed batch; by command name. Fire-and-forget writes count too.
@@ -83,7 +92,8 @@ function describeFailure(err: unknown): string {
 export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eResult> {
   quietTemporalLogs('ERROR');
   opts.progress('e2e: starting the Temporal dev server');
-  const temporal = await startTemporal();
+  // The dev server steps workflow latency in ~100 ms otherwise, hiding the guard's cost under it.
+  const temporal = await startTemporal({ dynamicConfig: { 'history.transferProcessorMaxPollRPS': 10_000 } });
   const redis = new Redis(redisUrl);
   const prefix = `cost-e2e-${Date.now().toString(36)}`;
   try {
@@ -98,8 +108,15 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
     const running = worker.run();
     let guardedBatches = 0;
     const failures: string[] = [];
-    const batch = async (guarded: boolean, tag: string, workflows: number): Promise<{ rate: number; seconds: number }> => {
+    const redisCpu = async () => {
+      const info = await redis.info('cpu');
+      const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
+      return (field('used_cpu_sys') + field('used_cpu_user')) * 1e6;
+    };
+    const batch = async (guarded: boolean, tag: string, workflows: number): Promise<{ rate: number; seconds: number; cpuUs: number; redisCpuUs: number }> => {
       if (guarded) guardedBatches += workflows;
+      const cpuBefore = process.cpuUsage();
+      const redisBefore = await redisCpu();
       const start = process.hrtime.bigint();
       const handles = await Promise.all(
         Array.from({ length: workflows }, (_, i) =>
@@ -108,25 +125,31 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
       );
       const settled = await Promise.allSettled(handles.map((h) => h.result()));
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+      const cpu = process.cpuUsage(cpuBefore);
+      const redisCpuUs = (await redisCpu()) - redisBefore;
       let completed = 0;
       for (const outcome of settled) {
         if (outcome.status === 'fulfilled') completed += outcome.value;
         else failures.push(`${guarded ? 'guarded' : 'plain'}: ${describeFailure(outcome.reason)}`);
       }
-      return { rate: completed / seconds, seconds };
+      const activities = Math.max(completed, 1);
+      return { rate: completed / seconds, seconds, cpuUs: (cpu.user + cpu.system + redisCpuUs) / activities, redisCpuUs: redisCpuUs / activities };
     };
     try {
       opts.progress('e2e: warm-up');
       await batch(true, 'warm-g', Math.ceil(opts.workflows / 2));
       await batch(false, 'warm-p', Math.ceil(opts.workflows / 2));
       const reps: E2eRep[] = [];
+      const redisCpuPerActivity = { guarded: [] as number[], plain: [] as number[] };
       for (let rep = 0; rep < opts.reps; rep++) {
         opts.progress(`e2e: rep ${rep + 1}/${opts.reps}`);
         const guardedFirst = rep % 2 === 0;
         const first = await batch(guardedFirst, `r${rep}-1`, opts.workflows);
         const second = await batch(!guardedFirst, `r${rep}-2`, opts.workflows);
         const [g, p] = guardedFirst ? [first, second] : [second, first];
-        reps.push({ guarded: g.rate, plain: p.rate, guardedSeconds: g.seconds, plainSeconds: p.seconds });
+        reps.push({ guarded: g.rate, plain: p.rate, guardedSeconds: g.seconds, plainSeconds: p.seconds, guardedCpuUs: g.cpuUs, plainCpuUs: p.cpuUs });
+        redisCpuPerActivity.guarded.push(g.redisCpuUs);
+        redisCpuPerActivity.plain.push(p.redisCpuUs);
       }
       opts.progress('e2e: counting Redis commands per guarded activity');
       const counter = new CommandCounter();
@@ -141,7 +164,7 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
       const names = counter.between(from, counter.mark());
       const commandNames: Record<string, number> = {};
       for (const name of names) commandNames[name] = (commandNames[name] ?? 0) + 1;
-      const artifacts = (await scanKeys(redis, `${prefix}:*:artifact:*`)).length;
+      const artifacts = (await scanKeys(redis, `${prefix}:v3:*:a:*`)).length;
       const guardedActivities = guardedBatches * opts.activitiesPerWorkflow;
       return {
         temporalSource: temporal.source,
@@ -150,6 +173,12 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
         ratio: median(reps.map((r) => r.guarded / r.plain)),
         pooledRatio: reps.reduce((a, r) => a + r.plainSeconds, 0) / reps.reduce((a, r) => a + r.guardedSeconds, 0),
         ratioRange: [Math.min(...reps.map((r) => r.guarded / r.plain)), Math.max(...reps.map((r) => r.guarded / r.plain))],
+        cpuUsPerActivity: {
+          guarded: median(reps.map((r) => r.guardedCpuUs)),
+          plain: median(reps.map((r) => r.plainCpuUs)),
+          redisGuarded: median(redisCpuPerActivity.guarded),
+          redisPlain: median(redisCpuPerActivity.plain),
+        },
         commandsPerGuardedActivity: names.length / (countWorkflows * opts.activitiesPerWorkflow),
         commandNames,
         memoryPerGuardedActivity: await memoryPerStep(redis, [`${prefix}*`], guardedActivities, 0, LOCK_TTL_MS),
