@@ -1,8 +1,6 @@
 import { join } from 'node:path';
 import { eventFields, parseEvent, type EVENT_FIELDS, type DispatchEvent } from '../core/dispatch-log';
-import { defineScript, isCluster, type RedisClient } from '../core/scripts';
-import { RawConnection } from './raw-connection';
-import type { CountedFields } from './stream-scan';
+import { defineScript, type RedisClient } from '../core/scripts';
 
 /** One dispatch-log entry as read back: its stream ID, the server time it was appended, the event. */
 export interface LogEntry {
@@ -20,37 +18,56 @@ export const PAGE_SIZE = 5_000;
 
 const findLatestScript = defineScript<string[], [1, string, string[]] | [0, string]>('find-latest.lua', 'fireOnceFindLatestV1', 1, join(__dirname, 'scripts'));
 
-/**
- * A raw connection for reading the log fast, to the node that holds `key`: the URL's own server,
- * or on a Redis Cluster the master that owns the key's slot (same credentials and TLS).
- */
-export async function openLogReader(redis: RedisClient, url: string, timeoutMs: number, key: string): Promise<RawConnection> {
-  if (!isCluster(redis)) return RawConnection.open(url, timeoutMs);
-  const slot = Number(await redis.cluster('KEYSLOT', key));
-  const owner = redis.slots[slot]?.[0];
-  if (owner === undefined) throw new Error(`no node of the cluster owns slot ${slot} of ${key}`);
-  const at = new URL(url);
-  const colon = owner.lastIndexOf(':');
-  at.hostname = owner.slice(0, colon);
-  at.port = owner.slice(colon + 1);
-  return RawConnection.open(at.toString(), timeoutMs);
+/** The fields of a dispatch-log entry that `fire-once report` counts by. */
+export interface CountedFields {
+  readonly decision: string;
+  readonly scope: string;
+  readonly step: string;
+  readonly jobType: string;
+  readonly holder: string | undefined;
 }
 
 /**
  * Read the log from `fromMs` to `toMs` (inclusive, Redis's clock) in pages of {@link PAGE_SIZE},
- * handing each entry's ID and counted fields to `visit` as its bytes arrive; no other field is
- * decoded (see `StreamPageScanner`). Memory stays one page, however long the log.
+ * handing each entry's ID and counted fields to `visit`. The next page is asked for before this
+ * one is counted, so Redis and the count overlap. Memory stays two pages, however long the log.
+ * On a Redis Cluster the client sends each page to the master that owns the log's slot.
  */
-export async function readLog(raw: RawConnection, key: string, fromMs: number, toMs: number, visit: (id: string, fields: CountedFields) => void): Promise<number> {
+export async function readLog(redis: RedisClient, key: string, fromMs: number, toMs: number, visit: (id: string, fields: CountedFields) => void): Promise<number> {
   const end = String(toMs); // a bare ms ID means "<ms>-<any seq>" as an XRANGE end
-  let start = `${fromMs}-0`;
+  let next = redis.xrangeBuffer(key, `${fromMs}-0`, end, 'COUNT', PAGE_SIZE);
   let read = 0;
   for (;;) {
-    const page = await raw.scanPage(['XRANGE', key, start, end, 'COUNT', PAGE_SIZE], visit);
-    read += page.count;
-    if (page.count < PAGE_SIZE) return read;
-    start = `(${page.lastId}`; // exclusive: the page after the last entry read
+    const page = await next;
+    if (page.length === PAGE_SIZE) next = redis.xrangeBuffer(key, `(${page[page.length - 1][0].toString()}`, end, 'COUNT', PAGE_SIZE);
+    for (const [id, fields] of page) visit(id.toString(), counted(fields));
+    read += page.length;
+    if (page.length < PAGE_SIZE) return read;
   }
+}
+
+const DECISION = Buffer.from('decision');
+const SCOPE = Buffer.from('scope');
+const STEP = Buffer.from('step');
+const JOB_TYPE = Buffer.from('jobType');
+const HOLDER = Buffer.from('holder');
+
+/** The counted fields of one entry, decoding no other value. */
+function counted(fields: readonly Buffer[]): CountedFields {
+  let decision = '';
+  let scope = '';
+  let step = '';
+  let jobType = '';
+  let holder: string | undefined;
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const name = fields[i];
+    if (name.equals(DECISION)) decision = fields[i + 1].toString();
+    else if (name.equals(SCOPE)) scope = fields[i + 1].toString();
+    else if (name.equals(STEP)) step = fields[i + 1].toString();
+    else if (name.equals(JOB_TYPE)) jobType = fields[i + 1].toString();
+    else if (name.equals(HOLDER)) holder = fields[i + 1].toString();
+  }
+  return { decision, scope, step, jobType, holder };
 }
 
 /** The entries with these IDs, in the order given (an ID no longer in the log is left out). */

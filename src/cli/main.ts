@@ -11,7 +11,6 @@ import type { RedisClient } from '../core/scripts';
 import { connect, isRedisError, redactUrl, type ConnectOptions } from './connect';
 import { CliError, EXIT, type ExitCode } from './exit-codes';
 import { inspect } from './inspect';
-import { openLogReader } from './log';
 import { formatInspection } from './inspect-format';
 import { invalidate } from './invalidate';
 import { formatRelease, formatInvalidate, formatMigrate } from './admin-format';
@@ -70,14 +69,9 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       const keys = keysFor(opts);
       if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
       parseSince(opts.since, Date.now()); // a bad --since is a usage error even when Redis is down
-      const report = await withRedis(opts, async (redis, connection) => {
+      const report = await withRedis(opts, async (redis) => {
         const nowMs = await serverTimeMs(redis);
-        const raw = await openLogReader(redis, connection.url, connection.timeoutMs, keys.log());
-        try {
-          return await buildReport(redis, raw, keys, { fromMs: parseSince(opts.since, nowMs), toMs: nowMs, ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }) });
-        } finally {
-          raw.close();
-        }
+        return buildReport(redis, keys, { fromMs: parseSince(opts.since, nowMs), toMs: nowMs, ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }) });
       });
       io.out(`${opts.json ? JSON.stringify(report, null, 2) : formatReport(report, opts.limit)}\n`);
       setCode(report.duplicates.length > 0 ? EXIT.duplicates : EXIT.ok);

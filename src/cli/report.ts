@@ -1,8 +1,6 @@
 import type { FireOnceKeys } from '../core/keys';
 import type { RedisClient } from '../core/scripts';
-import { readEntries, readLog, type LogEntry } from './log';
-import type { RawConnection } from './raw-connection';
-import type { CountedFields } from './stream-scan';
+import { readEntries, readLog, type CountedFields, type LogEntry } from './log';
 
 /** Counts per decision name. */
 export type Counts = Record<string, number>;
@@ -78,14 +76,14 @@ export interface ReportQuery {
 const OUTCOMES = new Set(['committed', 'released-on-failure', 'release-refused', 'lock-lost', 'release-forced']);
 
 /**
- * Read `<prefix>:log` over the window through `raw` (see `openLogReader`), decoding only the
- * fields counted by, and count decisions per job type and per scope. A (scope, step) with more
- * than one `dispatched` is a duplicate; only its entries are then read in full, through `redis`,
- * for their workflow and run IDs. One pass, one page of the stream in memory at a time.
+ * Read the namespace's log over the window, decoding only the fields counted by, and count
+ * decisions per job type and per scope. A (scope, step) with more than one `dispatched` is a
+ * duplicate; only its entries are then read in full, for their workflow and run IDs. One pass,
+ * two pages of the stream in memory at a time.
  */
-export async function buildReport(redis: RedisClient, raw: RawConnection, keys: FireOnceKeys, query: ReportQuery): Promise<Report> {
+export async function buildReport(redis: RedisClient, keys: FireOnceKeys, query: ReportQuery): Promise<Report> {
   const tally = new Tally(query.jobType);
-  await readLog(raw, keys.log(), query.fromMs, query.toMs, (id, fields) => tally.add(id, fields));
+  await readLog(redis, keys.log(), query.fromMs, query.toMs, (id, fields) => tally.add(id, fields));
   const entries = await readEntries(redis, keys.log(), tally.duplicatedIds());
   return tally.report({ prefix: keys.prefix, namespace: keys.namespace, stream: keys.log(), ...query }, entries);
 }

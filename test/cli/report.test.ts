@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { DispatchLog, FireOnceKeys, parseEvent, type DispatchEvent } from '../../src/core';
-import { PAGE_SIZE, openLogReader } from '../../src/cli/log';
+import { PAGE_SIZE } from '../../src/cli/log';
 import { buildReport, type Counts } from '../../src/cli/report';
 import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
 
@@ -67,8 +67,7 @@ describe('fire-once report: server-side counts', () => {
 
   async function compare(keys: FireOnceKeys, jobType: string | undefined): Promise<void> {
     const entries = (await redis.xrange(keys.log(), '-', '+')) as [string, string[]][];
-    const raw = await openLogReader(redis, process.env.REDIS_URL as string, 5_000, keys.log());
-    const report = await buildReport(redis, raw, keys, { fromMs: 0, toMs: Date.now() + 1_000, ...(jobType === undefined ? {} : { jobType }) }).finally(() => raw.close());
+    const report = await buildReport(redis, keys, { fromMs: 0, toMs: Date.now() + 1_000, ...(jobType === undefined ? {} : { jobType }) });
     const want = expected(entries, jobType);
     expect(Object.fromEntries(report.byScope.map((s) => [`${s.jobType}/${s.scope}`, s.counts]))).toEqual(want.byScope);
     const got = report.duplicates
