@@ -7,7 +7,7 @@ const OPTIONS = Symbol.for('temporal-fire-once.options');
 /** Activity contexts whose call went through the fire-once interceptor. */
 const guardedContexts = new WeakSet<object>();
 
-type AnyFunction = (...args: any[]) => Promise<unknown>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type AnyFunction = (...args: any[]) => Promise<unknown>; // eslint-disable-line @typescript-eslint/no-explicit-any -- any activity signature; unknown[] would reject typed parameters
 
 /**
  * The fire-once options recorded on a wrapped activity, or `undefined` for a plain one.
@@ -50,7 +50,7 @@ export function markGuarded(ctx: object): void {
  * };
  * ```
  */
-export function fireOnce<F extends (...args: any[]) => Promise<void>>(fn: F, options?: FireOnceOptions<Parameters<F>>): F; // eslint-disable-line @typescript-eslint/no-explicit-any
+export function fireOnce<F extends (...args: any[]) => Promise<void>>(fn: F, options?: FireOnceOptions<Parameters<F>>): F; // eslint-disable-line @typescript-eslint/no-explicit-any -- any activity signature
 export function fireOnce<F extends AnyFunction>(fn: F, options?: ValueFireOnceOptions<Parameters<F>>): F;
 export function fireOnce<F extends AnyFunction>(fn: F, options: FireOnceOptions<Parameters<F>> = {}): F {
   return markFireOnce(fn, options as FireOnceOptions);
@@ -99,9 +99,9 @@ function markFireOnce<F extends AnyFunction>(fn: F, options: FireOnceOptions): F
  * // Worker.create({ activities: new ReportActivities('r-'), plugins: [plugin], ... })
  * ```
  */
-export function FireOnce<const O extends FireOnceOptions<any[]>>(options: O = {} as O) { // eslint-disable-line @typescript-eslint/no-explicit-any
+export function FireOnce<const O extends FireOnceOptions<any[]>>(options: O = {} as O) { // eslint-disable-line @typescript-eslint/no-explicit-any -- options for any method signature
   checkActivityOptions(options as FireOnceOptions<never>, '@FireOnce');
-  return function <This, A extends any[], R>( // eslint-disable-line @typescript-eslint/no-explicit-any
+  return function <This, A extends any[], R>( // eslint-disable-line @typescript-eslint/no-explicit-any -- any method parameters
     method: (this: This, ...args: A) => Promise<ResultOf<O, R>>,
     context: ClassMethodDecoratorContext<This, (this: This, ...args: A) => Promise<ResultOf<O, R>>>,
   ): void {

@@ -154,8 +154,9 @@ describe('Redis goes away in the middle of a run', () => {
     const second = await client.start(taskQueue, 'gatedRun', [scope, scope]);
     await waitFor('the second run to dispatch the same job again', async () => (await dispatches([scope]))[0] === 2);
     // The first holder, still running, learns it at its next lease renewal.
+    const [firstFencing] = (await counters.lrange(faultKeys.dispatchLog(prefix, scope), 0, 0)).map((entry) => entry.split(' ')[1]);
     await waitFor('the first holder to log that it lost the lock', async () =>
-      workers.some((w) => w.logs().some((l) => l.message.includes('lockLost') && l.meta?.scope === scope && l.meta?.fencingToken === '1')),
+      workers.some((w) => w.logs().some((l) => l.message.includes('lockLost') && l.meta?.scope === scope && l.meta?.fencingToken === firstFencing)),
     );
 
     await openGates([scope]);
@@ -169,10 +170,12 @@ describe('Redis goes away in the middle of a run', () => {
       ms: Date.now() - started,
     });
     expect(count).toBe(2);
-    // The fencing counter lived in the same Redis, so it restarted too: both dispatches carry
-    // fencing token 1, and a downstream system cannot tell the new holder from the old one.
-    const fencing = (await counters.lrange(faultKeys.dispatchLog(prefix, scope), 0, -1)).map((entry) => entry.split(' ')[1]);
-    expect(fencing).toEqual(['1', '1']);
+    // Fencing tokens come from the Redis clock, not from a counter that the restart lost: the second
+    // dispatch carries a greater token, so a downstream system still refuses the first holder's
+    // late writes. (0.1's counter restarted at 1, and both dispatches carried token 1.)
+    const fencing = (await counters.lrange(faultKeys.dispatchLog(prefix, scope), 0, -1)).map((entry) => Number(entry.split(' ')[1]));
+    expect(fencing).toHaveLength(2);
+    expect(fencing[1]).toBeGreaterThan(fencing[0]);
   }, 300_000);
 
   // A defect found by this suite (see docs/reliability.md): a guard call that gives up after
