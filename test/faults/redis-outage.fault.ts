@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable } from '../../src';
-import { FireOnceKeys } from '../../src/core';
+import { FireOnceKeys, parseEvent } from '../../src/core';
 import { faultKeys } from './fixtures/activities';
 import { recordResult } from './helpers/report';
 import { OwnRedis } from './helpers/services';
@@ -176,6 +176,53 @@ describe('Redis goes away in the middle of a run', () => {
     const fencing = (await counters.lrange(faultKeys.dispatchLog(prefix, scope), 0, -1)).map((entry) => Number(entry.split(' ')[1]));
     expect(fencing).toHaveLength(2);
     expect(fencing[1]).toBeGreaterThan(fencing[0]);
+  }, 300_000);
+
+  // Issue 19: a commit that times out (Redis stalled longer than storeTimeoutMs) stays queued in
+  // ioredis and lands once Redis answers again. Its fate must be reported as it turns out: the
+  // holder logs "unknown" at the timeout, then "landed", and the dispatch log gets a late
+  // `committed` entry, so `fire-once report` counts one per artifact that Redis really holds.
+  it('a commit that times out while Redis is stalled and lands later is logged and counted as committed', async () => {
+    const started = Date.now();
+    const redis = await OwnRedis.start('none');
+    servers.push(redis);
+    const taskQueue = await workersOn(redis, LONG_LEASE_MS);
+    const scopes = Array.from({ length: 5 }, () => `outage-late-${randomUUID()}`);
+    const runs = await Promise.all(scopes.map((scope) => client.start(taskQueue, 'gatedRun', [scope, scope])));
+    await waitFor('every scope to dispatch', async () => (await dispatches(scopes)).every((n) => n === 1));
+    const logsBefore = workers.map((w) => w.logs().length);
+    const logged = (text: string) =>
+      workers.flatMap((w, i) => w.logs().slice(logsBefore[i])).filter((l) => l.message.includes(text) && scopes.includes(String(l.meta?.scope)));
+
+    redis.freeze();
+    try {
+      await openGates(scopes); // the jobs finish now, and their commits meet a stalled Redis
+      await waitFor('every commit to time out and say its outcome is unknown', async () => logged('the commit timed out').length === scopes.length, 60_000);
+      expect(logged('the commit timed out').every((l) => l.meta?.outcome === 'unknown')).toBe(true);
+    } finally {
+      redis.thaw();
+    }
+    await waitFor('every late commit to be reported as landed', async () => logged('the commit that timed out landed after all').length === scopes.length, 60_000);
+    const results = await client.results(runs);
+    expect(results.map((r) => r.counterId).sort()).toEqual([...scopes].sort());
+
+    const artifacts = await onRedis(redis.url, (r) => Promise.all(scopes.map((s) => r.exists(keys.artifact(s, STEP)))));
+    const committed = await waitFor('the late committed entries in the dispatch log', async () => {
+      const entries = await onRedis(redis.url, (r) => r.xrange(keys.log(), '-', '+'));
+      const late = entries.map(([, f]) => parseEvent(f)).filter((e) => e.decision === 'committed' && scopes.includes(e.scope));
+      return late.length === scopes.length ? late : undefined;
+    });
+    recordResult({
+      suite: 'Redis stalled past storeTimeoutMs (late commits)',
+      runs: `${results.length} runs, one per scope`,
+      dispatchesExpected: scopes.length,
+      dispatchesSeen: (await dispatches(scopes)).reduce((a, b) => a + b, 0),
+      ms: Date.now() - started,
+    });
+    expect(artifacts).toEqual(scopes.map(() => 1));
+    expect(committed.every((e) => e.late === true)).toBe(true);
+    expect(committed.length).toBe(artifacts.reduce((a, b) => a + b, 0));
+    expect(await dispatches(scopes)).toEqual(scopes.map(() => 1));
   }, 300_000);
 
   // A defect found by this suite (see docs/reliability.md): a guard call that gives up after

@@ -61,6 +61,19 @@ export class OwnRedis {
     }
   }
 
+  /**
+   * SIGSTOP it: it keeps its connections and its data but answers nothing, as a server stalled
+   * by a long fork, a swap storm or a network partition does, until {@link thaw}.
+   */
+  freeze(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  /** SIGCONT it after {@link freeze}: it then runs every command its clients sent meanwhile. */
+  thaw(): void {
+    this.child?.kill('SIGCONT');
+  }
+
   /** SIGKILL it (a crash: nothing is saved on the way out) and wait until it is gone. */
   kill(): Promise<void> {
     const child = this.child;
@@ -74,6 +87,7 @@ export class OwnRedis {
 
   /** Stop it for good and delete its dir. */
   async stop(): Promise<void> {
+    this.thaw();
     if (this.child) await stopChild(this.child);
     this.child = undefined;
     rmSync(this.dir, { recursive: true, force: true });
