@@ -65,7 +65,7 @@ describe('FireOnceGuard on a Redis Cluster', () => {
       }
       // Each master's SCAN sees only its own keys: every master holds some of these locks.
       const perMaster = await Promise.all(
-        (await masters(cluster)).map(async (node) => (await node.scan('0', 'MATCH', `${prefix}:*:lock:*`, 'COUNT', 10_000))[1].length),
+        (await masters(cluster)).map(async (node) => (await node.scan('0', 'MATCH', `${prefix}:v3:*:l:*`, 'COUNT', 10_000))[1].length),
       );
       expect(perMaster.every((n) => n > 0)).toBe(true);
       expect(perMaster.reduce((a, b) => a + b, 0)).toBe(60);
@@ -74,11 +74,11 @@ describe('FireOnceGuard on a Redis Cluster', () => {
     }
   });
 
-  it('round-trips the artifact byte for byte and keeps the lock after commit', async () => {
+  it('round-trips the artifact byte for byte, and the artifact takes over from the lock', async () => {
     const lease = acquired(await guard.acquire(target));
     const bytes = Buffer.from([0, 0xff, 0x80, 0x0a, 0x00, 0x7b]);
-    expect(await guard.commit(lease, bytes)).toBe(true);
-    expect(await cluster.exists(lease.lockKey)).toBe(1);
+    expect((await guard.commit(lease, bytes)).ours).toBe(true);
+    expect(await cluster.exists(lease.lockKey)).toBe(0);
     const again = await guard.acquire(target);
     if (again.kind !== 'fast-forward') throw new Error(`expected fast-forward, got ${again.kind}`);
     expect(Buffer.compare(again.artifact, bytes)).toBe(0);
@@ -89,11 +89,11 @@ describe('FireOnceGuard on a Redis Cluster', () => {
     await cluster.del(a.lockKey); // A's lock "expired"
     const b = acquired(await guard.acquire(target));
     expect(b.fencingToken).toBeGreaterThan(a.fencingToken);
-    expect(await guard.release(a)).toBe(false);
+    expect((await guard.release(a)).ours).toBe(false);
     expect(await lockToken(cluster, b.lockKey)).toBe(b.token);
     expect(await guard.extend(a, 60_000)).toBe(false);
     expect(await guard.extend(b, 60_000)).toBe(true);
-    expect(await guard.release(b)).toBe(true);
+    expect((await guard.release(b)).ours).toBe(true);
     expect(await cluster.exists(b.lockKey)).toBe(0);
   });
 

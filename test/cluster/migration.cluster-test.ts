@@ -31,10 +31,10 @@ describe('fire-once while a slot migrates between masters', () => {
 
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-  /** Scopes whose keys all hash to `slot` (the scope is the hash tag; plain names encode as themselves). */
+  /** Scopes whose keys all hash to `slot` (the namespace and scope are the hash tag; plain names encode as themselves). */
   function scopesInSlot(slot: number, n: number): string[] {
     const scopes: string[] = [];
-    for (let i = 0; scopes.length < n; i++) if (keySlot(`{m${i}}`) === slot) scopes.push(`m${i}`);
+    for (let i = 0; scopes.length < n; i++) if (keySlot(`{default/m${i}}`) === slot) scopes.push(`m${i}`);
     return scopes;
   }
 
@@ -93,7 +93,7 @@ describe('fire-once while a slot migrates between masters', () => {
             try {
               const outcome = await guard.acquire(t(scope));
               if (outcome.kind === 'acquired') {
-                await cluster.incr(`${prefix}:dispatches:{${scope}}`); // the "job", on a key of the same slot
+                await cluster.incr(`${prefix}:dispatches:{default/${scope}}`); // the "job", on a key of the same slot
                 await guard.commit(outcome.lease, Buffer.from(`artifact of ${scope}`));
               }
               outcomes.set(scope, [...(outcomes.get(scope) ?? []), outcome.kind]);
@@ -124,7 +124,7 @@ describe('fire-once while a slot migrates between masters', () => {
     expect(await errorCount(cluster, 'CROSSSLOT')).toBe(before.crossSlot);
 
     for (const scope of fresh) {
-      const dispatches = Number(await cluster.get(`${prefix}:dispatches:{${scope}}`));
+      const dispatches = Number(await cluster.get(`${prefix}:dispatches:{default/${scope}}`));
       const kinds = outcomes.get(scope) ?? [];
       expect({ scope, dispatches, acquired: kinds.filter((k) => k === 'acquired').length }).toEqual({ scope, dispatches: 1, acquired: 1 });
     }

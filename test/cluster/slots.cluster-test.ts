@@ -29,8 +29,8 @@ describe('every guard script touches one cluster slot', () => {
 
   const keySlot = async (key: string) => Number(await cluster.cluster('KEYSLOT', key));
 
-  /** The cluster's slot of `{encoded scope}`: what every key of the scope must hash to. */
-  const scopeSlot = (scope: string) => keySlot(`{${encodeId('scope', scope)}}`);
+  /** The cluster's slot of `{<namespace>/<encoded scope>}`: what every key of the scope must hash to. */
+  const scopeSlot = (scope: string) => keySlot(`{default/${encodeId('scope', scope)}}`);
 
   /** Every call's keys, with the slot of each one as the cluster computes it. */
   const slotsOf = (recorded: readonly ScriptCall[]) =>
@@ -44,9 +44,9 @@ describe('every guard script touches one cluster slot', () => {
     const outcome = await guard.acquire(target);
     if (outcome.kind !== 'acquired') throw new Error(`expected acquired, got ${outcome.kind}`);
     expect(await guard.extend(outcome.lease, 30_000)).toBe(true);
-    if (!succeed) expect(await guard.release(outcome.lease)).toBe(true);
+    if (!succeed) expect((await guard.release(outcome.lease)).ours).toBe(true);
     else if (target.externalArtifactKey) await cluster.set(target.externalArtifactKey, 'done');
-    else expect(await guard.commit(outcome.lease, Buffer.from('result'))).toBe(true);
+    else expect((await guard.commit(outcome.lease, Buffer.from('result'))).ours).toBe(true);
     expect((await guard.acquire(target)).kind).toBe(succeed ? 'fast-forward' : 'acquired');
   }
 

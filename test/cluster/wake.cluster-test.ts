@@ -65,9 +65,9 @@ describe('pub/sub wake-ups on a Redis Cluster', () => {
       );
       await Promise.all(subscribers.map((sub) => sub.subscribe(channel)));
       const first = acquired(await guard.acquire(target));
-      expect(await guard.release(first)).toBe(true);
+      expect((await guard.release(first)).ours).toBe(true);
       const second = acquired(await guard.acquire(target));
-      expect(await guard.commit(second, Buffer.from('done'))).toBe(true);
+      expect((await guard.commit(second, Buffer.from('done'))).ours).toBe(true);
       expect(await Promise.all(heard)).toEqual(subscribers.map(() => ['release', 'commit']));
     } finally {
       subscribers.forEach((s) => s.disconnect());
@@ -80,7 +80,7 @@ describe('pub/sub wake-ups on a Redis Cluster', () => {
       const target = { scope: `s-${randomUUID()}`, step: 'dispatch', jobType: 'summary' };
       const holder = acquired(await guard.acquire(target));
       const waiters = await sleepingWaiters(hub, target, 3);
-      expect(await guard.commit(holder, Buffer.from('done'))).toBe(true);
+      expect((await guard.commit(holder, Buffer.from('done'))).ours).toBe(true);
       const outcomes = await Promise.all(waiters);
       expect(outcomes.map((o) => o.kind)).toEqual(['fast-forward', 'fast-forward', 'fast-forward']);
     } finally {
@@ -94,7 +94,7 @@ describe('pub/sub wake-ups on a Redis Cluster', () => {
       const target = { scope: `s-${randomUUID()}`, step: 'dispatch', jobType: 'summary' };
       const holder = acquired(await guard.acquire(target));
       const waiters = await sleepingWaiters(hub, target, 3);
-      expect(await guard.release(holder)).toBe(true);
+      expect((await guard.release(holder)).ours).toBe(true);
       const first = await Promise.race(waiters);
       await guard.commit(acquired(first), Buffer.from('second try'));
       const outcomes = await Promise.all(waiters);

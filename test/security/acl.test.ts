@@ -67,11 +67,11 @@ describe('security: least-privilege Redis ACL', () => {
       if (first.kind !== 'acquired') throw new Error(`expected to acquire, got ${first.kind}`);
       expect((await guard.acquire(target)).kind).toBe('held');
       expect(await guard.extend(first.lease, 60_000)).toBe(true);
-      expect(await guard.commit(first.lease, Buffer.from('result'))).toBe(true);
+      expect((await guard.commit(first.lease, Buffer.from('result'))).ours).toBe(true);
       expect((await guard.acquire(target)).kind).toBe('fast-forward');
       const other = await guard.acquire({ ...target, step: 'other', jobType: 'other' });
       if (other.kind !== 'acquired') throw new Error('expected to acquire');
-      expect(await guard.release(other.lease)).toBe(true);
+      expect((await guard.release(other.lease)).ours).toBe(true);
       expect(await guard.invalidate(target.scope, target.jobType)).toBe(true);
       expect((await guard.acquire(target)).kind).toBe('acquired'); // replaces the committed lock
     } finally {
