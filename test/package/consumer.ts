@@ -82,10 +82,11 @@ export async function chatTurn(sessionId: string, text: string): Promise<string>
 }
 `;
 
-/** Uses the public types of both entries; compiled with tsc --noEmit only. */
+/** Uses the public types of every entry; compiled with tsc --noEmit only. */
 const CHECK_TS = `
 import { Redis } from 'ioredis';
-import { FIRE_ONCE_DEFAULTS, FireOncePlugin, fireOnce, type ValueFireOnceOptions } from 'temporal-fire-once';
+import { FIRE_ONCE_DEFAULTS, FireOncePlugin, fireOnce } from 'temporal-fire-once';
+import { FireOnceKeys, type ValueFireOnceOptions } from 'temporal-fire-once/core';
 import { getDispatchScope, setDispatchScope } from 'temporal-fire-once/workflow';
 
 const redis = new Redis({ lazyConnect: true });
@@ -96,6 +97,7 @@ export const activities = {
   summarise: fireOnce(async (sessionId: string): Promise<string> => \`summary of \${sessionId}\`, options),
 };
 export const summary: Promise<string> = activities.summarise('session-1');
+export const lockKey: string = new FireOnceKeys('consumer').lock('session-1', 'summarise');
 
 // 'skip' resolves undefined without running, so the declarations only allow it on Promise<void>.
 // @ts-expect-error a value-returning activity cannot skip

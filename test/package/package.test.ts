@@ -108,7 +108,7 @@ describe('the packed package in a fresh project', () => {
   it.each([
     ['nodenext', 'tsconfig.json'],
     ['node10', 'tsconfig.node10.json'],
-  ])('type-checks a TypeScript consumer of both entries against the shipped .d.ts (%s resolution)', async (_resolution, config) => {
+  ])('type-checks a TypeScript consumer of every entry against the shipped .d.ts (%s resolution)', async (_resolution, config) => {
     await run('node', [tsc, '-p', config], { cwd: consumerDir });
   });
 

@@ -1,7 +1,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Worker, bundleWorkflowCode } from '@temporalio/worker';
 import { Redis } from 'ioredis';
-import { startTemporal } from '../../../sample-workflows/services';
+import { FAST_DEV_SERVER, startTemporal } from '../../../sample-workflows/services';
 import { quietTemporalLogs } from '../../../sample-workflows/shared/temporal';
 import { FireOncePlugin } from '../../../src';
 import { LOCK_TTL_MS } from '../guards';
@@ -92,8 +92,7 @@ function describeFailure(err: unknown): string {
 export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eResult> {
   quietTemporalLogs('ERROR');
   opts.progress('e2e: starting the Temporal dev server');
-  // The dev server steps workflow latency in ~100 ms otherwise, hiding the guard's cost under it.
-  const temporal = await startTemporal({ dynamicConfig: { 'history.transferProcessorMaxPollRPS': 10_000 } });
+  const temporal = await startTemporal({ dynamicConfig: FAST_DEV_SERVER });
   const redis = new Redis(redisUrl);
   const prefix = `cost-e2e-${Date.now().toString(36)}`;
   try {
