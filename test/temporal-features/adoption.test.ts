@@ -27,26 +27,30 @@ async function replay(options: ReplayWorkerOptions, histories: { workflowId: str
 
 // Adopting the plugin on a fleet with open workflows, and removing it again. Before adoption a
 // worker has no plugin, its workflows bundled without the scope interceptor and its activities
-// plain (a fireOnce-marked activity refuses to run without the plugin): the same workflow code,
-// setDispatchScope included, since that only sets a global. After adoption: the plugin, and the
-// same activities marked with fireOnce.
+// plain (a fireOnce-marked activity refuses to run without the plugin); its workflow code is
+// either the old code, without setDispatchScope, or already today's (setDispatchScope only sets a
+// global). After adoption: the plugin, and the same activities marked with fireOnce.
 describe('Temporal features: adopting and removing the plugin', () => {
   const { harness, context } = useFeatures('adopt');
   type Fixture = ReturnType<typeof context>;
   const workflowsPath = require.resolve('./fixtures/workflows');
-  let bareBundle: WorkflowBundle;
+  const bundles: Partial<Record<'old code' | 'bare', WorkflowBundle>> = {};
   beforeAll(async () => {
-    bareBundle = await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
+    const bundle = (path: string) => bundleWorkflowCode({ workflowsPath: path, logger: new DefaultLogger('ERROR') });
+    bundles.bare = await bundle(workflowsPath);
+    bundles['old code'] = await bundle(require.resolve('./fixtures/pre-adoption-workflows'));
   });
 
-  /** Run `scenario` on a worker of `ctx`'s task queue, before (`bare`) or after (`plugin`) adoption; `activities: {}` polls workflows only. */
-  async function onWorker<T>({ ctx, base }: Fixture, kind: 'bare' | 'plugin', activities: object, scenario: () => Promise<T>): Promise<T> {
-    // A 1 s sticky timeout: workflow tasks of a stopped worker's cached runs move on to the next
-    // worker after 1 s instead of the default 10 s (a deploy waits out the same timeout).
-    const common = { connection: base.connection, taskQueue: ctx.taskQueue, activities, stickyQueueScheduleToStartTimeout: 1_000 };
+  /**
+   * Run `scenario` on a worker of `ctx`'s task queue: before adoption (`old code`: the workflows
+   * without setDispatchScope; `bare`: today's workflows, bundled without the plugin) or after it
+   * (`plugin`). `activities: {}` polls workflow tasks only.
+   */
+  async function onWorker<T>({ ctx, base }: Fixture, kind: 'old code' | 'bare' | 'plugin', activities: object, scenario: () => Promise<T>): Promise<T> {
+    const common = { connection: base.connection, taskQueue: ctx.taskQueue, activities };
     const worker = await Worker.create(
-      kind === 'bare'
-        ? { ...common, workflowBundle: bareBundle }
+      kind !== 'plugin'
+        ? { ...common, workflowBundle: bundles[kind]! }
         : { ...common, workflowBundle: base.workflowBundle, plugins: [new FireOncePlugin({ redis: harness.redis, keyPrefix: ctx.prefix, pollIntervalMs: 50 })] },
     );
     return worker.runUntil(scenario());
@@ -66,15 +70,21 @@ describe('Temporal features: adopting and removing the plugin', () => {
   it('replay: histories recorded without the plugin replay with it (and without it), with no nondeterminism', async () => {
     const fx = context();
     const { ctx } = fx;
-    const scope = newScope('before');
-    const recorded = await onWorker(fx, 'bare', plainActivities(harness.redis, ctx.prefix), async () => {
-      const handle = await ctx.start('adoptionRun', [scope, 10]);
-      await handle.result();
-      return histories(handle);
-    });
-    expect(scopeHeaders(recorded[0]!.history)).toEqual([undefined, undefined]); // recorded without it indeed
-    expect(await replay(pluginReplay(ctx), recorded)).toEqual([undefined, undefined]);
-    expect(await replay({ workflowsPath }, recorded)).toEqual([undefined, undefined]);
+    const recorded = [];
+    for (const kind of ['old code', 'bare'] as const) {
+      const scope = newScope('before');
+      recorded.push(
+        ...(await onWorker(fx, kind, plainActivities(harness.redis, ctx.prefix), async () => {
+          const handle = await ctx.start('adoptionRun', [scope, 10]);
+          await handle.result();
+          return histories(handle);
+        })),
+      );
+    }
+    for (const { history } of recorded.filter((_, i) => i % 2 === 0)) expect(scopeHeaders(history)).toEqual([undefined, undefined]); // recorded without it indeed
+    const clean = recorded.map(() => undefined);
+    expect(await replay(pluginReplay(ctx), recorded)).toEqual(clean);
+    expect(await replay({ workflowsPath }, recorded)).toEqual(clean);
   });
 
   it('replay: histories recorded with the plugin replay without it, with no nondeterminism', async () => {
@@ -100,7 +110,12 @@ describe('Temporal features: adopting and removing the plugin', () => {
     const scope = newScope('mid');
     const handle = await onWorker(fx, 'bare', plainActivities(harness.redis, ctx.prefix), async () => {
       const h = await ctx.start('twoStepRun', [scope, 10]);
-      await waitUntil('the first job to finish', async () => (await ctx.count('dispatchJob', scope, 'finished')) === 1);
+      // Stop the old worker only once the workflow has taken the job's result and waits for `go`:
+      // a workflow task cut short by the shutdown would hold the run up for its 10 s timeout.
+      await waitUntil('the workflow to wait for go', async () => {
+        const events = (await h.fetchHistory()).events ?? [];
+        return events.some((e) => e.activityTaskCompletedEventAttributes) && events.at(-1)?.workflowTaskCompletedEventAttributes != null;
+      });
       return h;
     });
     const [adopted, fresh] = await onWorker(fx, 'plugin', guardedActivities(harness.redis, ctx.prefix), async () => {
