@@ -1,18 +1,7 @@
+import { idProblem, type IdKind } from '../common/ids';
 import { FireOnceInvalidId } from './errors';
 
-/**
- * Longest accepted scope, step, job type or namespace, in UTF-8 bytes, before encoding.
- *
- * @example
- * ```ts
- * import { MAX_ID_BYTES } from 'temporal-fire-once/core';
- * Buffer.byteLength('session-42') <= MAX_ID_BYTES; // true
- * ```
- */
-export const MAX_ID_BYTES = 512;
-
-/** Which kind of ID is being encoded; named in error messages. */
-export type IdKind = 'scope' | 'step' | 'jobType' | 'namespace';
+export { MAX_ID_BYTES, type IdKind } from '../common/ids';
 
 /**
  * The protocol version: the `v3` segment of every key, and the value of the protocol marker.
@@ -43,19 +32,9 @@ const UNRESERVED = /^[A-Za-z0-9._~-]$/;
  */
 export function encodeId(kind: IdKind, id: unknown): string {
   if (typeof id === 'string' && PLAIN.test(id)) return id;
-  if (typeof id !== 'string') {
-    throw new FireOnceInvalidId(`${kind} must be a string (got ${typeof id})`);
-  }
-  if (id.trim().length === 0) {
-    throw new FireOnceInvalidId(`${kind} must not be empty or whitespace only (got ${JSON.stringify(id)})`);
-  }
-  if (!id.isWellFormed()) {
-    throw new FireOnceInvalidId(`${kind} must be well-formed Unicode (it contains a lone surrogate)`);
-  }
-  const bytes = Buffer.from(id, 'utf8');
-  if (bytes.length > MAX_ID_BYTES) {
-    throw new FireOnceInvalidId(`${kind} must be at most ${MAX_ID_BYTES} bytes of UTF-8 (got ${bytes.length})`);
-  }
+  const problem = idProblem(kind, id); // the same check as setDispatchScope's
+  if (problem !== undefined) throw new FireOnceInvalidId(problem);
+  const bytes = Buffer.from(id as string, 'utf8');
   let out = '';
   for (const byte of bytes) {
     const ch = String.fromCharCode(byte);

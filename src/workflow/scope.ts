@@ -1,4 +1,5 @@
 import { ApplicationFailure } from '@temporalio/workflow';
+import { idProblem } from '../common/ids';
 
 // Kept on the workflow's own globalThis: the SDK gives every workflow execution its own global
 // bag, also when V8 contexts are reused, so scopes never leak between workflows.
@@ -13,8 +14,10 @@ interface ScopeHolder {
  * fire-once activities lock and store artifacts under it. Use the session or job ID that many
  * runs share, never the workflow or run ID. Child workflows and continue-as-new inherit it.
  *
- * Throws a non-retryable `ApplicationFailure` of type `FireOnceInvalidId` for a scope that is not
- * a non-blank string, failing the workflow rather than dispatching under a bad scope.
+ * Throws a non-retryable `ApplicationFailure` of type `FireOnceInvalidId` for a scope the worker
+ * would refuse (not a string, empty or whitespace only, a lone surrogate, over `MAX_ID_BYTES`
+ * bytes of UTF-8), with the worker's message, failing the workflow before it schedules anything
+ * under a bad scope.
  *
  * @example
  * ```ts
@@ -32,13 +35,8 @@ interface ScopeHolder {
  * ```
  */
 export function setDispatchScope(scope: string): void {
-  if (typeof scope !== 'string' || scope.trim().length === 0) {
-    throw ApplicationFailure.create({
-      type: 'FireOnceInvalidId',
-      message: `setDispatchScope: scope must be a non-empty string (got ${typeof scope === 'string' ? JSON.stringify(scope) : typeof scope})`,
-      nonRetryable: true,
-    });
-  }
+  const problem = idProblem('scope', scope); // the same check as the worker's encodeId
+  if (problem !== undefined) throw ApplicationFailure.create({ type: 'FireOnceInvalidId', message: problem, nonRetryable: true });
   (globalThis as ScopeHolder)[SLOT] = scope;
 }
 

@@ -2,15 +2,18 @@ import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Redis } from 'ioredis';
+import type { DataConverter } from '@temporalio/common';
 import { FireOncePlugin, fireOnce } from '../../src';
 import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { AesGcmCodec } from './fixtures/converters/codec';
 import { Money } from './fixtures/converters/money';
 import type { Seen } from './fixtures/converters/workflows';
 
-// A worker whose payloadConverterPath exports a plain PayloadConverter (not a composite): guarded
-// results must reach the workflow as the same value an unguarded activity would give, on the first
-// dispatch, on a fast-forward, to a run that waited, and from the local artifact cache.
-describe('a plain payload converter on a real worker', () => {
+// A worker whose payloadConverterPath exports a plain PayloadConverter (not a composite), or a
+// custom CompositePayloadConverter, with or without an encryption codec: guarded results must
+// reach the workflow as the same value an unguarded activity would give, on the first dispatch, on
+// a fast-forward, to a run that waited, and from the local artifact cache.
+describe('payload converters and codecs on a real worker', () => {
   const prefix = testPrefix('conv');
   let redis: Redis;
   let native: NativeConnection;
@@ -29,9 +32,10 @@ describe('a plain payload converter on a real worker', () => {
     await redis.quit();
   });
 
-  const dataConverter = { payloadConverterPath: require.resolve('./fixtures/converters/money') };
+  const plain = { payloadConverterPath: require.resolve('./fixtures/converters/money') };
+  const composite = { payloadConverterPath: require.resolve('./fixtures/converters/composite') };
 
-  async function runScenario(localCache: boolean): Promise<{ seen: Seen[]; dispatches: number }> {
+  async function runScenario(localCache: boolean, dataConverter: DataConverter = plain) {
     const taskQueue = `fire-once-conv-${randomUUID()}`;
     const counter = `${prefix}:dispatches:${randomUUID()}`;
     const activities = {
@@ -41,13 +45,14 @@ describe('a plain payload converter on a real worker', () => {
         return new Money(1234, label);
       }),
     };
+    const plugin = new FireOncePlugin({ redis, keyPrefix: prefix, pollIntervalMs: 50, localCache });
     const worker = await Worker.create({
       connection: native,
       taskQueue,
       workflowsPath: require.resolve('./fixtures/converters/workflows'),
       activities,
       dataConverter,
-      plugins: [new FireOncePlugin({ redis, keyPrefix: prefix, pollIntervalMs: 50, localCache })],
+      plugins: [plugin],
     });
     const client = new Client({ connection, dataConverter });
     const scope = `session-${randomUUID()}`;
@@ -59,12 +64,35 @@ describe('a plain payload converter on a real worker', () => {
       const again = await start('again'); // with localCache, served from the worker's cache
       return [first, waited, fastForwarded, again] as Seen[];
     });
-    return { seen, dispatches: Number(await redis.get(counter)) };
+    return { seen, dispatches: Number(await redis.get(counter)), artifactKey: plugin.guard.keys.artifact(scope, 'price') };
   }
 
-  it.each([false, true])('returns the Money itself on dispatch, wait and fast-forward (localCache %s)', async (localCache) => {
+  it.each([false, true])('returns the Money itself under a plain PayloadConverter, on dispatch, wait and fast-forward (localCache %s)', async (localCache) => {
     const { seen, dispatches } = await runScenario(localCache);
     expect(dispatches).toBe(1);
     for (const s of seen) expect(s).toEqual({ isMoney: true, text: '12.34 EUR' });
   });
+
+  it('returns the Money itself under a custom CompositePayloadConverter', async () => {
+    const { seen, dispatches } = await runScenario(false, composite);
+    expect(dispatches).toBe(1);
+    for (const s of seen) expect(s).toEqual({ isMoney: true, text: '12.34 EUR' });
+  });
+
+  it('returns the Money itself through an AES-GCM codec, and keeps the artifact encrypted at rest', async () => {
+    const { seen, dispatches, artifactKey } = await runScenario(false, { ...composite, payloadCodecs: [new AesGcmCodec()] });
+    expect(dispatches).toBe(1);
+    for (const s of seen) expect(s).toEqual({ isMoney: true, text: '12.34 EUR' });
+    const stored = await storedBytes(artifactKey);
+    expect(stored.length).toBeGreaterThan(0);
+    expect(stored.some((b) => b.includes('1234 EUR'))).toBe(false); // what the converter alone would store
+  });
+
+  /** Every byte string stored at `key`, whatever its type (the storage layout is not this test's business). */
+  async function storedBytes(key: string): Promise<Buffer[]> {
+    const type = await redis.type(key);
+    if (type === 'string') return [(await redis.getBuffer(key))!];
+    if (type === 'hash') return Object.values(await redis.hgetallBuffer(key));
+    throw new Error(`no artifact at ${key} (type ${type})`);
+  }
 });

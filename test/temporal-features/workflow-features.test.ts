@@ -1,0 +1,73 @@
+import { ScheduleOverlapPolicy } from '@temporalio/client';
+import type { JobResult } from './fixtures/activities';
+import { dispatchSignal, dispatchUpdate, finishSignal } from './fixtures/workflows';
+import { newScope, oneResult, twoRunsThenOne, useFeatures } from './support/features';
+
+// Workflow features that schedule a guarded job, on the dev server: continue-as-new, child
+// workflows, local activities, signal and update handlers, schedules. Each test: the job body
+// starts once (counted in its body, outside the guard), and every run gets that one result.
+describe('Temporal features: the guarded job dispatches once', () => {
+  const { withWorker } = useFeatures('feat');
+
+  it('continue-as-new: 3 chained runs inherit the scope and share one dispatch', () =>
+    withWorker(async (ctx) => {
+      const scope = newScope('can');
+      const runs = await (await ctx.start('continueAsNewRun', [scope, 50, 3, []])).result();
+      expect(runs.map((r) => r.inheritedScope)).toEqual([undefined, scope, scope]); // only the first set it
+      oneResult(runs.map((r) => r.result), scope);
+      expect(await ctx.count('dispatchJob', scope)).toBe(1);
+    }));
+
+  it('child workflows: 3 children started at once inherit the scope and share one dispatch', () =>
+    withWorker(async (ctx) => {
+      const scope = newScope('child');
+      const children = await (await ctx.start('parentRun', [scope, 500, 3])).result();
+      expect(children.map((c) => c.inheritedScope)).toEqual([scope, scope, scope]);
+      oneResult(children.map((c) => c.result), scope);
+      expect(await ctx.count('dispatchJob', scope)).toBe(1);
+    }));
+
+  it('local activities: 2 concurrent runs and a later one share one dispatch', () =>
+    withWorker(async (ctx) => {
+      const scope = newScope('local');
+      oneResult(await twoRunsThenOne(ctx, 'localRun', scope, 500), scope);
+      expect(await ctx.count('dispatchJob', scope)).toBe(1);
+    }));
+
+  it('signals and updates: 3 signals and 2 updates each schedule the job; one dispatch serves all 5', () =>
+    withWorker(async (ctx) => {
+      const scope = newScope('handlers');
+      const handle = await ctx.start('handlersRun', [scope]);
+      for (let i = 0; i < 3; i++) await handle.signal(dispatchSignal, 500);
+      const updates = await Promise.all([handle.executeUpdate(dispatchUpdate, { args: [500] }), handle.executeUpdate(dispatchUpdate, { args: [500] })]);
+      await handle.signal(finishSignal);
+      const fromSignals = await handle.result();
+      expect(fromSignals).toHaveLength(3);
+      oneResult([...fromSignals, ...updates], scope);
+      expect(await ctx.count('dispatchJob', scope)).toBe(1);
+    }));
+
+  it('schedules: every action the schedule starts shares one dispatch', () =>
+    withWorker(async (ctx) => {
+      const scope = newScope('sched');
+      // An action a second, each running the 1.5 s job: the second starts while the first is in flight.
+      const schedule = await ctx.client.schedule.create({
+        scheduleId: `fire-once-${scope}`,
+        spec: { intervals: [{ every: '1s' }] },
+        action: { type: 'startWorkflow', workflowType: 'dispatchRun', args: [scope, 1_500], taskQueue: ctx.taskQueue },
+        policies: { overlap: ScheduleOverlapPolicy.ALLOW_ALL },
+      });
+      let ids: string[] = [];
+      try {
+        for (const deadline = Date.now() + 30_000; ids.length < 3 && Date.now() < deadline; await new Promise((r) => setTimeout(r, 200))) {
+          ids = (await schedule.describe()).info.recentActions.map((a) => a.action.workflow.workflowId);
+        }
+      } finally {
+        await schedule.delete();
+      }
+      expect(ids.length).toBeGreaterThanOrEqual(3);
+      const results = await Promise.all(ids.map((id) => ctx.client.workflow.getHandle(id).result() as Promise<JobResult>));
+      oneResult(results, scope);
+      expect(await ctx.count('dispatchJob', scope)).toBe(1);
+    }));
+});
