@@ -22,6 +22,8 @@ export type { IdKind } from './core/keys';
 export { GUARD_DEFAULTS } from './core/options';
 export type { FireOnceGuardOptions, ResolvedGuardOptions } from './core/options';
 export type { RedisClient } from './core/scripts';
+export { SAFE_EVICTION_POLICY, checkEvictionPolicy, readEvictionPolicies } from './core/deployment/eviction';
+export type { EvictionCheckOptions, EvictionPolicy } from './core/deployment/eviction';
 export {
   FireOnceError,
   FireOnceConfigError,

@@ -60,11 +60,21 @@ export interface FireOncePluginOptions extends FireOnceGuardOptions {
    * @defaultValue `false`
    */
   readonly localCache?: boolean | ArtifactCacheOptions;
+  /**
+   * Start even though Redis can evict the guard's keys: a `maxmemory-policy` other than
+   * `noeviction` (every guard key has a TTL, so `volatile-*` policies evict them too), or one that
+   * cannot be read. Without it a worker refuses to start with `FireOnceConfigError`; with it the
+   * risk is logged once at WARN. An evicted lock or artifact lets a job be dispatched again.
+   * @defaultValue `false`
+   */
+  readonly allowEvictingRedis?: boolean;
 }
 
 /** Plugin options with every default filled in. */
 export type ResolvedPluginOptions = ResolvedGuardOptions &
-  Required<Pick<FireOncePluginOptions, 'onInFlight' | 'pollIntervalMs' | 'lockMode' | 'leaseMs' | 'maxArtifactBytes' | 'dispatchLog' | 'dispatchLogMaxLen'>> &
+  Required<
+    Pick<FireOncePluginOptions, 'onInFlight' | 'pollIntervalMs' | 'lockMode' | 'leaseMs' | 'maxArtifactBytes' | 'dispatchLog' | 'dispatchLogMaxLen' | 'allowEvictingRedis'>
+  > &
   Pick<FireOncePluginOptions, 'resumeWindowMs'> & { readonly localCache: Required<ArtifactCacheOptions> | false };
 
 /**
@@ -85,6 +95,7 @@ export const FIRE_ONCE_DEFAULTS = Object.freeze({
   maxArtifactBytes: 1024 * 1024,
   dispatchLog: true,
   dispatchLogMaxLen: 100_000,
+  allowEvictingRedis: false,
 } as const);
 
 const PLUGIN_KEYS = [
@@ -97,6 +108,7 @@ const PLUGIN_KEYS = [
   'dispatchLog',
   'dispatchLogMaxLen',
   'localCache',
+  'allowEvictingRedis',
 ];
 
 /** Check every plugin option and fill in defaults; throws `FireOnceConfigError` naming the field. */
@@ -113,6 +125,7 @@ export function resolvePluginOptions(options: FireOncePluginOptions): ResolvedPl
     dispatchLog: checkBoolean('dispatchLog', options.dispatchLog ?? d.dispatchLog),
     dispatchLogMaxLen: checkDuration('dispatchLogMaxLen', options.dispatchLogMaxLen ?? d.dispatchLogMaxLen, 100_000_000),
     localCache: resolveCache(options.localCache),
+    allowEvictingRedis: checkBoolean('allowEvictingRedis', options.allowEvictingRedis ?? d.allowEvictingRedis),
     ...(options.resumeWindowMs === undefined ? {} : { resumeWindowMs: checkDuration('resumeWindowMs', options.resumeWindowMs) }),
   };
 }

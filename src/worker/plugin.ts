@@ -10,6 +10,7 @@ import { WakeHub } from '../core/wake';
 import { createFireOnceActivityInterceptor } from './interceptor';
 import { fireOnceActivityMap } from './fire-once';
 import { resolvePluginOptions, ttlWarnings, type FireOncePluginOptions, type ResolvedPluginOptions } from './plugin-options';
+import { checkWorkerRedis } from './redis-check';
 
 /**
  * Paths of the workflow interceptor modules that carry the dispatch scope from
@@ -29,7 +30,9 @@ export const workflowInterceptorModules: readonly string[] = Object.freeze([requ
  * dispatch scope and the activity interceptor that guards every activity marked with
  * `fireOnce()` or `@FireOnce()`; all other activities run exactly as before. Options are checked
  * here, at construction, and TTLs that would let artifacts expire too early are warned about
- * through `process.emitWarning` (code `FIRE_ONCE_TTL`). The Redis client stays the caller's: the
+ * through `process.emitWarning` (code `FIRE_ONCE_TTL`). When a worker starts, Redis is checked:
+ * a `maxmemory-policy` that can evict the guard's keys fails the start (see `allowEvictingRedis`
+ * and docs/production-redis.md). The Redis client stays the caller's: the
  * plugin never closes it; it only opens one subscriber connection of its own (a `duplicate()`)
  * for pub/sub wake-ups, and closes that when the worker stops.
  *
@@ -62,6 +65,7 @@ export class FireOncePlugin extends SimplePlugin {
   readonly cache: ArtifactCache | undefined;
   private readonly wake: WakeHub;
   private cacheAttached: Promise<void> | undefined;
+  private redisChecked: Promise<void> | undefined;
   private runningWorkers = 0;
 
   constructor(options: FireOncePluginOptions) {
@@ -114,6 +118,7 @@ export class FireOncePlugin extends SimplePlugin {
   override async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
     this.runningWorkers++;
     try {
+      await this.checkRedis();
       await this.attachCache();
       await super.runWorker(worker, next);
     } finally {
@@ -131,6 +136,18 @@ export class FireOncePlugin extends SimplePlugin {
   async invalidate(scope: string, jobType: string): Promise<boolean> {
     this.cache?.delete(this.guard.keys.artifact(scope, jobType));
     return this.guard.invalidate(scope, jobType);
+  }
+
+  /**
+   * Refuse a Redis that can evict the guard's keys, once per plugin, before the first worker
+   * takes a task (see `allowEvictingRedis`). A refusal is not remembered: the next run checks again.
+   */
+  checkRedis(): Promise<void> {
+    this.redisChecked ??= checkWorkerRedis(this.fireOnceOptions).catch((err: unknown) => {
+      this.redisChecked = undefined;
+      throw err;
+    });
+    return this.redisChecked;
   }
 
   /** Subscribe the local cache to invalidations before the worker takes tasks. */
