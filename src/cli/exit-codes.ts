@@ -14,6 +14,11 @@ export const EXIT = Object.freeze({
   notFound: 4,
   /** `release` refused: the lock changed hands between reading it and deleting it. */
   conflict: 5,
+  /**
+   * Redis can evict the guard's keys (`maxmemory-policy` is not `noeviction`, or cannot be read):
+   * the command refused to run. `--allow-evicting-redis` runs it anyway.
+   */
+  evicting: 6,
   /** A bug in the CLI itself. */
   internal: 70,
 } as const);

@@ -9,6 +9,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { DEFAULT_PREFIX, checkId, keysFor, parseDuration, parseSince, redisUrlOf, serverTimeMs, type CommonOptions } from './args';
 import type { RedisClient } from '../core/scripts';
 import { connect, isRedisError, redactUrl, type ConnectOptions } from './connect';
+import { refuseEvictingRedis } from './eviction-check';
 import { CliError, EXIT, type ExitCode } from './exit-codes';
 import { inspect } from './inspect';
 import { openLogReader } from './log';
@@ -69,7 +70,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       const keys = keysFor(opts.prefix);
       if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
       parseSince(opts.since, Date.now()); // a bad --since is a usage error even when Redis is down
-      const report = await withRedis(opts, async (redis, connection) => {
+      const report = await withRedis(opts, io, async (redis, connection) => {
         const nowMs = await serverTimeMs(redis);
         const raw = await openLogReader(redis, connection.url, connection.timeoutMs, keys.log());
         try {
@@ -93,7 +94,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       if (opts.step !== undefined) checkId('step', opts.step);
       if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
       const artifactTtlMs = opts.artifactTtl === undefined ? undefined : parseDuration('--artifact-ttl', opts.artifactTtl);
-      const view = await withRedis(opts, (redis) =>
+      const view = await withRedis(opts, io, (redis) =>
         inspect(redis, keys, {
           scope,
           ...(opts.step === undefined ? {} : { step: opts.step }),
@@ -112,7 +113,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       const keys = keysFor(opts.prefix);
       checkId('scope', scope);
       checkId('step', opts.step);
-      const result = await withRedis(opts, (redis) => release(redis, keys, scope, opts.step, opts.force === true));
+      const result = await withRedis(opts, io, (redis) => release(redis, keys, scope, opts.step, opts.force === true));
       io.out(`${opts.json ? JSON.stringify(result, null, 2) : formatRelease(result)}\n`);
       if (!result.released) throw new CliError('refusing to release without --force', EXIT.usage);
       if (result.logError !== undefined) io.err(`fire-once: released, but the release-forced entry was not recorded: ${result.logError}\n`);
@@ -126,7 +127,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       const keys = keysFor(opts.prefix);
       checkId('scope', scope);
       checkId('jobType', opts.jobType);
-      const result = await withRedis(opts, (redis) => invalidate(redis, keys, scope, opts.jobType, opts.force === true));
+      const result = await withRedis(opts, io, (redis) => invalidate(redis, keys, scope, opts.jobType, opts.force === true));
       io.out(`${opts.json ? JSON.stringify(result, null, 2) : formatInvalidate(result)}\n`);
       if (!result.deleted) throw new CliError('refusing to invalidate without --force', EXIT.usage);
       if (result.logError !== undefined) io.err(`fire-once: invalidated, but the invalidated entry was not recorded: ${result.logError}\n`);
@@ -141,14 +142,17 @@ function common(command: Command): Command {
     .option('--redis <url>', 'Redis URL: redis://[user:password@]host:port[/db], rediss:// for TLS (default: $REDIS_URL, else redis://127.0.0.1:6379)')
     .option('--prefix <keyPrefix>', "the workers' keyPrefix", DEFAULT_PREFIX)
     .option('--json', 'print JSON for scripts instead of tables')
-    .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s');
+    .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s')
+    .option('--allow-evicting-redis', 'run even if Redis can evict the guard\'s keys (maxmemory-policy other than noeviction)');
 }
 
-async function withRedis<T>(options: CommonOptions, run: (redis: RedisClient, connection: ConnectOptions) => Promise<T>): Promise<T> {
+/** Connect, refuse a Redis that can evict the guard's keys, run, disconnect. */
+async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisClient, connection: ConnectOptions) => Promise<T>): Promise<T> {
   const url = redisUrlOf(options);
   const connection = { url, timeoutMs: parseDuration('--timeout', options.timeout) };
   const redis = await connect(connection);
   try {
+    await refuseEvictingRedis(redis, { allow: options.allowEvictingRedis === true, timeoutMs: connection.timeoutMs, warn: io.err });
     return await run(redis, connection);
   } catch (err) {
     if (isRedisError(err)) throw new CliError(`Redis at ${redactUrl(url)} failed: ${(err as Error).message}`, EXIT.redis, { cause: err });
@@ -177,6 +181,8 @@ Exit codes:
   3   Redis unreachable, refused the credentials, or timed out
   4   nothing to act on: no such lock (release) or artifact (invalidate)
   5   release refused: the lock changed hands while it was being released
+  6   refused: Redis can evict the guard's keys (maxmemory-policy is not noeviction, or
+      cannot be read); --allow-evicting-redis runs the command anyway
   70  internal error in the CLI
 `;
 

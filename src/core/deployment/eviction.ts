@@ -101,13 +101,8 @@ export async function checkEvictionPolicy(redis: RedisClient, options: EvictionC
   const policies = await readEvictionPolicies(redis, options.timeoutMs);
   const unsafe = policies.filter((p) => !p.safe);
   if (unsafe.length === 0) return policies;
-  const problem = describeUnsafe(unsafe);
-  if (options.allowEvictingRedis !== true) {
-    throw new FireOnceConfigError(
-      `${problem}. Set \`maxmemory-policy ${SAFE_EVICTION_POLICY}\` on every primary (redis.conf, or CONFIG SET maxmemory-policy ${SAFE_EVICTION_POLICY}; ` +
-        `a managed service calls it its eviction policy), or pass allowEvictingRedis: true to accept the risk`,
-    );
-  }
+  const problem = describeEvictionRisk(unsafe);
+  if (options.allowEvictingRedis !== true) throw new FireOnceConfigError(`${problem}. ${evictionFix('pass allowEvictingRedis: true')}`);
   const warn = options.warn ?? ((message: string) => process.emitWarning(message, { code: 'FIRE_ONCE_EVICTION' }));
   warn(`fire-once: ${problem}; starting anyway because allowEvictingRedis is true`, {
     nodes: unsafe.map((p) => ({ address: p.address, policy: p.policy ?? 'unknown' })),
@@ -115,8 +110,16 @@ export async function checkEvictionPolicy(redis: RedisClient, options: EvictionC
   return policies;
 }
 
-/** One sentence naming every unsafe primary and why. */
-function describeUnsafe(unsafe: readonly EvictionPolicy[]): string {
+/** What to set, and how to opt out (`optOut`, e.g. "pass allowEvictingRedis: true"). */
+export function evictionFix(optOut: string): string {
+  return (
+    `Set \`maxmemory-policy ${SAFE_EVICTION_POLICY}\` on every primary (redis.conf, or CONFIG SET maxmemory-policy ${SAFE_EVICTION_POLICY}; ` +
+    `a managed service calls it its eviction policy), or ${optOut} to accept the risk`
+  );
+}
+
+/** One sentence naming every primary that can evict the guard's keys (or whose policy is unknown) and why that matters. */
+export function describeEvictionRisk(unsafe: readonly EvictionPolicy[]): string {
   const parts = unsafe.map((p) =>
     p.policy === undefined
       ? `the maxmemory-policy of Redis at ${p.address} could not be read (${p.source}; ${/NOPERM/.test(p.source) ? 'grant the user +info' : 'check it by hand'})`
