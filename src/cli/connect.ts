@@ -68,7 +68,7 @@ export function connectNode({ url, timeoutMs }: ConnectOptions): Promise<Redis> 
   }
   return connected(url, () => {
     const client = new Redis(url, nodeOptions(timeoutMs));
-    return { client, ready: client.connect().then(() => client.ping()) };
+    return { client, ready: client.connect().then(() => pinged(client)) };
   });
 }
 
@@ -78,7 +78,18 @@ export function connectPeer(seed: Redis, address: { readonly host: string; reado
   const url = `${tls ? 'rediss' : 'redis'}://${address.host}:${address.port}`;
   return connected(url, () => {
     const client = new Redis({ ...nodeOptions(timeoutMs), host: address.host, port: address.port, username, password, tls });
-    return { client, ready: client.connect().then(() => client.ping()) };
+    return { client, ready: client.connect().then(() => pinged(client)) };
+  });
+}
+
+/**
+ * PING, to surface a refused AUTH or a NOAUTH server at once. A NOPERM reply counts as an answer:
+ * the user is logged in and only lacks +ping (a worker's least-privilege user does, and `doctor`
+ * must be able to run as it); the command that needs a denied permission reports it.
+ */
+async function pinged(client: Redis): Promise<void> {
+  await client.ping().catch((err: Error) => {
+    if (!/^NOPERM/.test(err.message)) throw err;
   });
 }
 

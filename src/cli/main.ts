@@ -9,6 +9,9 @@ import { Command, CommanderError, Option } from 'commander';
 import { DEFAULT_PREFIX, checkId, keysFor, parseDuration, parseSince, redisUrlOf, serverTimeMs, type CommonOptions } from './args';
 import type { RedisClient } from '../core/scripts';
 import { connect, isRedisError, redactUrl, type ConnectOptions } from './connect';
+import { DEFAULT_SCAN_BUDGET } from './doctor/prefix-check';
+import { runDoctor } from './doctor/doctor';
+import { formatDoctor } from './doctor/format';
 import { refuseEvictingRedis } from './eviction-check';
 import { CliError, EXIT, type ExitCode } from './exit-codes';
 import { inspect } from './inspect';
@@ -54,7 +57,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
 
 function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
   const program = new Command('fire-once')
-    .description('Operate temporal-fire-once: read the dispatch log, inspect a scope, force-release a lock, invalidate an artifact.')
+    .description('Operate temporal-fire-once: read the dispatch log, inspect a scope, force-release a lock, invalidate an artifact, check a deployment.')
     .version(packageVersion(), '-V, --version')
     .configureOutput({ writeOut: io.out, writeErr: io.err })
     .exitOverride()
@@ -133,6 +136,29 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       if (result.logError !== undefined) io.err(`fire-once: invalidated, but the invalidated entry was not recorded: ${result.logError}\n`);
     });
 
+  program
+    .command('doctor')
+    .description('Check a deployment: eviction policy, persistence, replicas, min-replicas-to-write, Cluster slots, ACL permissions, scripts, version, key prefixes. One verdict per line, with the fix.')
+    .option('--redis <url>', 'Redis URL (default: $REDIS_URL, else redis://127.0.0.1:6379); any node of a Cluster')
+    .option('--prefix <keyPrefix>', "the workers' keyPrefix: scopes the ACL check and the prefix listing", DEFAULT_PREFIX)
+    .option('--acl-user <user>', "check this user's permissions with ACL DRYRUN (needs an admin connection) instead of the connected user's")
+    .addOption(new Option('--scan-budget <n>', 'look at most at this many keys for prefixes').default(DEFAULT_SCAN_BUDGET).argParser((t) => nonNegativeInt(t, undefined, '--scan-budget')))
+    .option('--json', 'print the report as JSON')
+    .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s')
+    .action(async (opts: CommonOptions & { aclUser?: string; scanBudget: number }) => {
+      keysFor(opts.prefix); // a bad --prefix is a usage error
+      const url = redisUrlOf(opts);
+      const connection = { url, timeoutMs: parseDuration('--timeout', opts.timeout) };
+      const report = await runDoctor(connection, { prefix: opts.prefix, scanBudget: opts.scanBudget, ...(opts.aclUser === undefined ? {} : { aclUser: opts.aclUser }) }).catch(
+        (err: unknown) => {
+          if (isRedisError(err)) throw new CliError(`Redis at ${redactUrl(url)} failed: ${(err as Error).message}`, EXIT.redis, { cause: err });
+          throw err;
+        },
+      );
+      io.out(`${opts.json ? JSON.stringify(report, null, 2) : formatDoctor(report)}\n`);
+      setCode(report.exitCode);
+    });
+
   return program;
 }
 
@@ -162,9 +188,9 @@ async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisCl
   }
 }
 
-function nonNegativeInt(text: string): number {
+function nonNegativeInt(text: string, _previous?: unknown, option = '--limit'): number {
   const n = Number(text);
-  if (!Number.isInteger(n) || n < 0) throw new CliError(`--limit must be a non-negative integer (got ${JSON.stringify(text)})`, EXIT.usage);
+  if (!Number.isInteger(n) || n < 0) throw new CliError(`${option} must be a non-negative integer (got ${JSON.stringify(text)})`, EXIT.usage);
   return n;
 }
 
@@ -175,14 +201,16 @@ function packageVersion(): string {
 
 const EXIT_HELP = `
 Exit codes:
-  0   done; for report, no scope dispatched more than once in the window
-  1   report found a scope and step dispatched more than once
+  0   done; for report, no scope dispatched more than once in the window; for doctor,
+      nothing puts the guarantee at risk
+  1   report found a scope and step dispatched more than once; doctor found a risk
   2   usage error, or release/invalidate without --force (nothing changed)
   3   Redis unreachable, refused the credentials, or timed out
   4   nothing to act on: no such lock (release) or artifact (invalidate)
   5   release refused: the lock changed hands while it was being released
   6   refused: Redis can evict the guard's keys (maxmemory-policy is not noeviction, or
       cannot be read); --allow-evicting-redis runs the command anyway
+  7   doctor found nothing at risk, but could not make every check
   70  internal error in the CLI
 `;
 
