@@ -24,7 +24,23 @@ export interface SentinelGroup {
   connect(port: number): Redis;
   /** The master's port as the sentinels report it now. */
   masterPort(): Promise<number>;
+  /** The redis-server process running on `port` now (a node brought back has a new one). */
+  node(port: number): RedisProcess;
+  /**
+   * Start the data node of `port` again (after a SIGKILL), on the same port and dir, as a replica
+   * of `masterPort`, and wait until it is in sync and every sentinel counts it as a healthy
+   * replica again, so that the next failover can promote it.
+   */
+  rejoin(port: number, masterPort: number): Promise<RedisProcess>;
   stop(): Promise<void>;
+}
+
+/** How the sentinels judge the master. */
+export interface SentinelOptions {
+  /** `sentinel down-after-milliseconds`. @defaultValue 1000 */
+  readonly downAfterMs?: number;
+  /** `sentinel failover-timeout`; a sentinel waits twice this before it retries a failover. @defaultValue 10000 */
+  readonly failoverTimeoutMs?: number;
 }
 
 const HOST = '127.0.0.1';
@@ -35,9 +51,10 @@ const HOST = '127.0.0.1';
  * replica and the two other sentinels. Sentinels run as `redis-server <conf> --sentinel`, which
  * is what the `redis-sentinel` binary is, so only redis-server is needed.
  */
-export async function startSentinelGroup(name = 'mymaster'): Promise<SentinelGroup> {
+export async function startSentinelGroup(name = 'mymaster', options: SentinelOptions = {}): Promise<SentinelGroup> {
   const dirs: string[] = [];
   const children: ChildProcess[] = [];
+  const nodes = new Map<number, RedisProcess & { readonly dir: string }>();
   const stop = async () => {
     await Promise.all(children.map((c) => stopChild(c)));
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
@@ -47,11 +64,11 @@ export async function startSentinelGroup(name = 'mymaster'): Promise<SentinelGro
     client.on('error', () => undefined);
     return client;
   };
-  const spawnServer = (port: number, args: string[]): RedisProcess => {
-    const dir = mkdtempSync(join(tmpdir(), 'fire-once-sentinel-'));
-    dirs.push(dir);
+  const spawnServer = (port: number, args: string[], dir = mkdtempSync(join(tmpdir(), 'fire-once-sentinel-'))): RedisProcess => {
+    if (!dirs.includes(dir)) dirs.push(dir);
     const child = spawn('redis-server', [...args.map((a) => a.replace('$DIR', dir))], { stdio: 'ignore' });
     children.push(child);
+    nodes.set(port, { port, child, dir });
     return { port, child };
   };
   try {
@@ -74,8 +91,8 @@ export async function startSentinelGroup(name = 'mymaster'): Promise<SentinelGro
           `bind ${HOST}`,
           `dir ${dir}`,
           `sentinel monitor ${name} ${HOST} ${masterPort} 2`,
-          `sentinel down-after-milliseconds ${name} 1000`,
-          `sentinel failover-timeout ${name} 10000`,
+          `sentinel down-after-milliseconds ${name} ${options.downAfterMs ?? 1000}`,
+          `sentinel failover-timeout ${name} ${options.failoverTimeoutMs ?? 10000}`,
           `sentinel parallel-syncs ${name} 1`,
           '',
         ].join('\n'),
@@ -98,6 +115,21 @@ export async function startSentinelGroup(name = 'mymaster'): Promise<SentinelGro
       return true;
     }, 'the sentinels to discover the replica and each other');
 
+    /** Every sentinel lists `port` as a replica with no flag but `slave` (not down, not disconnected). */
+    const healthyReplicaEverywhere = async (port: number) => {
+      for (const s of sentinels) {
+        const client = connect(s.port);
+        try {
+          const replicas = (await client.call('SENTINEL', 'REPLICAS', name)) as string[][];
+          const flags = replicas.map((r) => Object.fromEntries(Array.from({ length: r.length / 2 }, (_, i) => [r[2 * i], r[2 * i + 1]]))).find((f) => f.port === String(port))?.flags;
+          if (flags !== 'slave') return false;
+        } finally {
+          client.disconnect();
+        }
+      }
+      return true;
+    };
+
     return {
       name,
       master,
@@ -118,6 +150,20 @@ export async function startSentinelGroup(name = 'mymaster'): Promise<SentinelGro
           }
         }
         throw new Error('no sentinel answered GET-MASTER-ADDR-BY-NAME');
+      },
+      node: (port) => {
+        const node = nodes.get(port);
+        if (!node) throw new Error(`no data node on port ${port}`);
+        return node;
+      },
+      rejoin: async (port, masterPort) => {
+        const old = nodes.get(port);
+        if (!old) throw new Error(`no data node on port ${port}`);
+        if (old.child.exitCode === null && old.child.signalCode === null) throw new Error(`the data node on port ${port} is still running`);
+        const node = spawnServer(port, [...data(port), '--replicaof', HOST, String(masterPort)], old.dir);
+        await until(async () => /master_link_status:up/.test(await info(connect, port, 'replication')), `${port} to sync as a replica again`, 60_000);
+        await until(() => healthyReplicaEverywhere(port), `every sentinel to count ${port} as a healthy replica`, 60_000);
+        return node;
       },
       stop,
     };
