@@ -1,6 +1,7 @@
 import { Runtime, type Worker } from '@temporalio/worker';
 import { Redis } from 'ioredis';
-import { FIRE_ONCE_DEFAULTS, FireOnceConfigError, FireOncePlugin } from '../../src';
+import { FIRE_ONCE_DEFAULTS, FireOnceConfigError, FireOncePlugin, FireOnceStoreUnavailable } from '../../src';
+import { freePort } from '../../sample-workflows/services';
 import { spawnRedisServer, type SpawnedRedis } from '../bad-input/support/redis-server';
 
 // The plugin's start check: FireOncePlugin.runWorker (what Worker.run goes through) refuses a
@@ -56,6 +57,18 @@ describe('FireOncePlugin refuses an evicting Redis at worker start', () => {
         { nodes: [{ address: `127.0.0.1:${evicting.port}`, policy: 'volatile-lru' }] },
       ],
     ]);
+  });
+
+  it('an unreachable Redis fails the start with FireOnceStoreUnavailable after storeTimeoutMs', async () => {
+    const redis = new Redis(await freePort(), '127.0.0.1', { lazyConnect: true, retryStrategy: () => 100 });
+    redis.on('error', () => undefined);
+    const next = jest.fn(async () => undefined);
+    const err = await new FireOncePlugin({ redis, storeTimeoutMs: 300 }).runWorker({} as Worker, next).catch((e: unknown) => e);
+    redis.disconnect();
+    expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
+    expect((err as Error).message).toMatch(/did not answer within 300 ms/);
+    expect(next).not.toHaveBeenCalled();
+    await new Promise((r) => setTimeout(r, 2_100)); // ioredis destroys the half-open socket after its 2 s disconnectTimeout
   });
 
   it('with noeviction the worker runs and nothing is logged, opt-out or not', async () => {

@@ -113,6 +113,13 @@ describe('fire-once doctor on a standalone Redis', () => {
     ]);
   });
 
+  it('min-replicas-to-write 1 without a replica: a warning that the primary refuses every write (the guard fails closed)', async () => {
+    const { server } = await spawn(...SAFE_ARGS, '--min-replicas-to-write', '1');
+    const report = await doctorJson(server.url);
+    expect(verdictsOf(report, 'min-replicas')).toEqual([expect.objectContaining({ status: 'warn', message: expect.stringMatching(/^min-replicas-to-write 1 with no replica: the primary refuses every write \(NOREPLICAS\)/) })]);
+    expect(report.exitCode).toBe(EXIT.ok);
+  });
+
   it('Redis unreachable: exit 3; a bad --scan-budget: exit 2', async () => {
     expect((await doctor('redis://127.0.0.1:1', ['--timeout', '1s'])).code).toBe(EXIT.redis);
     expect(await doctor('redis://127.0.0.1:1', ['--scan-budget', '-1'])).toMatchObject({ code: EXIT.usage, err: expect.stringContaining('--scan-budget must be a non-negative integer') });
