@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable, type DispatchTarget } from '../../src';
-import { startSentinelGroup, until, type SentinelGroup } from '../cluster/helpers/sentinel';
+import { info, startSentinelGroup, until, type SentinelGroup } from '../cluster/helpers/sentinel';
 import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
 import { recordResult } from './helpers/report';
 
@@ -42,6 +42,8 @@ interface Trial {
   readonly duplicates: number;
   /** From the kill to the client's first answer from the new primary. */
   readonly failoverMs: number;
+  /** The replica's state and lag as the primary reported them before the acquires. */
+  readonly linkAtStart: string;
 }
 
 describe('Sentinel failover right after acquires, jobs in flight (the guard does not wait for replicas)', () => {
@@ -87,6 +89,11 @@ describe('Sentinel failover right after acquires, jobs in flight (the guard does
     const replica = [group.master.port, group.replica.port].find((p) => p !== master) as number;
     await until(async () => (await nodePort()) === master, 'the client to be on the primary');
     const scopes = Array.from({ length: SCOPES }, (_, i) => `${mode}-${n}-${i}-${randomUUID()}`);
+    // The link as the primary sees it, before anything happens: a 'healthy' trial starts only
+    // once the replica is online with lag 0 (just after a rejoin it may still be syncing).
+    const link = async () => /slave0:[^\r\n]*state=(\w+)[^\r\n]*lag=(\d+)/.exec(await info(group.connect, master, 'replication'))?.slice(1) ?? ['none', '?'];
+    if (mode === 'healthy') await until(async () => (await link()).join() === 'online,0', `the replica of ${master} to be online with lag 0`, 60_000);
+    const linkAtStart = (await link()).join(' lag ');
     const frozen = group.node(replica).child;
     if (mode === 'partitioned') {
       frozen.kill('SIGSTOP'); // so that it cannot reconnect
@@ -147,6 +154,7 @@ describe('Sentinel failover right after acquires, jobs in flight (the guard does
       locksLost: present.filter((p) => p === 0).length,
       duplicates: counts.filter((c) => c > 1).length,
       failoverMs,
+      linkAtStart,
     };
   }
 
@@ -158,10 +166,11 @@ describe('Sentinel failover right after acquires, jobs in flight (the guard does
       trials.push(t);
       process.stdout.write(
         `failover (${mode}) trial ${n + 1}/${TRIALS}: ${t.dispatched} dispatched before the kill, ${t.failedClosed} failed closed, ` +
-          `${t.locksLost} lock(s) lost, ${t.duplicates} duplicate dispatch(es), new primary after ${(t.failoverMs / 1000).toFixed(1)} s\n`,
+          `${t.locksLost} lock(s) lost, ${t.duplicates} duplicate dispatch(es), new primary after ${(t.failoverMs / 1000).toFixed(1)} s ` +
+          `(replica ${t.linkAtStart} before the acquires)\n`,
       );
     }
-    const sum = (key: keyof Trial) => trials.reduce((total, t) => total + t[key], 0);
+    const sum = (key: Exclude<keyof Trial, 'linkAtStart'>) => trials.reduce((total, t) => total + t[key], 0);
     const withDuplicates = trials.filter((t) => t.duplicates > 0).length;
     process.stdout.write(
       `FAILOVER ${mode} link, no replica sync: ${sum('duplicates')} duplicate dispatch(es) of ${sum('dispatched')} jobs in flight, ` +

@@ -161,8 +161,14 @@ export async function startSentinelGroup(name = 'mymaster', options: SentinelOpt
         if (!old) throw new Error(`no data node on port ${port}`);
         if (old.child.exitCode === null && old.child.signalCode === null) throw new Error(`the data node on port ${port} is still running`);
         const node = spawnServer(port, [...data(port), '--replicaof', HOST, String(masterPort)], old.dir);
-        await until(async () => /master_link_status:up/.test(await info(connect, port, 'replication')), `${port} to sync as a replica again`, 60_000);
-        await until(() => healthyReplicaEverywhere(port), `every sentinel to count ${port} as a healthy replica`, 60_000);
+        try {
+          await until(async () => /master_link_status:up/.test(await info(connect, port, 'replication')), `${port} to sync as a replica again`, 60_000);
+          await until(() => healthyReplicaEverywhere(port), `every sentinel to count ${port} as a healthy replica`, 60_000);
+        } catch (err) {
+          // What the node and its master say, for the failure message.
+          const replication = (p: number) => info(connect, p, 'replication').then((text) => text.replace(/\r?\n/g, ' '));
+          throw new Error(`${(err as Error).message}; node ${port}: ${await replication(port)}; master ${masterPort}: ${await replication(masterPort)}`);
+        }
         return node;
       },
       stop,
