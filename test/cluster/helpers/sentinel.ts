@@ -28,8 +28,11 @@ export interface SentinelGroup {
   node(port: number): RedisProcess;
   /**
    * Start the data node of `port` again (after a SIGKILL), on the same port and dir, as a replica
-   * of `masterPort`, and wait until it is in sync and every sentinel counts it as a healthy
-   * replica again, so that the next failover can promote it.
+   * of `masterPort`, and wait until the group has settled: the sentinels name one of the two data
+   * nodes the master, the other is in sync with it, and every sentinel counts that one as a
+   * healthy replica, so that the next failover can promote it. (The sentinels may fail over once
+   * more meanwhile, e.g. when a loaded machine delays a PING past down-after: then the roles are
+   * swapped, which is fine.)
    */
   rejoin(port: number, masterPort: number): Promise<RedisProcess>;
   stop(): Promise<void>;
@@ -72,10 +75,10 @@ export async function startSentinelGroup(name = 'mymaster', options: SentinelOpt
     return { port, child };
   };
   try {
-    const [masterPort, replicaPort] = [await freePort(), await freePort()];
+    const [firstMasterPort, replicaPort] = [await freePort(), await freePort()];
     const data = (port: number) => ['--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no', '--dir', '$DIR'];
-    const master = spawnServer(masterPort, data(masterPort));
-    const replica = spawnServer(replicaPort, [...data(replicaPort), '--replicaof', HOST, String(masterPort)]);
+    const master = spawnServer(firstMasterPort, data(firstMasterPort));
+    const replica = spawnServer(replicaPort, [...data(replicaPort), '--replicaof', HOST, String(firstMasterPort)]);
     await until(async () => /master_link_status:up/.test(await info(connect, replicaPort, 'replication')), 'the replica to sync');
 
     const sentinels: RedisProcess[] = [];
@@ -90,7 +93,7 @@ export async function startSentinelGroup(name = 'mymaster', options: SentinelOpt
           `port ${port}`,
           `bind ${HOST}`,
           `dir ${dir}`,
-          `sentinel monitor ${name} ${HOST} ${masterPort} 2`,
+          `sentinel monitor ${name} ${HOST} ${firstMasterPort} 2`,
           `sentinel down-after-milliseconds ${name} ${options.downAfterMs ?? 1000}`,
           `sentinel failover-timeout ${name} ${options.failoverTimeoutMs ?? 10000}`,
           `sentinel parallel-syncs ${name} 1`,
@@ -130,6 +133,30 @@ export async function startSentinelGroup(name = 'mymaster', options: SentinelOpt
       return true;
     };
 
+    const masterPort = async (): Promise<number> => {
+      for (const s of sentinels) {
+        const client = connect(s.port);
+        try {
+          const addr = (await client.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name)) as [string, string] | null;
+          if (addr) return Number(addr[1]);
+        } catch {
+          // ask the next sentinel
+        } finally {
+          client.disconnect();
+        }
+      }
+      throw new Error('no sentinel answered GET-MASTER-ADDR-BY-NAME');
+    };
+
+    /** The sentinels name a master among the data nodes, and the other one is its healthy, in-sync replica. */
+    const settled = async (): Promise<boolean> => {
+      const current = await masterPort();
+      const other = [...nodes.keys()].find((p) => p !== current);
+      if (other === undefined || !nodes.has(current)) return false;
+      const text = await info(connect, other, 'replication');
+      return new RegExp(`master_port:${current}\\b`).test(text) && /master_link_status:up/.test(text) && (await healthyReplicaEverywhere(other));
+    };
+
     return {
       name,
       master,
@@ -137,37 +164,23 @@ export async function startSentinelGroup(name = 'mymaster', options: SentinelOpt
       sentinels,
       sentinelAddresses: sentinels.map((s) => ({ host: HOST, port: s.port })),
       connect,
-      masterPort: async () => {
-        for (const s of sentinels) {
-          const client = connect(s.port);
-          try {
-            const addr = (await client.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name)) as [string, string] | null;
-            if (addr) return Number(addr[1]);
-          } catch {
-            // ask the next sentinel
-          } finally {
-            client.disconnect();
-          }
-        }
-        throw new Error('no sentinel answered GET-MASTER-ADDR-BY-NAME');
-      },
+      masterPort,
       node: (port) => {
         const node = nodes.get(port);
         if (!node) throw new Error(`no data node on port ${port}`);
         return node;
       },
-      rejoin: async (port, masterPort) => {
+      rejoin: async (port, rejoinMaster) => {
         const old = nodes.get(port);
         if (!old) throw new Error(`no data node on port ${port}`);
         if (old.child.exitCode === null && old.child.signalCode === null) throw new Error(`the data node on port ${port} is still running`);
-        const node = spawnServer(port, [...data(port), '--replicaof', HOST, String(masterPort)], old.dir);
+        const node = spawnServer(port, [...data(port), '--replicaof', HOST, String(rejoinMaster)], old.dir);
         try {
-          await until(async () => /master_link_status:up/.test(await info(connect, port, 'replication')), `${port} to sync as a replica again`, 60_000);
-          await until(() => healthyReplicaEverywhere(port), `every sentinel to count ${port} as a healthy replica`, 60_000);
+          await until(settled, `the group to settle after ${port} rejoined`, 90_000);
         } catch (err) {
           // What the node and its master say, for the failure message.
           const replication = (p: number) => info(connect, p, 'replication').then((text) => text.replace(/\r?\n/g, ' '));
-          throw new Error(`${(err as Error).message}; node ${port}: ${await replication(port)}; master ${masterPort}: ${await replication(masterPort)}`);
+          throw new Error(`${(err as Error).message}; node ${port}: ${await replication(port)}; node ${rejoinMaster}: ${await replication(rejoinMaster)}`);
         }
         return node;
       },
