@@ -19,6 +19,8 @@ export type { ArtifactRecord, LockRecord } from './core/records';
 export { ACQUIRE_REPLY, PROTOCOL_SCRIPTS, SCRIPTS_DIR } from './core/scripts';
 export type { LuaScript, RedisClient } from './core/scripts';
 export { claimProtocol } from './core/protocol';
+export { SAFE_EVICTION_POLICY, checkEvictionPolicy, readEvictionPolicies } from './core/deployment/eviction';
+export type { EvictionCheckOptions, EvictionPolicy } from './core/deployment/eviction';
 
 // The core guard's parts.
 export { holderId, WAITERS_GRACE_MS } from './core/guard';

@@ -9,6 +9,7 @@ export interface CommonOptions {
   readonly namespace: string;
   readonly json?: boolean;
   readonly timeout: string;
+  readonly allowEvictingRedis?: boolean;
 }
 
 /** The key prefix the guard uses when none is configured, as in `GUARD_DEFAULTS`. */

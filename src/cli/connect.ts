@@ -30,30 +30,9 @@ export function redactUrl(url: string): string {
  * Cluster gets an ioredis `Cluster` on that node as its seed, so that every command reaches the
  * node that owns its key.
  */
-export async function connect({ url, timeoutMs }: ConnectOptions): Promise<RedisClient> {
-  let protocol: string;
-  try {
-    protocol = new URL(url).protocol;
-  } catch {
-    throw new CliError(`--redis must be a redis:// or rediss:// URL (got ${JSON.stringify(url)})`, EXIT.usage);
-  }
-  if (protocol !== 'redis:' && protocol !== 'rediss:') {
-    throw new CliError(`--redis must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
-  }
-  const options: RedisOptions = {
-    lazyConnect: true,
-    connectTimeout: timeoutMs,
-    commandTimeout: timeoutMs,
-    maxRetriesPerRequest: 0,
-    enableOfflineQueue: false,
-    retryStrategy: () => null,
-    // No INFO ready check: an ACL user limited to its prefix may not run INFO; the PING below checks instead.
-    enableReadyCheck: false,
-  };
-  const redis = await connected(url, () => {
-    const client = new Redis(url, options);
-    return { client, ready: client.connect().then(() => client.ping()) };
-  });
+export async function connect(connection: ConnectOptions): Promise<RedisClient> {
+  const { url, timeoutMs } = connection;
+  const redis = await connectNode(connection);
   // INFO may be denied to an ACL user: then the server is taken as standalone.
   const info = await redis.info('cluster').catch(() => '');
   if (!/^cluster_enabled:1/m.test(info)) return redis;
@@ -67,10 +46,64 @@ export async function connect({ url, timeoutMs }: ConnectOptions): Promise<Redis
       enableReadyCheck: true, // CLUSTER INFO: resolves once the cluster state is ok
       clusterRetryStrategy: () => null,
       slotsRefreshTimeout: timeoutMs,
-      redisOptions: { ...options, username, password, tls },
+      redisOptions: { ...nodeOptions(timeoutMs), username, password, tls },
     });
     return { client: cluster, ready: cluster.connect().then(() => cluster.ping()) };
   });
+}
+
+/**
+ * Connect to the one node that `url` names, as {@link connect} does, without following a
+ * Cluster: for `doctor`, which must reach the nodes of an unhealthy cluster too.
+ */
+export function connectNode({ url, timeoutMs }: ConnectOptions): Promise<Redis> {
+  let protocol: string;
+  try {
+    protocol = new URL(url).protocol;
+  } catch {
+    throw new CliError(`--redis must be a redis:// or rediss:// URL (got ${JSON.stringify(url)})`, EXIT.usage);
+  }
+  if (protocol !== 'redis:' && protocol !== 'rediss:') {
+    throw new CliError(`--redis must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
+  }
+  return connected(url, () => {
+    const client = new Redis(url, nodeOptions(timeoutMs));
+    return { client, ready: client.connect().then(() => pinged(client)) };
+  });
+}
+
+/** Another node of the deployment `seed` is connected to, with the seed's user, password and TLS. */
+export function connectPeer(seed: Redis, address: { readonly host: string; readonly port: number }, timeoutMs: number): Promise<Redis> {
+  const { username, password, tls } = seed.options;
+  const url = `${tls ? 'rediss' : 'redis'}://${address.host}:${address.port}`;
+  return connected(url, () => {
+    const client = new Redis({ ...nodeOptions(timeoutMs), host: address.host, port: address.port, username, password, tls });
+    return { client, ready: client.connect().then(() => pinged(client)) };
+  });
+}
+
+/**
+ * PING, to surface a refused AUTH or a NOAUTH server at once. A NOPERM reply counts as an answer:
+ * the user is logged in and only lacks +ping (a worker's least-privilege user does, and `doctor`
+ * must be able to run as it); the command that needs a denied permission reports it.
+ */
+async function pinged(client: Redis): Promise<void> {
+  await client.ping().catch((err: Error) => {
+    if (!/^NOPERM/.test(err.message)) throw err;
+  });
+}
+
+function nodeOptions(timeoutMs: number): RedisOptions {
+  return {
+    lazyConnect: true,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    retryStrategy: () => null,
+    // No INFO ready check: an ACL user limited to its prefix may not run INFO; the PING below checks instead.
+    enableReadyCheck: false,
+  };
 }
 
 /** Open a client, turning any failure to reach or use it into exit code 3 with a plain reason. */

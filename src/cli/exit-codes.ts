@@ -6,6 +6,8 @@ export const EXIT = Object.freeze({
   ok: 0,
   /** `report` found at least one (scope, step) dispatched more than once in the window. */
   duplicates: 1,
+  /** `doctor` found something that puts the guarantee at risk (a check failed). */
+  atRisk: 1,
   /** Bad usage: unknown command or option, a missing or malformed argument, or `--force` missing. */
   usage: 2,
   /** Redis unreachable, refused the credentials, or did not answer within `--timeout`. */
@@ -17,6 +19,13 @@ export const EXIT = Object.freeze({
    * `migrate` found v2 dispatches in flight, or a prefix written by another protocol version.
    */
   conflict: 5,
+  /**
+   * Redis can evict the guard's keys (`maxmemory-policy` is not `noeviction`, or cannot be read):
+   * the command refused to run. `--allow-evicting-redis` runs it anyway.
+   */
+  evicting: 6,
+  /** `doctor` found nothing at risk, but could not make every check (a command denied or renamed). */
+  unchecked: 7,
   /** A bug in the CLI itself. */
   internal: 70,
 } as const);

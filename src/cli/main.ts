@@ -9,6 +9,10 @@ import { Command, CommanderError, Option } from 'commander';
 import { DEFAULT_NAMESPACE, DEFAULT_PREFIX, checkId, keysFor, parseDuration, parseSince, redisUrlOf, serverTimeMs, type CommonOptions } from './args';
 import type { RedisClient } from '../core/scripts';
 import { connect, isRedisError, redactUrl, type ConnectOptions } from './connect';
+import { DEFAULT_SCAN_BUDGET } from './doctor/prefix-check';
+import { runDoctor } from './doctor/doctor';
+import { formatDoctor } from './doctor/format';
+import { refuseEvictingRedis } from './eviction-check';
 import { CliError, EXIT, type ExitCode } from './exit-codes';
 import { inspect } from './inspect';
 import { formatInspection } from './inspect-format';
@@ -53,7 +57,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
 
 function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
   const program = new Command('fire-once')
-    .description('Operate temporal-fire-once: read the dispatch log, inspect a scope, force-release a lock, invalidate an artifact.')
+    .description('Operate temporal-fire-once: read the dispatch log, inspect a scope, force-release a lock, invalidate an artifact, check a deployment.')
     .version(packageVersion(), '-V, --version')
     .configureOutput({ writeOut: io.out, writeErr: io.err })
     .exitOverride()
@@ -69,7 +73,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       const keys = keysFor(opts);
       if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
       parseSince(opts.since, Date.now()); // a bad --since is a usage error even when Redis is down
-      const report = await withRedis(opts, async (redis) => {
+      const report = await withRedis(opts, io, async (redis) => {
         const nowMs = await serverTimeMs(redis);
         return buildReport(redis, keys, { fromMs: parseSince(opts.since, nowMs), toMs: nowMs, ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }) });
       });
@@ -88,7 +92,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       if (opts.step !== undefined) checkId('step', opts.step);
       if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
       const artifactTtlMs = opts.artifactTtl === undefined ? undefined : parseDuration('--artifact-ttl', opts.artifactTtl);
-      const view = await withRedis(opts, (redis) =>
+      const view = await withRedis(opts, io, (redis) =>
         inspect(redis, keys, {
           scope,
           ...(opts.step === undefined ? {} : { step: opts.step }),
@@ -107,7 +111,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       const keys = keysFor(opts);
       checkId('scope', scope);
       checkId('step', opts.step);
-      const result = await withRedis(opts, (redis) => release(redis, keys, scope, opts.step, opts.force === true));
+      const result = await withRedis(opts, io, (redis) => release(redis, keys, scope, opts.step, opts.force === true));
       io.out(`${opts.json ? JSON.stringify(result, null, 2) : formatRelease(result)}\n`);
       if (!result.released) throw new CliError('refusing to release without --force', EXIT.usage);
       if (result.logError !== undefined) io.err(`fire-once: released, but the release-forced entry was not recorded: ${result.logError}\n`);
@@ -121,7 +125,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       const keys = keysFor(opts);
       checkId('scope', scope);
       checkId('jobType', opts.jobType);
-      const result = await withRedis(opts, (redis) => invalidate(redis, keys, scope, opts.jobType, opts.force === true));
+      const result = await withRedis(opts, io, (redis) => invalidate(redis, keys, scope, opts.jobType, opts.force === true));
       io.out(`${opts.json ? JSON.stringify(result, null, 2) : formatInvalidate(result)}\n`);
       if (!result.deleted) throw new CliError('refusing to invalidate without --force', EXIT.usage);
       if (result.logError !== undefined) io.err(`fire-once: invalidated, but the invalidated entry was not recorded: ${result.logError}\n`);
@@ -132,12 +136,35 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
     .option('--delete', 'delete the v2 keys once their results are copied')
     .action(async (opts: CommonOptions & { delete?: boolean }) => {
       const keys = keysFor(opts);
-      const result = await withRedis(opts, (redis) => migrate(redis, keys, opts.delete === true));
+      const result = await withRedis(opts, io, (redis) => migrate(redis, keys, opts.delete === true));
       io.out(`${opts.json ? JSON.stringify(result, null, 2) : formatMigrate(result)}\n`);
       if (!result.done) {
         const longest = Math.max(...result.inFlight.map((l) => l.ttlMs));
         throw new CliError(`${result.inFlight.length} v2 dispatch(es) still in flight: stop the v2 workers, then run migrate again once their locks are gone (longest TTL left ${longest} ms)`, EXIT.conflict);
       }
+    });
+
+  program
+    .command('doctor')
+    .description('Check a deployment: eviction policy, persistence, replicas, min-replicas-to-write, Cluster slots, ACL permissions, scripts, version, key prefixes. One verdict per line, with the fix.')
+    .option('--redis <url>', 'Redis URL (default: $REDIS_URL, else redis://127.0.0.1:6379); any node of a Cluster')
+    .option('--prefix <keyPrefix>', "the workers' keyPrefix: scopes the ACL check and the prefix listing", DEFAULT_PREFIX)
+    .option('--acl-user <user>', "check this user's permissions with ACL DRYRUN (needs an admin connection) instead of the connected user's")
+    .addOption(new Option('--scan-budget <n>', 'look at most at this many keys for prefixes').default(DEFAULT_SCAN_BUDGET).argParser((t) => nonNegativeInt(t, undefined, '--scan-budget')))
+    .option('--json', 'print the report as JSON')
+    .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s')
+    .action(async (opts: CommonOptions & { aclUser?: string; scanBudget: number }) => {
+      keysFor({ prefix: opts.prefix, namespace: DEFAULT_NAMESPACE }); // a bad --prefix is a usage error
+      const url = redisUrlOf(opts);
+      const connection = { url, timeoutMs: parseDuration('--timeout', opts.timeout) };
+      const report = await runDoctor(connection, { prefix: opts.prefix, scanBudget: opts.scanBudget, ...(opts.aclUser === undefined ? {} : { aclUser: opts.aclUser }) }).catch(
+        (err: unknown) => {
+          if (isRedisError(err)) throw new CliError(`Redis at ${redactUrl(url)} failed: ${(err as Error).message}`, EXIT.redis, { cause: err });
+          throw err;
+        },
+      );
+      io.out(`${opts.json ? JSON.stringify(report, null, 2) : formatDoctor(report)}\n`);
+      setCode(report.exitCode);
     });
 
   return program;
@@ -150,14 +177,17 @@ function common(command: Command): Command {
     .option('--prefix <keyPrefix>', "the workers' keyPrefix", DEFAULT_PREFIX)
     .option('--namespace <namespace>', 'the Temporal namespace whose keys and dispatch log to read (each namespace has its own)', DEFAULT_NAMESPACE)
     .option('--json', 'print JSON for scripts instead of tables')
-    .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s');
+    .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s')
+    .option('--allow-evicting-redis', 'run even if Redis can evict the guard\'s keys (maxmemory-policy other than noeviction)');
 }
 
-async function withRedis<T>(options: CommonOptions, run: (redis: RedisClient, connection: ConnectOptions) => Promise<T>): Promise<T> {
+/** Connect, refuse a Redis that can evict the guard's keys, run, disconnect. */
+async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisClient, connection: ConnectOptions) => Promise<T>): Promise<T> {
   const url = redisUrlOf(options);
   const connection = { url, timeoutMs: parseDuration('--timeout', options.timeout) };
   const redis = await connect(connection);
   try {
+    await refuseEvictingRedis(redis, { allow: options.allowEvictingRedis === true, timeoutMs: connection.timeoutMs, warn: io.err });
     return await run(redis, connection);
   } catch (err) {
     if (isRedisError(err)) throw new CliError(`Redis at ${redactUrl(url)} failed: ${(err as Error).message}`, EXIT.redis, { cause: err });
@@ -167,9 +197,9 @@ async function withRedis<T>(options: CommonOptions, run: (redis: RedisClient, co
   }
 }
 
-function nonNegativeInt(text: string): number {
+function nonNegativeInt(text: string, _previous?: unknown, option = '--limit'): number {
   const n = Number(text);
-  if (!Number.isInteger(n) || n < 0) throw new CliError(`--limit must be a non-negative integer (got ${JSON.stringify(text)})`, EXIT.usage);
+  if (!Number.isInteger(n) || n < 0) throw new CliError(`${option} must be a non-negative integer (got ${JSON.stringify(text)})`, EXIT.usage);
   return n;
 }
 
@@ -180,13 +210,17 @@ function packageVersion(): string {
 
 const EXIT_HELP = `
 Exit codes:
-  0   done; for report, no scope dispatched more than once in the window
-  1   report found a scope and step dispatched more than once
+  0   done; for report, no scope dispatched more than once in the window; for doctor,
+      nothing puts the guarantee at risk
+  1   report found a scope and step dispatched more than once; doctor found a risk
   2   usage error, or release/invalidate without --force (nothing changed)
   3   Redis unreachable, refused the credentials, or timed out
   4   nothing to act on: no such lock (release) or artifact (invalidate)
   5   refused: release found the lock changed hands; migrate found v2 dispatches in
       flight or a prefix written by another protocol version
+  6   refused: Redis can evict the guard's keys (maxmemory-policy is not noeviction, or
+      cannot be read); --allow-evicting-redis runs the command anyway
+  7   doctor found nothing at risk, but could not make every check
   70  internal error in the CLI
 `;
 

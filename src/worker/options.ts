@@ -88,6 +88,7 @@ const PLUGIN_ONLY_OPTIONS = {
   dispatchLog: flag(true),
   dispatchLogMaxLen: { default: 100_000, check: positiveInteger('entries', 100_000_000) },
   localCache: { default: false as Required<ArtifactCacheOptions> | false, check: cacheBounds },
+  allowEvictingRedis: flag(false),
 } as const;
 
 /** Worker-wide defaults of guarded activities, resolved. */
@@ -164,6 +165,14 @@ export interface FireOncePluginOptions extends Omit<FireOnceGuardOptions, 'names
    * @defaultValue `false`
    */
   readonly localCache?: boolean | ArtifactCacheOptions;
+  /**
+   * Start even though Redis can evict the guard's keys: a `maxmemory-policy` other than
+   * `noeviction` (every guard key has a TTL, so `volatile-*` policies evict them too), or one that
+   * cannot be read. Without it a worker refuses to start with `FireOnceConfigError`; with it the
+   * risk is logged once at WARN. An evicted lock or artifact lets a job be dispatched again.
+   * @defaultValue `false`
+   */
+  readonly allowEvictingRedis?: boolean;
 }
 
 /** Plugin options with every default filled in. */

@@ -12,6 +12,7 @@ import { loadWorkerConverter } from './converter';
 import { fireOnceActivityMap } from './fire-once';
 import { createFireOnceActivityInterceptor } from './interceptor';
 import { resolvePluginOptions, ttlWarnings, type FireOncePluginOptions, type ResolvedPluginOptions } from './options';
+import { checkWorkerRedis } from './redis-check';
 
 /**
  * Paths of the workflow interceptor modules that carry the dispatch scope from
@@ -31,8 +32,9 @@ export const workflowInterceptorModules: readonly string[] = Object.freeze([requ
  * dispatch scope and the activity interceptor that guards every activity marked with
  * `fireOnce()` or `@FireOnce()`; all other activities run exactly as before. Options are checked
  * here, at construction, and TTLs that would let artifacts expire too early are warned about
- * through `process.emitWarning` (code `FIRE_ONCE_TTL`). When a worker starts, the plugin claims
- * the key prefix for its protocol version and refuses to run on a prefix another version writes.
+ * through `process.emitWarning` (code `FIRE_ONCE_TTL`). When a worker starts, the plugin refuses a
+ * Redis that can evict the guard's keys (see `allowEvictingRedis` and docs/production-redis.md),
+ * and claims the key prefix for its protocol version, refusing a prefix another version writes.
  * Each activity's keys are filed under its Temporal namespace. The Redis client stays the
  * caller's: the plugin never closes it; it only opens one subscriber connection of its own (a
  * `duplicate()`) for pub/sub wake-ups, and closes that when the worker stops.
@@ -68,6 +70,7 @@ export class FireOncePlugin extends SimplePlugin {
   /** The namespaces whose keys this plugin's workers use, for the cache's invalidation channels. */
   private readonly namespaces = new Set<string>();
   private started: Promise<void> | undefined;
+  private redisChecked: Promise<void> | undefined;
   private runningWorkers = 0;
 
   constructor(options: FireOncePluginOptions) {
@@ -146,15 +149,27 @@ export class FireOncePlugin extends SimplePlugin {
     return this.guard.invalidate(scope, jobType, namespace);
   }
 
-  /** Claim the key prefix for this protocol, and subscribe the local cache, once per run. */
+  /**
+   * Refuse a Redis that can evict the guard's keys (once per plugin; a refusal is checked again
+   * next time), then claim the key prefix for this protocol and subscribe the local cache (once
+   * per run).
+   */
   private start(): Promise<void> {
     this.started ??= (async () => {
+      this.redisChecked ??= checkWorkerRedis(this.fireOnceOptions).catch((err: unknown) => {
+        this.redisChecked = undefined;
+        throw err;
+      });
+      await this.redisChecked;
       await claimProtocol(this.guard.redis, this.guard.keys);
       if (this.cache !== undefined) {
         const channels = [...this.namespaces].map((namespace) => this.guard.keysFor(namespace).invalidations());
         await this.cache.attach(this.wake, channels);
       }
-    })();
+    })().catch((err: unknown) => {
+      this.started = undefined;
+      throw err;
+    });
     return this.started;
   }
 }

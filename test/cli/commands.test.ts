@@ -324,7 +324,7 @@ describe('fire-once CLI against a real Redis', () => {
         { decision: 'dispatched', scope: 's', step: 'x', jobType: 'j', workflowId: 'w2' },
       ]);
       const user = `cli-acl-${prefix}`;
-      await redis.call('ACL', 'SETUSER', user, 'on', '>acl-pw', `~${prefix}:*`, '+@read', '+@write', '+@connection', '+time', '+evalsha', '+eval');
+      await redis.call('ACL', 'SETUSER', user, 'on', '>acl-pw', `~${prefix}:*`, '+@read', '+@write', '+@connection', '+time', '+evalsha', '+eval', '+info');
       try {
         const u = new URL(url);
         u.username = user;

@@ -24,7 +24,26 @@ export interface SentinelGroup {
   connect(port: number): Redis;
   /** The master's port as the sentinels report it now. */
   masterPort(): Promise<number>;
+  /** The redis-server process running on `port` now (a node brought back has a new one). */
+  node(port: number): RedisProcess;
+  /**
+   * Start the data node of `port` again (after a SIGKILL), on the same port and dir, as a replica
+   * of `masterPort`, and wait until the group has settled: the sentinels name one of the two data
+   * nodes the master, the other is in sync with it, and every sentinel counts that one as a
+   * healthy replica, so that the next failover can promote it. (The sentinels may fail over once
+   * more meanwhile, e.g. when a loaded machine delays a PING past down-after: then the roles are
+   * swapped, which is fine.)
+   */
+  rejoin(port: number, masterPort: number): Promise<RedisProcess>;
   stop(): Promise<void>;
+}
+
+/** How the sentinels judge the master. */
+export interface SentinelOptions {
+  /** `sentinel down-after-milliseconds`. @defaultValue 1000 */
+  readonly downAfterMs?: number;
+  /** `sentinel failover-timeout`; a sentinel waits twice this before it retries a failover. @defaultValue 10000 */
+  readonly failoverTimeoutMs?: number;
 }
 
 const HOST = '127.0.0.1';
@@ -35,9 +54,10 @@ const HOST = '127.0.0.1';
  * replica and the two other sentinels. Sentinels run as `redis-server <conf> --sentinel`, which
  * is what the `redis-sentinel` binary is, so only redis-server is needed.
  */
-export async function startSentinelGroup(name = 'mymaster'): Promise<SentinelGroup> {
+export async function startSentinelGroup(name = 'mymaster', options: SentinelOptions = {}): Promise<SentinelGroup> {
   const dirs: string[] = [];
   const children: ChildProcess[] = [];
+  const nodes = new Map<number, RedisProcess & { readonly dir: string }>();
   const stop = async () => {
     await Promise.all(children.map((c) => stopChild(c)));
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
@@ -47,18 +67,18 @@ export async function startSentinelGroup(name = 'mymaster'): Promise<SentinelGro
     client.on('error', () => undefined);
     return client;
   };
-  const spawnServer = (port: number, args: string[]): RedisProcess => {
-    const dir = mkdtempSync(join(tmpdir(), 'fire-once-sentinel-'));
-    dirs.push(dir);
+  const spawnServer = (port: number, args: string[], dir = mkdtempSync(join(tmpdir(), 'fire-once-sentinel-'))): RedisProcess => {
+    if (!dirs.includes(dir)) dirs.push(dir);
     const child = spawn('redis-server', [...args.map((a) => a.replace('$DIR', dir))], { stdio: 'ignore' });
     children.push(child);
+    nodes.set(port, { port, child, dir });
     return { port, child };
   };
   try {
-    const [masterPort, replicaPort] = [await freePort(), await freePort()];
+    const [firstMasterPort, replicaPort] = [await freePort(), await freePort()];
     const data = (port: number) => ['--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no', '--dir', '$DIR'];
-    const master = spawnServer(masterPort, data(masterPort));
-    const replica = spawnServer(replicaPort, [...data(replicaPort), '--replicaof', HOST, String(masterPort)]);
+    const master = spawnServer(firstMasterPort, data(firstMasterPort));
+    const replica = spawnServer(replicaPort, [...data(replicaPort), '--replicaof', HOST, String(firstMasterPort)]);
     await until(async () => /master_link_status:up/.test(await info(connect, replicaPort, 'replication')), 'the replica to sync');
 
     const sentinels: RedisProcess[] = [];
@@ -73,9 +93,9 @@ export async function startSentinelGroup(name = 'mymaster'): Promise<SentinelGro
           `port ${port}`,
           `bind ${HOST}`,
           `dir ${dir}`,
-          `sentinel monitor ${name} ${HOST} ${masterPort} 2`,
-          `sentinel down-after-milliseconds ${name} 1000`,
-          `sentinel failover-timeout ${name} 10000`,
+          `sentinel monitor ${name} ${HOST} ${firstMasterPort} 2`,
+          `sentinel down-after-milliseconds ${name} ${options.downAfterMs ?? 1000}`,
+          `sentinel failover-timeout ${name} ${options.failoverTimeoutMs ?? 10000}`,
           `sentinel parallel-syncs ${name} 1`,
           '',
         ].join('\n'),
@@ -98,6 +118,45 @@ export async function startSentinelGroup(name = 'mymaster'): Promise<SentinelGro
       return true;
     }, 'the sentinels to discover the replica and each other');
 
+    /** Every sentinel lists `port` as a replica with no flag but `slave` (not down, not disconnected). */
+    const healthyReplicaEverywhere = async (port: number) => {
+      for (const s of sentinels) {
+        const client = connect(s.port);
+        try {
+          const replicas = (await client.call('SENTINEL', 'REPLICAS', name)) as string[][];
+          const flags = replicas.map((r) => Object.fromEntries(Array.from({ length: r.length / 2 }, (_, i) => [r[2 * i], r[2 * i + 1]]))).find((f) => f.port === String(port))?.flags;
+          if (flags !== 'slave') return false;
+        } finally {
+          client.disconnect();
+        }
+      }
+      return true;
+    };
+
+    const masterPort = async (): Promise<number> => {
+      for (const s of sentinels) {
+        const client = connect(s.port);
+        try {
+          const addr = (await client.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name)) as [string, string] | null;
+          if (addr) return Number(addr[1]);
+        } catch {
+          // ask the next sentinel
+        } finally {
+          client.disconnect();
+        }
+      }
+      throw new Error('no sentinel answered GET-MASTER-ADDR-BY-NAME');
+    };
+
+    /** The sentinels name a master among the data nodes, and the other one is its healthy, in-sync replica. */
+    const settled = async (): Promise<boolean> => {
+      const current = await masterPort();
+      const other = [...nodes.keys()].find((p) => p !== current);
+      if (other === undefined || !nodes.has(current)) return false;
+      const text = await info(connect, other, 'replication');
+      return new RegExp(`master_port:${current}\\b`).test(text) && /master_link_status:up/.test(text) && (await healthyReplicaEverywhere(other));
+    };
+
     return {
       name,
       master,
@@ -105,19 +164,25 @@ export async function startSentinelGroup(name = 'mymaster'): Promise<SentinelGro
       sentinels,
       sentinelAddresses: sentinels.map((s) => ({ host: HOST, port: s.port })),
       connect,
-      masterPort: async () => {
-        for (const s of sentinels) {
-          const client = connect(s.port);
-          try {
-            const addr = (await client.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name)) as [string, string] | null;
-            if (addr) return Number(addr[1]);
-          } catch {
-            // ask the next sentinel
-          } finally {
-            client.disconnect();
-          }
+      masterPort,
+      node: (port) => {
+        const node = nodes.get(port);
+        if (!node) throw new Error(`no data node on port ${port}`);
+        return node;
+      },
+      rejoin: async (port, rejoinMaster) => {
+        const old = nodes.get(port);
+        if (!old) throw new Error(`no data node on port ${port}`);
+        if (old.child.exitCode === null && old.child.signalCode === null) throw new Error(`the data node on port ${port} is still running`);
+        const node = spawnServer(port, [...data(port), '--replicaof', HOST, String(rejoinMaster)], old.dir);
+        try {
+          await until(settled, `the group to settle after ${port} rejoined`, 90_000);
+        } catch (err) {
+          // What the node and its master say, for the failure message.
+          const replication = (p: number) => info(connect, p, 'replication').then((text) => text.replace(/\r?\n/g, ' '));
+          throw new Error(`${(err as Error).message}; node ${port}: ${await replication(port)}; node ${rejoinMaster}: ${await replication(rejoinMaster)}`);
         }
-        throw new Error('no sentinel answered GET-MASTER-ADDR-BY-NAME');
+        return node;
       },
       stop,
     };

@@ -28,6 +28,7 @@ export interface FaultWorkerEnv {
   readonly POLL_INTERVAL_MS?: string;
   readonly STICKY_TIMEOUT_MS?: string;
   readonly LOG_LEVEL?: string;
+  readonly ALLOW_EVICTING_REDIS?: '1';
 }
 
 const SCRIPT = 'test/faults/fixtures/worker-process.ts';

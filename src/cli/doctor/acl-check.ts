@@ -1,0 +1,142 @@
+import type { Redis } from 'ioredis';
+import { FireOnceKeys } from '../../core/keys';
+import { replyErrorMessage } from '../../core/deployment/settings';
+import type { DoctorNode } from './topology';
+import { verdict, type CheckName, type Verdict } from './verdict';
+
+/** Keys and channels in the shapes the guard uses, under the checked prefix. */
+interface Probe {
+  readonly key: string;
+  readonly channel: string;
+  readonly log: string;
+}
+
+type Need = (probe: Probe) => string[];
+
+/**
+ * What a worker sends, as docs/reliability.md's least-privilege ACL line grants it (a test keeps the
+ * two the same): the scripts' commands, the dispatch log, the wake-up subscriber, and INFO for
+ * the start check.
+ */
+export const WORKER_NEEDS: Readonly<Record<string, Need>> = {
+  evalsha: (p) => ['EVALSHA', '0'.repeat(40), '1', p.key],
+  eval: (p) => ['EVAL', 'return 1', '1', p.key],
+  get: (p) => ['GET', p.key],
+  set: (p) => ['SET', p.key, 'v'],
+  del: (p) => ['DEL', p.key],
+  exists: (p) => ['EXISTS', p.key],
+  pttl: (p) => ['PTTL', p.key],
+  pexpire: (p) => ['PEXPIRE', p.key, '1000'],
+  time: () => ['TIME'],
+  lrange: (p) => ['LRANGE', p.key, '0', '-1'],
+  publish: (p) => ['PUBLISH', p.channel, 'x'],
+  xadd: (p) => ['XADD', p.log, '*', 'f', 'v'],
+  subscribe: (p) => ['SUBSCRIBE', p.channel],
+  unsubscribe: (p) => ['UNSUBSCRIBE', p.channel],
+  info: () => ['INFO', 'memory'],
+};
+
+/** What the `fire-once` commands send (report, inspect, release, invalidate), on top of connecting. */
+export const CLI_NEEDS: Readonly<Record<string, Need>> = {
+  info: () => ['INFO', 'memory'],
+  time: () => ['TIME'],
+  evalsha: (p) => ['EVALSHA', '0'.repeat(40), '1', p.log],
+  eval: (p) => ['EVAL', 'return 1', '1', p.log],
+  scan: () => ['SCAN', '0'],
+  type: (p) => ['TYPE', p.key],
+  pttl: (p) => ['PTTL', p.key],
+  exists: (p) => ['EXISTS', p.key],
+  get: (p) => ['GET', p.key],
+  set: (p) => ['SET', p.key, 'v'],
+  strlen: (p) => ['STRLEN', p.key],
+  llen: (p) => ['LLEN', p.key],
+  del: (p) => ['DEL', p.key],
+  xrange: (p) => ['XRANGE', p.log, '-', '+', 'COUNT', '1'],
+  xrevrange: (p) => ['XREVRANGE', p.log, '+', '-', 'COUNT', '1'],
+  xadd: (p) => ['XADD', p.log, '*', 'f', 'v'],
+  publish: (p) => ['PUBLISH', p.channel, 'x'],
+};
+
+// Asks the server, as the calling user, whether each command (with its keys and channels) would
+// be allowed, without running any of them (redis.acl_check_cmd, Redis 7.0).
+const CHECK_SCRIPT = `
+local out = {}
+for i, command in ipairs(cjson.decode(ARGV[1])) do
+  local ok, allowed = pcall(redis.acl_check_cmd, unpack(command))
+  if not ok then out[i] = 'error: ' .. tostring(allowed) elseif allowed then out[i] = 1 else out[i] = 0 end
+end
+return out
+`;
+
+/**
+ * Whether the user the doctor is connected as (or `aclUser`, through `ACL DRYRUN` on an admin
+ * connection) may run what a worker and what the CLI need, on keys and channels under `prefix`.
+ * A worker lacking any of it cannot guard (`fail`); the CLI lacking some is a `warn`.
+ */
+export async function checkAcl(node: DoctorNode, prefix: string, aclUser: string | undefined): Promise<Verdict[]> {
+  const keys = new FireOnceKeys(prefix);
+  const probe = { key: keys.lock('doctor-probe', 'probe'), channel: keys.wakeChannel('doctor-probe'), log: keys.log() };
+  const user = aclUser ?? (await whoAmI(node.client));
+  const at = { node: node.address };
+  const results: Verdict[] = [];
+  for (const [check, needs, missingStatus, who] of [
+    ['acl-worker', WORKER_NEEDS, 'fail', 'a worker'],
+    ['acl-cli', CLI_NEEDS, 'warn', 'the fire-once CLI'],
+  ] as const) {
+    const names = Object.keys(needs);
+    const allowed = await permitted(node.client, names.map((name) => needs[name](probe)), aclUser);
+    if (typeof allowed === 'string' && aclUser === undefined && /^NOPERM/.test(allowed)) {
+      // The check itself is a script: a user that may not EVAL cannot run the guard's scripts either.
+      results.push(
+        verdict(check as CheckName, missingStatus, `user ${user} may not run +eval, which ${who} needs (the rest could not be checked without it)`, {
+          ...at,
+          fix: `ACL SETUSER ${user} +eval +evalsha, then run doctor again`,
+        }),
+      );
+      continue;
+    }
+    if (typeof allowed === 'string') {
+      results.push(verdict(check as CheckName, 'unknown', `the permissions of user ${user} could not be checked (${allowed})`, at));
+      continue;
+    }
+    const missing = names.filter((_, i) => !allowed[i]);
+    if (missing.length === 0) {
+      results.push(verdict(check as CheckName, 'ok', `user ${user} may run everything ${who} needs on ${prefix}:*`, at));
+      continue;
+    }
+    const consequence = check === 'acl-worker' ? 'a worker as this user cannot guard (it refuses to start or fails closed)' : 'these commands will fail with NOPERM';
+    results.push(
+      verdict(check as CheckName, missingStatus, `user ${user} may not run ${missing.map((m) => `+${m}`).join(' ')} on ${prefix}:*, which ${who} needs: ${consequence}`, {
+        ...at,
+        fix: `ACL SETUSER ${user} ${missing.map((m) => `+${m}`).join(' ')} (keys ~${prefix}:*, channels &${prefix}:*)`,
+      }),
+    );
+  }
+  return results;
+}
+
+/** One boolean per command, or why the permissions could not be checked. */
+async function permitted(client: Redis, commands: string[][], aclUser: string | undefined): Promise<boolean[] | string> {
+  try {
+    if (aclUser !== undefined) {
+      const replies = await Promise.all(commands.map((c) => client.call('ACL', 'DRYRUN', aclUser, ...c)));
+      return replies.map((r) => String(r) === 'OK');
+    }
+    const replies = (await client.eval(CHECK_SCRIPT, 0, JSON.stringify(commands))) as (number | string)[];
+    const failed = replies.find((r) => typeof r === 'string');
+    if (failed !== undefined) return String(failed);
+    return replies.map((r) => r === 1);
+  } catch (err) {
+    const message = replyErrorMessage(err);
+    if (/acl_check_cmd|unknown subcommand/i.test(message)) return `needs Redis 7.0 or later: ${message}`;
+    return message;
+  }
+}
+
+async function whoAmI(client: Redis): Promise<string> {
+  try {
+    return String(await client.call('ACL', 'WHOAMI'));
+  } catch {
+    return client.options.username ?? 'default';
+  }
+}

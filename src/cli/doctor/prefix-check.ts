@@ -1,0 +1,77 @@
+import { FireOnceKeys, KEY_PREFIX_PATTERN, PROTOCOL_VERSION } from '../../core/keys';
+import { replyErrorMessage } from '../../core/deployment/settings';
+import type { DoctorNode } from './topology';
+import { verdict, type Verdict } from './verdict';
+
+/** A key of 0.1's layout (protocol v2): `<prefix>:{<scope>}:lock|artifact|fence|external:<id>`. */
+const LEGACY_KEY = /^(.+?):\{[^{}]+\}:(?:lock|artifact|fence|external):[^:]+$/;
+
+/** How many keys `doctor` looks at, across all primaries, unless `--scan-budget` says otherwise. */
+export const DEFAULT_SCAN_BUDGET = 10_000;
+
+/** The guard key prefix of `key` (everything before its `:v3:{<ns>/<scope>}` hash tag), if it looks like one. */
+export function prefixOf(key: string): string | undefined {
+  const tag = key.indexOf(`:v${PROTOCOL_VERSION}:{`);
+  if (tag <= 0 || key.indexOf('}', tag) === -1) return undefined;
+  const prefix = key.slice(0, tag);
+  return KEY_PREFIX_PATTERN.test(prefix) ? prefix : undefined;
+}
+
+/** The namespace a guard key of `prefix` belongs to: the first part of its hash tag. */
+export function namespaceOf(key: string, prefix: string): string | undefined {
+  if (!key.startsWith(`${prefix}:v${PROTOCOL_VERSION}:{`)) return undefined;
+  return new FireOnceKeys(prefix).parse(key)?.namespace;
+}
+
+/**
+ * SCAN the primaries, at most `budget` keys in all, and list the guard prefixes (and, later,
+ * namespaces) found, with how many keys each. Informational: `warn` only when the workers'
+ * `--prefix` has no key at all, or when the keyspace cannot be scanned.
+ */
+export async function checkPrefixes(primaries: readonly DoctorNode[], expected: string, budget: number): Promise<Verdict> {
+  const counts = new Map<string, { keys: number; namespaces: Set<string> }>();
+  const legacy = new Set<string>();
+  let scanned = 0;
+  let total = 0;
+  try {
+    for (const { client } of primaries) {
+      total += await client.dbsize();
+      let cursor = '0';
+      do {
+        if (scanned >= budget) break;
+        const [next, keys] = await client.scan(cursor, 'COUNT', Math.min(1000, budget - scanned));
+        scanned += keys.length;
+        for (const key of keys) {
+          const old = LEGACY_KEY.exec(key);
+          if (old !== null && KEY_PREFIX_PATTERN.test(old[1])) legacy.add(old[1]);
+          const prefix = prefixOf(key);
+          if (prefix === undefined) continue;
+          const entry = counts.get(prefix) ?? { keys: 0, namespaces: new Set<string>() };
+          entry.keys++;
+          const namespace = namespaceOf(key, prefix);
+          if (namespace !== undefined) entry.namespaces.add(namespace);
+          counts.set(prefix, entry);
+        }
+        cursor = next;
+      } while (cursor !== '0');
+    }
+  } catch (err) {
+    return verdict('prefixes', 'warn', `the keyspace could not be scanned (${replyErrorMessage(err)}); run doctor as a user that may SCAN to list prefixes`);
+  }
+  const coverage = scanned >= total ? `all ${total} keys scanned` : `${scanned} of ${total} keys scanned (--scan-budget)`;
+  const found = [...counts.entries()]
+    .sort((a, b) => b[1].keys - a[1].keys)
+    .map(([prefix, { keys, namespaces }]) => `${prefix} (${keys} keys${namespaces.size > 0 ? `; namespaces ${[...namespaces].sort().join(', ')}` : ''})`);
+  if (legacy.size > 0) {
+    const prefixes = [...legacy].sort().join(', ');
+    return verdict('prefixes', 'warn', `keys of 0.1 (protocol v2) under ${prefixes}, which 0.2 never reads${found.length > 0 ? `; guard prefixes: ${found.join(', ')}` : ''}`, {
+      fix: `stop the 0.1 workers, then run npx fire-once migrate --prefix <prefix> for each (README, "Upgrading from 0.1")`,
+    });
+  }
+  if (!counts.has(expected)) {
+    return verdict('prefixes', 'warn', `no key under --prefix ${expected} in ${coverage}${found.length > 0 ? `; found ${found.join(', ')}` : ''}`, {
+      fix: 'pass the keyPrefix the workers use as --prefix (it also scopes the ACL check)',
+    });
+  }
+  return verdict('prefixes', 'ok', `${coverage}; guard prefixes: ${found.join(', ')}`);
+}

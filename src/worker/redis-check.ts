@@ -1,0 +1,18 @@
+import { Runtime } from '@temporalio/worker';
+import { checkEvictionPolicy } from '../core/deployment/eviction';
+import type { ResolvedPluginOptions } from './options';
+
+/**
+ * What a worker checks of its Redis before it takes a task: that Redis cannot evict the guard's
+ * keys (`maxmemory-policy noeviction` on the primary or every Cluster master). Throws
+ * `FireOnceConfigError` otherwise, unless `allowEvictingRedis` is set: then the worker starts and
+ * the risk is logged at WARN through the Temporal runtime's logger. Each call reads the policy
+ * again; the plugin calls it once.
+ */
+export async function checkWorkerRedis(options: ResolvedPluginOptions): Promise<void> {
+  await checkEvictionPolicy(options.redis, {
+    allowEvictingRedis: options.allowEvictingRedis,
+    timeoutMs: options.storeTimeoutMs,
+    warn: (message, meta) => Runtime.instance().logger.warn(message, meta),
+  });
+}

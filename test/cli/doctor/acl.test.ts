@@ -1,0 +1,78 @@
+import { EXIT } from '../../../src/cli/exit-codes';
+import { WORKER_NEEDS } from '../../../src/cli/doctor/acl-check';
+import { ACL_USER, aclRules, grantedCommands, parseAclLog } from '../../security/acl-rules';
+import { SAFE_ARGS, doctorJson, serverWith, statuses, verdictsOf, type ServerWithAdmin } from './support';
+
+// `fire-once doctor` as, and about, ACL users: the documented least-privilege worker user passes
+// the worker check and lacks what the CLI needs; a user without +info fails it; an admin can check
+// another user with --acl-user. Nothing doctor asks is executed: it asks the server whether it
+// would be allowed (redis.acl_check_cmd, ACL DRYRUN).
+describe('fire-once doctor and ACL users', () => {
+  let s: ServerWithAdmin;
+  const prefix = 'acl-doctor';
+  const url = (user: string, password: string) => {
+    const u = new URL(s.server.url);
+    u.username = user;
+    u.password = password;
+    return u.toString();
+  };
+
+  beforeAll(async () => {
+    s = await serverWith(...SAFE_ARGS);
+    await s.admin.call('ACL', 'SETUSER', ACL_USER, ...aclRules(prefix, 'pw'));
+  });
+  afterAll(() => s?.stop());
+
+  it("checks exactly the commands docs/reliability.md's least-privilege line grants a worker", () => {
+    expect(Object.keys(WORKER_NEEDS).sort()).toEqual(grantedCommands().sort());
+  });
+
+  it('as the documented worker user: acl-worker ok, acl-cli warns what the CLI lacks, the fsync policy is unknown (CONFIG denied): exit 7', async () => {
+    await s.admin.call('ACL', 'LOG', 'RESET');
+    const report = await doctorJson(url(ACL_USER, 'pw'), ['--prefix', prefix]);
+    expect(statuses(report)).toMatchObject({ version: 'ok', eviction: 'ok', persistence: 'unknown', 'acl-worker': 'ok', 'acl-cli': 'warn', scripts: 'ok', prefixes: 'warn' });
+    expect(verdictsOf(report, 'acl-worker')[0].message).toBe(`user ${ACL_USER} may run everything a worker needs on ${prefix}:*`);
+    expect(verdictsOf(report, 'acl-cli')[0]).toMatchObject({
+      message: expect.stringMatching(new RegExp(`^user ${ACL_USER} may not run \\+scan \\+type .*\\+llen \\+xrange \\+xrevrange on ${prefix}:\\*`)),
+      fix: expect.stringMatching(new RegExp(`^ACL SETUSER ${ACL_USER} \\+scan \\+type`)),
+    });
+    expect(verdictsOf(report, 'persistence')[0].message).toMatch(/^AOF is on; its fsync policy could not be read \(CONFIG GET appendfsync: NOPERM/);
+    expect(report.exitCode).toBe(EXIT.unchecked);
+    // Asking is not running: ACL LOG holds only the reads doctor itself sends (and the user may
+    // not run), none of the commands it asked about.
+    const denied = new Set(parseAclLog(await s.admin.call('ACL', 'LOG')).filter((d) => d.username === ACL_USER).map((d) => d.object));
+    const doctorsOwn = new Set(['ping', 'config|get', 'dbsize', 'scan', 'script|exists', 'acl|whoami']);
+    expect([...denied].filter((o) => !doctorsOwn.has(o))).toEqual([]);
+    expect(denied.has('config|get')).toBe(true);
+  });
+
+  it('as a worker user without +info: acl-worker fails (a worker would refuse to start), exit 1', async () => {
+    await s.admin.call('ACL', 'SETUSER', 'no-info', ...aclRules(prefix, 'pw2').filter((r) => r !== '+info'));
+    const report = await doctorJson(url('no-info', 'pw2'), ['--prefix', prefix]);
+    expect(verdictsOf(report, 'acl-worker')[0]).toMatchObject({
+      status: 'fail',
+      message: `user no-info may not run +info on ${prefix}:*, which a worker needs: a worker as this user cannot guard (it refuses to start or fails closed)`,
+      fix: `ACL SETUSER no-info +info (keys ~${prefix}:*, channels &${prefix}:*)`,
+    });
+    expect(report.exitCode).toBe(EXIT.atRisk);
+  });
+
+  it('as a user that may not EVAL: both ACL checks say so', async () => {
+    await s.admin.call('ACL', 'SETUSER', 'no-eval', 'reset', 'on', '>pw3', `~${prefix}:*`, '+info', '+hget');
+    const report = await doctorJson(url('no-eval', 'pw3'), ['--prefix', prefix]);
+    expect(verdictsOf(report, 'acl-worker')[0]).toMatchObject({ status: 'fail', message: expect.stringContaining('may not run +eval') });
+    expect(verdictsOf(report, 'acl-cli')[0]).toMatchObject({ status: 'warn', message: expect.stringContaining('may not run +eval') });
+  });
+
+  it('as admin with --acl-user: checks that user with ACL DRYRUN, and everything else fully (exit 0)', async () => {
+    const ok = await doctorJson(s.server.url, ['--prefix', prefix, '--acl-user', ACL_USER]);
+    expect(verdictsOf(ok, 'acl-worker')[0]).toMatchObject({ status: 'ok', message: `user ${ACL_USER} may run everything a worker needs on ${prefix}:*` });
+    expect(verdictsOf(ok, 'acl-cli')[0].status).toBe('warn');
+    expect(verdictsOf(ok, 'persistence')[0].status).toBe('ok');
+    expect(ok.exitCode).toBe(EXIT.ok);
+    expect(await s.admin.dbsize()).toBe(0); // nothing it asked about ran: no probe key, no log entry
+    // The same user checked against another prefix: its key and channel patterns do not match.
+    const other = await doctorJson(s.server.url, ['--prefix', 'other-app', '--acl-user', ACL_USER]);
+    expect(verdictsOf(other, 'acl-worker')[0]).toMatchObject({ status: 'fail', message: expect.stringMatching(/may not run \+evalsha \+eval \+get .* on other-app:\*/) });
+  });
+});

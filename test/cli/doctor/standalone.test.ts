@@ -1,0 +1,136 @@
+import { FireOnceGuard } from '../../../src';
+import { EXIT } from '../../../src/cli/exit-codes';
+import { runCli } from '../run-cli';
+import { SAFE_ARGS, doctor, doctorJson, serverWith, statuses, verdictsOf, type ServerWithAdmin } from './support';
+
+// `fire-once doctor` on single redis-servers spawned in the good and the bad configurations: one
+// verdict per check, and exit 0 only when nothing puts the guarantee at risk.
+describe('fire-once doctor on a standalone Redis', () => {
+  const servers: ServerWithAdmin[] = [];
+  const spawn = async (...args: string[]) => {
+    const s = await serverWith(...args);
+    servers.push(s);
+    return s;
+  };
+  afterAll(() => Promise.all(servers.map((s) => s.stop())));
+
+  it('keys of 0.1 (protocol v2) under a prefix: a warning that names fire-once migrate', async () => {
+    const { server, admin } = await spawn(...SAFE_ARGS);
+    await admin.hset('old:{session-1}:artifact:summary', 'p', 'x', 'h', '');
+    await new FireOnceGuard({ redis: admin, keyPrefix: 'app' }).acquire({ scope: 's', step: 'send', jobType: 'send' });
+    const prefixes = verdictsOf(await doctorJson(server.url, ['--prefix', 'app']), 'prefixes')[0];
+    expect(prefixes).toMatchObject({ status: 'warn', message: expect.stringMatching(/^keys of 0\.1 \(protocol v2\) under old, which 0\.2 never reads/) });
+    expect(prefixes.fix).toMatch(/fire-once migrate/);
+  });
+
+  it('AOF with appendfsync always and noeviction: every verdict ok, the prefix found, exit 0', async () => {
+    const { server, admin } = await spawn(...SAFE_ARGS);
+    const guard = new FireOnceGuard({ redis: admin, keyPrefix: 'app' });
+    await guard.acquire({ scope: 's', step: 'send', jobType: 'send' });
+    const report = await doctorJson(server.url, ['--prefix', 'app']);
+    expect(report.exitCode).toBe(EXIT.ok);
+    expect(statuses(report)).toEqual({
+      version: 'ok',
+      eviction: 'ok',
+      persistence: 'ok',
+      replicas: 'ok',
+      'min-replicas': 'ok',
+      scripts: 'ok',
+      'acl-worker': 'ok',
+      'acl-cli': 'ok',
+      cluster: 'ok',
+      prefixes: 'ok',
+    });
+    expect(report).toMatchObject({ topology: 'standalone', primaries: [`127.0.0.1:${server.port}`], minimumVersion: '5.0.0' });
+    expect(verdictsOf(report, 'version')[0].message).toMatch(/^Redis \d+\.\d+\.\d+ \(the library needs 5\.0\.0 or later/);
+    expect(verdictsOf(report, 'scripts')[0].message).toMatch(/EVAL runs; 1 of \d guard scripts cached \(fireOnceAcquireV\d\)/);
+    expect(verdictsOf(report, 'prefixes')[0].message).toMatch(/guard prefixes: app \(1 keys; namespaces default\)/); // the lock
+
+    const human = await doctor(server.url, ['--prefix', 'app']);
+    expect(human.code).toBe(0);
+    const lines = human.out.trimEnd().split('\n');
+    expect(lines[0]).toBe(`fire-once doctor: redis://127.0.0.1:${server.port} (standalone, 1 primary)`);
+    expect(lines.slice(1, -1).every((line) => /^ok {4}\S/.test(line))).toBe(true);
+    expect(lines).toHaveLength(1 + report.verdicts.length + 1);
+    expect(lines.at(-1)).toBe('0 fail, 0 unknown, 0 warn, 10 ok: nothing puts the guarantee at risk (exit 0)');
+  });
+
+  it('no AOF: persistence fails, saying what a restart loses and what to set; exit 1', async () => {
+    const { server } = await spawn('--maxmemory-policy', 'noeviction');
+    const report = await doctorJson(server.url);
+    expect(report.exitCode).toBe(EXIT.atRisk);
+    expect(verdictsOf(report, 'persistence')).toEqual([
+      expect.objectContaining({ status: 'fail', message: expect.stringMatching(/^AOF is off: a restart or crash of Redis loses every lock/), fix: expect.stringContaining('appendonly yes and appendfsync always') }),
+    ]);
+    expect(report.verdicts.filter((v) => v.status !== 'ok').map((v) => v.check)).toEqual(['persistence', 'prefixes']); // prefixes: warn, no key yet
+    const human = await doctor(server.url);
+    expect(human.out).toMatch(/^FAIL {2}persistence {2}127\.0\.0\.1:\d+ {2}AOF is off: .*\. Fix: appendonly yes and appendfsync always/m);
+    expect(human.out.trimEnd().split('\n').at(-1)).toBe('1 fail, 0 unknown, 1 warn, 8 ok: the guarantee is at risk (exit 1)');
+  });
+
+  it('AOF with appendfsync everysec: persistence fails (a host crash loses the last second); fix appendfsync always', async () => {
+    const { server } = await spawn('--appendonly', 'yes', '--appendfsync', 'everysec');
+    const [persistence] = verdictsOf(await doctorJson(server.url), 'persistence');
+    expect(persistence).toMatchObject({ status: 'fail', message: expect.stringContaining('appendfsync everysec: a crash of the host loses the last second or two'), fix: 'appendfsync always' });
+  });
+
+  it('volatile-lru: eviction fails (workers refuse to start), fix maxmemory-policy noeviction; exit 1', async () => {
+    const { server } = await spawn('--appendonly', 'yes', '--appendfsync', 'always', '--maxmemory-policy', 'volatile-lru');
+    const report = await doctorJson(server.url);
+    expect(report.exitCode).toBe(EXIT.atRisk);
+    expect(verdictsOf(report, 'eviction')).toEqual([
+      expect.objectContaining({ status: 'fail', message: expect.stringMatching(/^maxmemory-policy volatile-lru evicts live locks and artifacts/), fix: expect.stringMatching(/^maxmemory-policy noeviction/) }),
+    ]);
+    // The same as a process, as a shell sees it: doctor itself runs on an evicting Redis.
+    const run = await runCli(['doctor', '--redis', server.url]);
+    expect(run.code).toBe(1);
+    expect(run.stdout).toMatch(/^FAIL {2}eviction +127\.0\.0\.1:\d+ {2}maxmemory-policy volatile-lru/m);
+  });
+
+  it('a primary with a replica: replica-sync and min-replicas fail today; a frozen replica shows its lag and fails replicas too', async () => {
+    const primary = await spawn(...SAFE_ARGS);
+    const replica = await spawn(...SAFE_ARGS, '--replicaof', '127.0.0.1', String(primary.server.port));
+    for (let i = 0; !/slave0:.*state=online/.test(await primary.admin.info('replication')); i++) {
+      if (i > 200) throw new Error('the replica did not come online');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const healthy = await doctorJson(primary.server.url);
+    expect(verdictsOf(healthy, 'replicas')).toEqual([expect.objectContaining({ status: 'ok', message: expect.stringMatching(/^1 replica\(s\) online \(127\.0\.0\.1:\d+ online, lag [01] s/) })]);
+    expect(verdictsOf(healthy, 'replica-sync')).toEqual([expect.objectContaining({ status: 'fail', message: expect.stringContaining('the guard does not wait for replicas yet') })]);
+    expect(verdictsOf(healthy, 'min-replicas')).toEqual([expect.objectContaining({ status: 'fail', fix: 'min-replicas-to-write 1 and min-replicas-max-lag 10' })]);
+
+    await primary.admin.config('SET', 'min-replicas-to-write', '1');
+    expect(verdictsOf(await doctorJson(primary.server.url), 'min-replicas')[0].status).toBe('ok');
+
+    const pid = await replica.pid();
+    process.kill(pid, 'SIGSTOP');
+    try {
+      await new Promise((r) => setTimeout(r, 4_000)); // no acknowledgement for 4 s
+      const lagging = await doctorJson(primary.server.url);
+      expect(verdictsOf(lagging, 'replicas')).toEqual([
+        expect.objectContaining({ status: 'fail', message: expect.stringMatching(/^1 of 1 replica\(s\) not online or lagging more than 2 s \(127\.0\.0\.1:\d+ online, lag [3-9] s/) }),
+      ]);
+      expect(lagging.exitCode).toBe(EXIT.atRisk);
+      // min-replicas-max-lag (10 s) has not run out yet: writes are still accepted.
+      expect(verdictsOf(lagging, 'min-replicas')[0].status).toBe('ok');
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    // Asked at the replica, doctor says to point at the primary.
+    expect(verdictsOf(await doctorJson(replica.server.url), 'role')).toEqual([
+      expect.objectContaining({ status: 'fail', message: expect.stringMatching(/^this node is a replica of 127\.0\.0\.1:\d+: a worker pointed here gets READONLY/) }),
+    ]);
+  });
+
+  it('min-replicas-to-write 1 without a replica: a warning that the primary refuses every write (the guard fails closed)', async () => {
+    const { server } = await spawn(...SAFE_ARGS, '--min-replicas-to-write', '1');
+    const report = await doctorJson(server.url);
+    expect(verdictsOf(report, 'min-replicas')).toEqual([expect.objectContaining({ status: 'warn', message: expect.stringMatching(/^min-replicas-to-write 1 with no replica: the primary refuses every write \(NOREPLICAS\)/) })]);
+    expect(report.exitCode).toBe(EXIT.ok);
+  });
+
+  it('Redis unreachable: exit 3; a bad --scan-budget: exit 2', async () => {
+    expect((await doctor('redis://127.0.0.1:1', ['--timeout', '1s'])).code).toBe(EXIT.redis);
+    expect(await doctor('redis://127.0.0.1:1', ['--scan-budget', '-1'])).toMatchObject({ code: EXIT.usage, err: expect.stringContaining('--scan-budget must be a non-negative integer') });
+  });
+});

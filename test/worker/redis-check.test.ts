@@ -1,0 +1,82 @@
+import { Runtime, type Worker } from '@temporalio/worker';
+import { Redis } from 'ioredis';
+import { FIRE_ONCE_DEFAULTS, FireOnceConfigError, FireOncePlugin, FireOnceStoreUnavailable } from '../../src';
+import { freePort } from '../../sample-workflows/services';
+import { spawnRedisServer, type SpawnedRedis } from '../bad-input/support/redis-server';
+
+// The plugin's start check: FireOncePlugin.runWorker (what Worker.run goes through) refuses a
+// Redis that can evict the guard's keys before the worker runs, unless allowEvictingRedis is
+// set; then it logs the risk once at WARN through the runtime's logger, however many workers run.
+describe('FireOncePlugin refuses an evicting Redis at worker start', () => {
+  let evicting: SpawnedRedis;
+  let safe: SpawnedRedis;
+  const clients: Redis[] = [];
+  const client = (url: string) => {
+    const redis = new Redis(url, { maxRetriesPerRequest: 1 });
+    clients.push(redis);
+    return redis;
+  };
+
+  beforeAll(async () => {
+    [evicting, safe] = await Promise.all([spawnRedisServer(['--maxmemory-policy', 'volatile-lru']), spawnRedisServer()]);
+  });
+  afterAll(async () => {
+    for (const redis of clients) redis.disconnect();
+    await Promise.all([evicting?.stop(), safe?.stop()]);
+  });
+  afterEach(() => jest.restoreAllMocks());
+
+  it('allowEvictingRedis defaults to false and must be a boolean', () => {
+    expect(FIRE_ONCE_DEFAULTS.allowEvictingRedis).toBe(false);
+    expect(() => new FireOncePlugin({ redis: client(safe.url), allowEvictingRedis: 'yes' as never })).toThrow(
+      new FireOnceConfigError('allowEvictingRedis must be a boolean (got "yes")'),
+    );
+  });
+
+  it('with volatile-lru: runWorker rejects with FireOnceConfigError before the worker runs, and again on the next start', async () => {
+    const plugin = new FireOncePlugin({ redis: client(evicting.url) });
+    const next = jest.fn(async () => undefined);
+    for (let start = 0; start < 2; start++) {
+      const err = await plugin.runWorker({} as Worker, next).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(FireOnceConfigError);
+      expect((err as Error).message).toMatch(/has maxmemory-policy volatile-lru: .*Set `maxmemory-policy noeviction`/);
+    }
+    expect(next).not.toHaveBeenCalled();
+  });
+
+  it('with allowEvictingRedis: true the worker runs, and the risk is logged once at WARN for two workers', async () => {
+    const warn = jest.spyOn(Runtime.instance().logger, 'warn').mockImplementation(() => undefined);
+    const plugin = new FireOncePlugin({ redis: client(evicting.url), allowEvictingRedis: true });
+    const next = jest.fn(async () => undefined);
+    await Promise.all([plugin.runWorker({} as Worker, next), plugin.runWorker({} as Worker, next)]);
+    await plugin.runWorker({} as Worker, next);
+    expect(next).toHaveBeenCalledTimes(3);
+    expect(warn.mock.calls).toEqual([
+      [
+        expect.stringMatching(/^fire-once: Redis at 127\.0\.0\.1:\d+ has maxmemory-policy volatile-lru: .*starting anyway because allowEvictingRedis is true$/),
+        { nodes: [{ address: `127.0.0.1:${evicting.port}`, policy: 'volatile-lru' }] },
+      ],
+    ]);
+  });
+
+  it('an unreachable Redis fails the start with FireOnceStoreUnavailable after storeTimeoutMs', async () => {
+    const redis = new Redis(await freePort(), '127.0.0.1', { lazyConnect: true, retryStrategy: () => 100 });
+    redis.on('error', () => undefined);
+    const next = jest.fn(async () => undefined);
+    const err = await new FireOncePlugin({ redis, storeTimeoutMs: 300 }).runWorker({} as Worker, next).catch((e: unknown) => e);
+    redis.disconnect();
+    expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
+    expect((err as Error).message).toMatch(/did not answer within 300 ms/);
+    expect(next).not.toHaveBeenCalled();
+    await new Promise((r) => setTimeout(r, 2_100)); // ioredis destroys the half-open socket after its 2 s disconnectTimeout
+  });
+
+  it('with noeviction the worker runs and nothing is logged, opt-out or not', async () => {
+    const warn = jest.spyOn(Runtime.instance().logger, 'warn').mockImplementation(() => undefined);
+    const next = jest.fn(async () => undefined);
+    await new FireOncePlugin({ redis: client(safe.url) }).runWorker({} as Worker, next);
+    await new FireOncePlugin({ redis: client(safe.url), allowEvictingRedis: true }).runWorker({} as Worker, next);
+    expect(next).toHaveBeenCalledTimes(2);
+    expect(warn).not.toHaveBeenCalled();
+  });
+});
