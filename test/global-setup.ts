@@ -1,4 +1,4 @@
-import { FAST_DEV_SERVER, startRedis, startTemporal, type RedisService, type TemporalService } from '../sample-workflows/services';
+import { FAST_DEV_SERVER, SECOND_NAMESPACE, startRedis, startTemporal, type RedisService, type TemporalService } from '../sample-workflows/services';
 
 /**
  * Start (or find) the real services once for the whole run and hand their addresses to every
@@ -10,7 +10,7 @@ export default async function globalSetup(): Promise<void> {
   const started: { redis?: RedisService; temporal?: TemporalService } = {};
   (globalThis as { __fireOnceServices?: typeof started }).__fireOnceServices = started;
   started.redis = await startRedis();
-  started.temporal = await startTemporal({ dynamicConfig: FAST_DEV_SERVER });
+  started.temporal = await startTemporal({ dynamicConfig: FAST_DEV_SERVER, namespaces: [SECOND_NAMESPACE] });
   process.env.REDIS_URL = started.redis.url;
   process.env.TEMPORAL_ADDRESS = started.temporal.address;
   process.stdout.write(`\nservices: redis ${started.redis.url} (${started.redis.description}), temporal ${started.temporal.address} (${started.temporal.source})\n`);

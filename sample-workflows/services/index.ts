@@ -1,6 +1,6 @@
 export { startRedis, freePort, stopChild, HOW_TO_GET_REDIS } from './redis';
 export type { RedisService, RedisSource, StartRedisOptions } from './redis';
-export { FAST_DEV_SERVER, startTemporal, findTemporalCli } from './temporal';
+export { FAST_DEV_SERVER, SECOND_NAMESPACE, startTemporal, findTemporalCli } from './temporal';
 export type { TemporalService, StartTemporalOptions } from './temporal';
 export { startRedisCluster, clusterNodesFromEnv, formatClusterNodes, type ClusterNode, type RedisClusterService } from './cluster';
 export { ServiceUnavailableError } from './errors';

@@ -39,6 +39,9 @@ export function findTemporalCli(): string | undefined {
  */
 export const FAST_DEV_SERVER: Readonly<Record<string, number>> = Object.freeze({ 'history.transferProcessorMaxPollRPS': 10_000 });
 
+/** The second namespace the suites' dev server creates, for the tests that keep namespaces apart. */
+export const SECOND_NAMESPACE = 'tenant-b';
+
 export interface StartTemporalOptions {
   /** Keep the server's state in this SQLite file, for restart tests and long runs. */
   readonly dbFilename?: string;
@@ -51,6 +54,8 @@ export interface StartTemporalOptions {
    * between a workflow finishing and its caller hearing of it.
    */
   readonly dynamicConfig?: Readonly<Record<string, number | boolean | string>>;
+  /** Namespaces to create besides `default` (the dev server's `--namespace`). */
+  readonly namespaces?: readonly string[];
 }
 
 /**
@@ -80,6 +85,7 @@ export async function startTemporal(options: StartTemporalOptions = {}): Promise
           '--log-level', 'error',
           ...(options.sqlitePragmas ?? []).flatMap((pragma) => ['--sqlite-pragma', pragma]),
           ...dynamicConfigArgs(options.dynamicConfig ?? {}),
+          ...(options.namespaces ?? []).flatMap((namespace) => ['--namespace', namespace]),
         ],
       },
     });

@@ -20,7 +20,20 @@ import type { RedisClient } from './scripts';
  */
 export async function claimProtocol(redis: RedisClient, keys: FireOnceKeys): Promise<void> {
   const marker = keys.protocolMarker();
-  const found = await redis.set(marker, String(PROTOCOL_VERSION), 'NX', 'GET');
+  const found = await redis.set(marker, String(PROTOCOL_VERSION), 'NX', 'GET').catch(async (err: unknown) => {
+    // A user confined by ACL to one namespace may read the marker but not write it (PROTOCOL.md
+    // §1): then an admin claims the prefix once, and every worker only checks it.
+    if (!/NOPERM/.test((err as Error).message)) throw err;
+    const set = await redis.get(marker);
+    if (set === null) {
+      throw new FireOnceConfigError(
+        `key prefix ${JSON.stringify(keys.prefix)} has no protocol marker (${marker}) and this Redis user may not write it: ` +
+          `have an admin run SET ${marker} ${PROTOCOL_VERSION} once`,
+        { key: marker },
+      );
+    }
+    return set;
+  });
   if (found === null || found === String(PROTOCOL_VERSION)) return;
   throw new FireOnceConfigError(
     `key prefix ${JSON.stringify(keys.prefix)} is written with fire-once protocol ${JSON.stringify(found)} (${marker}); this worker speaks protocol ${PROTOCOL_VERSION}. ` +

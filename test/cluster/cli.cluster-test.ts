@@ -64,7 +64,7 @@ describe.each(transports)('the fire-once CLI on a Redis Cluster over %s, given o
     const [first] = await masters(cluster);
     url = under.urlOf({ host: first.options.host!, port: first.options.port! });
     const slots = await cluster.cluster('SLOTS');
-    const owner = (s: string) => slots.find(([from, to]) => keySlot(`{${s}}`) >= from && keySlot(`{${s}}`) <= to)?.[2][1];
+    const owner = (s: string) => slots.find(([from, to]) => keySlot(`{default/${s}}`) >= from && keySlot(`{default/${s}}`) <= to)?.[2][1];
     scope = Array.from({ length: 100 }, (_, i) => `session-${i}`).find((s) => owner(s) !== first.options.port) as string;
     const outcome = await guard.acquire({ scope, step: 'dispatch', jobType: 'summary', holder: 'wf-1 run-1 1' });
     if (outcome.kind !== 'acquired') throw new Error(`expected acquired, got ${outcome.kind}`);

@@ -8,7 +8,7 @@ import { FireOncePlugin } from '../../../src';
 import { spawnWorker, type WorkerProcess } from '../../helpers/workers';
 import { connectCluster } from './cluster';
 
-/** Two worker processes with the guard on the cluster, on one task queue, and a client. */
+/** Two worker processes with the guard on the cluster, on one task queue, and a client of their namespace. */
 export interface ClusterWorkers {
   readonly taskQueue: string;
   readonly client: Client;
@@ -22,8 +22,11 @@ const silent = { log: () => undefined, trace: () => undefined, debug: () => unde
  * one bundles workflowsPath itself, one loads a bundle prebuilt through the plugin (or both load
  * the prebuilt one, which is cheaper on a small machine, with `bothPrebuilt`).
  */
-export async function startClusterWorkers(prefix: string, options: { pollIntervalMs?: number; bothPrebuilt?: boolean; countWakes?: boolean } = {}): Promise<ClusterWorkers> {
-  const taskQueue = `fire-once-cluster-${randomUUID()}`;
+export async function startClusterWorkers(
+  prefix: string,
+  options: { pollIntervalMs?: number; bothPrebuilt?: boolean; countWakes?: boolean; namespace?: string; keyNamespace?: string; taskQueue?: string } = {},
+): Promise<ClusterWorkers> {
+  const taskQueue = options.taskQueue ?? `fire-once-cluster-${randomUUID()}`;
   const bundleDir = mkdtempSync(join(tmpdir(), 'fire-once-cluster-bundle-'));
   const bundler = connectCluster({ lazyConnect: true });
   const workers: WorkerProcess[] = [];
@@ -49,6 +52,8 @@ export async function startClusterWorkers(prefix: string, options: { pollInterva
       KEY_PREFIX: prefix,
       POLL_INTERVAL_MS: String(options.pollIntervalMs ?? 50),
       COUNT_WAKES: options.countWakes ? '1' : '0',
+      ...(options.namespace ? { NAMESPACE: options.namespace } : {}),
+      ...(options.keyNamespace ? { KEY_NAMESPACE: options.keyNamespace } : {}),
     };
     const script = 'test/cluster/fixtures/worker-process.ts';
     const first = options.bothPrebuilt ? { ...env, WORKFLOW_BUNDLE: bundlePath } : env;
@@ -56,7 +61,7 @@ export async function startClusterWorkers(prefix: string, options: { pollInterva
     for (const s of started) if (s.status === 'fulfilled') workers.push(s.value);
     for (const s of started) if (s.status === 'rejected') throw s.reason;
     connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS as string });
-    return { taskQueue, client: new Client({ connection }), stop };
+    return { taskQueue, client: new Client({ connection, ...(options.namespace ? { namespace: options.namespace } : {}) }), stop };
   } catch (err) {
     await stop();
     throw err;
