@@ -3,8 +3,8 @@ import { PROTOCOL_VERSION, type FireOnceKeys } from './keys';
 import type { RedisClient } from './scripts';
 
 /**
- * Claim the key prefix for this protocol version, or refuse: `SET <prefix>:protocol 3 NX GET`
- * in one command. A prefix written by another version of the protocol (another release of this
+ * Claim the key prefix for this protocol version, or refuse: read `<prefix>:protocol`, and if it
+ * is unset, `SET <prefix>:protocol 3 NX GET`. A prefix written by another version of the protocol (another release of this
  * library, in any language) is refused with {@link FireOnceConfigError}, since two versions on
  * one prefix never see each other's locks and would both dispatch. The marker has no TTL.
  *
@@ -20,20 +20,19 @@ import type { RedisClient } from './scripts';
  */
 export async function claimProtocol(redis: RedisClient, keys: FireOnceKeys): Promise<void> {
   const marker = keys.protocolMarker();
-  const found = await redis.set(marker, String(PROTOCOL_VERSION), 'NX', 'GET').catch(async (err: unknown) => {
-    // A user confined by ACL to one namespace may read the marker but not write it (PROTOCOL.md
-    // §1): then an admin claims the prefix once, and every worker only checks it.
-    if (!/NOPERM/.test((err as Error).message)) throw err;
-    const set = await redis.get(marker);
-    if (set === null) {
+  // Read first: a marker already set costs no write, so a user confined by ACL to one namespace,
+  // who may read the marker but not write it (PROTOCOL.md §1), starts without a denial.
+  let found = await redis.get(marker);
+  if (found === null) {
+    found = await redis.set(marker, String(PROTOCOL_VERSION), 'NX', 'GET').catch((err: unknown) => {
+      if (!/NOPERM/.test((err as Error).message)) throw err;
       throw new FireOnceConfigError(
         `key prefix ${JSON.stringify(keys.prefix)} has no protocol marker (${marker}) and this Redis user may not write it: ` +
           `have an admin run SET ${marker} ${PROTOCOL_VERSION} once`,
         { key: marker },
       );
-    }
-    return set;
-  });
+    });
+  }
   if (found === null || found === String(PROTOCOL_VERSION)) return;
   throw new FireOnceConfigError(
     `key prefix ${JSON.stringify(keys.prefix)} is written with fire-once protocol ${JSON.stringify(found)} (${marker}); this worker speaks protocol ${PROTOCOL_VERSION}. ` +

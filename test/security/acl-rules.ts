@@ -5,13 +5,13 @@ import { join } from 'node:path';
 export const ACL_USER = 'fire-once-worker';
 
 /**
- * The least-privilege ACL line exactly as docs/reliability.md documents it, so that the document and
- * the test can never disagree: the test runs what the reader copies.
+ * The least-privilege ACL line exactly as `doc` (under docs/) documents it for `user`, so that the
+ * document and the test can never disagree: the test runs what the reader copies.
  */
-export function documentedAclLine(): string {
-  const doc = readFileSync(join(__dirname, '..', '..', 'docs', 'reliability.md'), 'utf8');
-  const lines = doc.split('\n').filter((line) => line.startsWith(`ACL SETUSER ${ACL_USER} `));
-  if (lines.length !== 1) throw new Error(`docs/reliability.md must contain exactly one "ACL SETUSER ${ACL_USER} …" line (found ${lines.length})`);
+export function documentedAclLine(user = ACL_USER, doc = 'reliability.md'): string {
+  const text = readFileSync(join(__dirname, '..', '..', 'docs', doc), 'utf8');
+  const lines = text.split('\n').filter((line) => line.startsWith(`ACL SETUSER ${user} `));
+  if (lines.length !== 1) throw new Error(`docs/${doc} must contain exactly one "ACL SETUSER ${user} …" line (found ${lines.length})`);
   return lines[0];
 }
 

@@ -39,12 +39,16 @@ export async function runWorkerScenario(options: {
   readonly prefix: string;
   readonly admin: Redis;
   readonly tls?: object;
+  /** The Temporal namespace the worker serves (its keys are filed under it). @defaultValue 'default' */
+  readonly namespace?: string;
 }): Promise<ScenarioReport> {
   const { url, username, password, prefix, admin } = options;
+  const namespace = options.namespace ?? 'default';
   const redis = new Redis(url, { username, password, maxRetriesPerRequest: 1, ...(options.tls ? { tls: options.tls } : {}) });
   redis.on('error', () => undefined);
   const plugin = new FireOncePlugin({ redis, keyPrefix: prefix, pollIntervalMs: 100, storeTimeoutMs: 2_000, localCache: true, dispatchLogMaxLen: 1_000 });
   const counterKey = `${prefix}:dispatches`;
+  const keys = plugin.guard.keysFor(namespace);
   let started!: () => void;
   const holderStarted = new Promise<void>((resolve) => (started = resolve));
   let finish!: () => void;
@@ -73,16 +77,16 @@ export async function runWorkerScenario(options: {
       async (_scope: string): Promise<void> => {
         await admin.incr(counterKey);
       },
-      { scope: ([scope]) => scope, artifact: { external: ({ scope, jobType }) => plugin.guard.keys.external(scope, jobType) } },
+      { scope: ([scope]) => scope, artifact: { external: ({ scope, jobType }) => keys.external(scope, jobType) } },
     ),
   };
-  const configured = plugin.configureWorker({ taskQueue: 'acl', activities });
+  const configured = plugin.configureWorker({ taskQueue: 'acl', namespace, activities });
   const factory = configured.interceptors?.activity?.at(-1) as ActivityInterceptorsFactory;
   let runs = 0;
   const run = (activityType: keyof typeof activities, logger: CapturingLogger) =>
     new MockActivityEnvironment(
       {
-        namespace: 'default',
+        namespace,
         activityType,
         workflowExecution: { workflowId: 'chat-s', runId: `run-${++runs}` }, // each invocation a new run
         startToCloseTimeoutMs: 5_000,
@@ -98,7 +102,7 @@ export async function runWorkerScenario(options: {
     // runWorker is what Worker.run goes through: it attaches the local cache and, when the
     // worker stops, closes the plugin's subscriber connection.
     await plugin.runWorker({} as Worker, async () => {
-      const invalidationSubscribers = await numsub(plugin.guard.keys.invalidations());
+      const invalidationSubscribers = await numsub(keys.invalidations());
       const holder = settle(run('summarise', logger));
       await Promise.race([holderStarted, holder]);
       let waiterSettled = false;
@@ -106,15 +110,15 @@ export async function runWorkerScenario(options: {
       // Until the waiter is subscribed (or has given up, when subscribing is denied).
       let wakeSubscribers = 0;
       for (let i = 0; i < 500 && wakeSubscribers === 0 && !waiterSettled; i++) {
-        wakeSubscribers = await numsub(plugin.guard.keys.wakeChannel('s'));
+        wakeSubscribers = await numsub(keys.wakeChannel('s'));
         if (wakeSubscribers === 0) await new Promise((r) => setTimeout(r, 20));
       }
       finish();
       const [holderOutcome, waiterOutcome] = await Promise.all([holder, waiter]);
       const failing = await settle(run('failing', logger));
-      const lockAfterFailure = await admin.exists(plugin.guard.keys.lock('s', 'failing'));
+      const lockAfterFailure = await admin.exists(keys.lock('s', 'failing'));
       const external = await settle(run('dispatchExternal', logger));
-      const invalidated = await settle(plugin.invalidate('s', 'summarise'));
+      const invalidated = await settle(plugin.invalidate('s', 'summarise', namespace));
       const rerun = await settle(run('summarise', logger));
       report = {
         holder: readable(holderOutcome),
