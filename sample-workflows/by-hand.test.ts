@@ -130,7 +130,11 @@ describe('the samples run by hand, as their READMEs say', () => {
     expectPrinted(burst, unguarded);
     const unguardedSession = chosenId(burst, / to (session-\w+),/);
     // "The job runner log shows 8 copies of the job."
-    const started = (session: string): number => runner.stdout().split('\n').filter((line) => line.endsWith(`started for ${session}`)).length;
+    const started = (session: string): number =>
+      runner
+        .stdout()
+        .split('\n')
+        .filter((line) => line.endsWith(`started for ${session}`)).length;
     expect(started(unguardedSession)).toBe(8);
     expect(started(guardedSession)).toBe(1);
 
@@ -138,9 +142,7 @@ describe('the samples run by hand, as their READMEs say', () => {
     const report = await runCli(['report', '--prefix', KEY_PREFIX, '--json'], { REDIS_URL: services.REDIS_URL });
     expect(report.code).toBe(1);
     const duplicates = (JSON.parse(report.stdout) as { duplicates: { scope: string; dispatches: { runId: string }[] }[] }).duplicates;
-    expect(duplicates.map((d) => ({ scope: d.scope, runs: new Set(d.dispatches.map((x) => x.runId)).size }))).toEqual([
-      { scope: unguardedSession, runs: 8 },
-    ]);
+    expect(duplicates.map((d) => ({ scope: d.scope, runs: new Set(d.dispatches.map((x) => x.runId)).size }))).toEqual([{ scope: unguardedSession, runs: 8 }]);
 
     const again = await client('sample-workflows/chat-session/client.ts', { KEY_PREFIX, SESSION_ID: guardedSession });
     expectPrinted(again, repeat);

@@ -84,7 +84,13 @@ async function runBurst(conn: Connections, strategy: Strategy, sessionId: string
     const started = Date.now();
     await worker.runUntil(
       sendBurst(conn.client, {
-        taskQueue, sessionId, strategy, redis: conn.redis, keys, invocations: INVOCATIONS, spacingMs: SPACING_MS,
+        taskQueue,
+        sessionId,
+        strategy,
+        redis: conn.redis,
+        keys,
+        invocations: INVOCATIONS,
+        spacingMs: SPACING_MS,
       }),
     );
     const wallMs = Date.now() - started;
@@ -105,7 +111,8 @@ function printTable(rows: readonly BurstRow[]): void {
 
 function explain(row: BurstRow): string {
   const others = row.invocations - row.dispatches;
-  if (row.strategy === 'unguarded') return `unguarded: ${row.dispatches} of ${row.invocations} runs dispatched the same job; each run believed it was the first.`;
+  if (row.strategy === 'unguarded')
+    return `unguarded: ${row.dispatches} of ${row.invocations} runs dispatched the same job; each run believed it was the first.`;
   return `guarded: ${row.dispatches} dispatch; the other ${others} runs found the lock held, skipped the dispatch and read the one summary.`;
 }
 

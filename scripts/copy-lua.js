@@ -5,7 +5,10 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const outDir = process.argv[2] ?? path.join(__dirname, '..', 'dist');
-for (const dir of [['core', 'scripts'], ['cli', 'scripts']]) {
+for (const dir of [
+  ['core', 'scripts'],
+  ['cli', 'scripts'],
+]) {
   const from = path.join(__dirname, '..', 'src', ...dir);
   const to = path.join(outDir, ...dir);
   fs.mkdirSync(to, { recursive: true });

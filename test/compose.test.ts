@@ -161,9 +161,7 @@ describe('docker-compose.yml, profile "cluster"', () => {
     expect(words.slice(0, 2)).toEqual(['sh', '-c']);
     const script = words.slice(2).join(' ');
     // The invocation of sample-workflows/services/cluster.ts, on the announced addresses.
-    expect(script).toContain(
-      `redis-cli --cluster create ${CLUSTER_PORTS.map((p) => `127.0.0.1:${p}`).join(' ')} --cluster-replicas 0 --cluster-yes`,
-    );
+    expect(script).toContain(`redis-cli --cluster create ${CLUSTER_PORTS.map((p) => `127.0.0.1:${p}`).join(' ')} --cluster-replicas 0 --cluster-yes`);
     for (const port of CLUSTER_PORTS) expect(script).toContain(`redis-cli -p ${port} cluster info | grep -q cluster_state:ok`);
     expect(script).not.toContain('$'); // compose would interpolate it
   });

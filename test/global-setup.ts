@@ -13,5 +13,7 @@ export default async function globalSetup(): Promise<void> {
   started.temporal = await startTemporal({ dynamicConfig: FAST_DEV_SERVER, namespaces: [SECOND_NAMESPACE] });
   process.env.REDIS_URL = started.redis.url;
   process.env.TEMPORAL_ADDRESS = started.temporal.address;
-  process.stdout.write(`\nservices: redis ${started.redis.url} (${started.redis.description}), temporal ${started.temporal.address} (${started.temporal.source})\n`);
+  process.stdout.write(
+    `\nservices: redis ${started.redis.url} (${started.redis.description}), temporal ${started.temporal.address} (${started.temporal.source})\n`,
+  );
 }

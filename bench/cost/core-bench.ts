@@ -97,9 +97,7 @@ export async function runCoreBench(redis: Redis, admin: Redis, opts: CoreOptions
   const measure = async (guard: GuardUnderTest, ops: number, throughputOps: number) => {
     const fire = await timeSerial(ops, (i) => guard.dispatch({ scope: `f${i}`, step: STEP }, run).then(expect(guard, 'ran')));
     const ff = await timeSerial(ops, (i) => guard.dispatch({ scope: `f${i}`, step: STEP }, mustNotRun).then(expect(guard, 'fast-forward')));
-    const rate = await opsPerSecond(throughputOps, opts.concurrency, (i) =>
-      guard.dispatch({ scope: `t${i}`, step: STEP }, run).then(expect(guard, 'ran')),
-    );
+    const rate = await opsPerSecond(throughputOps, opts.concurrency, (i) => guard.dispatch({ scope: `t${i}`, step: STEP }, run).then(expect(guard, 'ran')));
     return { fire: summariseNs(fire), fastForward: summariseNs(ff), opsPerSec: rate };
   };
 

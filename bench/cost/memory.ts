@@ -68,13 +68,7 @@ export interface StepMemory {
  * void memoryPerStep(new Redis({ lazyConnect: true }), ['bench:*'], 100, 256, 900_000);
  * ```
  */
-export async function memoryPerStep(
-  redis: Redis,
-  patterns: readonly string[],
-  steps: number,
-  payloadBytes: number,
-  lockTtlMs: number,
-): Promise<StepMemory> {
+export async function memoryPerStep(redis: Redis, patterns: readonly string[], steps: number, payloadBytes: number, lockTtlMs: number): Promise<StepMemory> {
   let all = 0;
   let kept = 0;
   let allKeys = 0;

@@ -36,7 +36,14 @@ function rows(report: CostReport): { head: string[]; body: string[][] }[] {
     `${bytes(g.memory.bytesPerStepWithLock)} (${bytes(g.memory.overheadWithLock)}), ${rt(g.memory.keysPerStepWithLock)} keys`,
     `${bytes(g.memory.bytesPerStepAfterLock)} (${bytes(g.memory.overheadAfterLock)}), ${rt(g.memory.keysPerStepAfterLock)} keys`,
   ]);
-  const speedHead = ['guard', 'fire p50 us (x SET)', 'fire p99 us (x SET)', 'fast-forward p50 us (x SET)', 'fast-forward p99 us (x SET)', `c${report.options.concurrency} ops/s (x SET)`];
+  const speedHead = [
+    'guard',
+    'fire p50 us (x SET)',
+    'fire p99 us (x SET)',
+    'fast-forward p50 us (x SET)',
+    'fast-forward p99 us (x SET)',
+    `c${report.options.concurrency} ops/s (x SET)`,
+  ];
   const speedBody = [
     ['bare SET NX PX', `${us(core.baseline.p50Us)} (1.00x)`, `${us(core.baseline.p99Us)} (1.00x)`, '-', '-', `${core.baseline.opsPerSec.toFixed(0)} (1.00x)`],
     ...core.guards.map((g) => [
@@ -66,13 +73,18 @@ function e2eLine(e2e: E2eResult | undefined): string {
     `range ${e2e.ratioRange[0].toFixed(2)}-${e2e.ratioRange[1].toFixed(2)}; pooled ${e2e.pooledRatio.toFixed(3)}; ` +
     `${e2e.artifacts}/${e2e.expectedArtifacts} artifacts written; ${e2e.failures.length} workflow runs failed). ` +
     `Plugin per guarded activity: ${e2e.commandsPerGuardedActivity.toFixed(2)} Redis commands ` +
-    `(${Object.entries(e2e.commandNames).map(([n, c]) => `${n} ${c}`).join(', ')}), ` +
+    `(${Object.entries(e2e.commandNames)
+      .map(([n, c]) => `${n} ${c}`)
+      .join(', ')}), ` +
     `${bytes(e2e.memoryPerGuardedActivity.bytesPerStepWithLock)} bytes while locked, ` +
     `${bytes(e2e.memoryPerGuardedActivity.bytesPerStepAfterLock)} after (every key under the prefix, dispatch log included). ` +
     `CPU per activity (this process + redis-server): guarded ${e2e.cpuUsPerActivity.guarded.toFixed(0)} us ` +
     `(redis ${e2e.cpuUsPerActivity.redisGuarded.toFixed(0)}), unguarded ${e2e.cpuUsPerActivity.plain.toFixed(0)} us ` +
     `(redis ${e2e.cpuUsPerActivity.redisPlain.toFixed(0)}): the guard costs ${(e2e.cpuUsPerActivity.guarded - e2e.cpuUsPerActivity.plain).toFixed(0)} us of CPU per activity` +
-    e2e.failures.slice(0, 5).map((f) => `\n  failed: ${f}`).join('')
+    e2e.failures
+      .slice(0, 5)
+      .map((f) => `\n  failed: ${f}`)
+      .join('')
   );
 }
 

@@ -45,14 +45,50 @@ export function verdict(report: CostReport): Measure[] {
   const each = (pick: (g: (typeof peers)[number]) => number) => peers.map((g) => ({ name: g.name, value: pick(g) }));
   const trips = (g: (typeof peers)[number]) => g.roundTrips.acquire + g.roundTrips.fastForward + g.roundTrips.commit + g.roundTrips.release;
   const measures: Measure[] = [
-    versus('fire p50', ours.fire.p50Ratio, each((g) => g.fire.p50Ratio), x),
-    versus('fire p99', ours.fire.p99Ratio, each((g) => g.fire.p99Ratio), x),
-    versus('fast-forward p50', ours.fastForward.p50Ratio, each((g) => g.fastForward.p50Ratio), x),
-    versus('fast-forward p99', ours.fastForward.p99Ratio, each((g) => g.fastForward.p99Ratio), x),
-    versus(`throughput at ${String(report.options.concurrency)} in flight`, ours.throughput.ratio, each((g) => g.throughput.ratio), x, true),
+    versus(
+      'fire p50',
+      ours.fire.p50Ratio,
+      each((g) => g.fire.p50Ratio),
+      x,
+    ),
+    versus(
+      'fire p99',
+      ours.fire.p99Ratio,
+      each((g) => g.fire.p99Ratio),
+      x,
+    ),
+    versus(
+      'fast-forward p50',
+      ours.fastForward.p50Ratio,
+      each((g) => g.fastForward.p50Ratio),
+      x,
+    ),
+    versus(
+      'fast-forward p99',
+      ours.fastForward.p99Ratio,
+      each((g) => g.fastForward.p99Ratio),
+      x,
+    ),
+    versus(
+      `throughput at ${String(report.options.concurrency)} in flight`,
+      ours.throughput.ratio,
+      each((g) => g.throughput.ratio),
+      x,
+      true,
+    ),
     versus('round trips, acquire + ff + commit + release', trips(ours), each(trips), n),
-    versus('bytes per step while locked', ours.memory.bytesPerStepWithLock, each((g) => g.memory.bytesPerStepWithLock), b),
-    versus('bytes per step after the lock TTL', ours.memory.bytesPerStepAfterLock, each((g) => g.memory.bytesPerStepAfterLock), b),
+    versus(
+      'bytes per step while locked',
+      ours.memory.bytesPerStepWithLock,
+      each((g) => g.memory.bytesPerStepWithLock),
+      b,
+    ),
+    versus(
+      'bytes per step after the lock TTL',
+      ours.memory.bytesPerStepAfterLock,
+      each((g) => g.memory.bytesPerStepAfterLock),
+      b,
+    ),
     target('fire p50', ours.fire.p50Ratio, 2.0, x),
     target('fast-forward p50', ours.fastForward.p50Ratio, 1.0, x),
     target(`throughput at ${String(report.options.concurrency)} in flight`, ours.throughput.ratio, 0.45, x, true),

@@ -47,10 +47,12 @@ export const counterKeys = {
  */
 export function createNativeBenchActivities(deps: NativeBenchDeps) {
   const { redis, prefix, payload } = deps;
-  const body = (variant: Variant) => async (_scope: string): Promise<string> => {
-    await redis.incr(counterKeys.runs(prefix, variant));
-    return payload;
-  };
+  const body =
+    (variant: Variant) =>
+    async (_scope: string): Promise<string> => {
+      await redis.incr(counterKeys.runs(prefix, variant));
+      return payload;
+    };
   async function flakyJob(scope: string): Promise<string> {
     const run = await redis.incr(counterKeys.flaky(prefix, scope));
     await new Promise((r) => setTimeout(r, deps.flakyJobMs));

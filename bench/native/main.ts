@@ -39,7 +39,14 @@ const program = new Command('bench:native')
   .option('--out <dir>', 'where native.json goes', join(__dirname, '..', 'out'));
 
 interface Opts {
-  samples: number; steps: number; inFlight: number; reps: number; waiters: number; flakyJobMs: number; transferPollRps: number; out: string;
+  samples: number;
+  steps: number;
+  inFlight: number;
+  reps: number;
+  waiters: number;
+  flakyJobMs: number;
+  transferPollRps: number;
+  out: string;
 }
 
 /** The one line that says how the dev server was started, or that we could not choose. */
@@ -108,7 +115,8 @@ async function jobRunCounts(redis: Redis, prefix: string): Promise<Record<Varian
 function check(r: NativeResults, samples: number): string[] {
   const problems: string[] = [];
   const expected: Record<Variant, number> = { plain: 2 * samples, plugin: samples, native: samples };
-  for (const v of VARIANTS) if (r.jobRuns[v] !== expected[v]) problems.push(`${v}: the job ran ${r.jobRuns[v]} times in the latency phase; expected ${expected[v]}`);
+  for (const v of VARIANTS)
+    if (r.jobRuns[v] !== expected[v]) problems.push(`${v}: the job ran ${r.jobRuns[v]} times in the latency phase; expected ${expected[v]}`);
   return problems;
 }
 
@@ -136,7 +144,16 @@ async function main(): Promise<number> {
     const loadAtEnd = loadavg().map((l) => Math.round(l * 100) / 100);
     console.log(`\n${renderNative(results, opts)}\n\nload average at end: ${loadAtEnd.join(', ')}; ${Math.round((Date.now() - started) / 1000)} s`);
     mkdirSync(opts.out, { recursive: true });
-    const report = { benchmark: 'native', command, startedAt: new Date(started).toISOString(), machine, server: serverLine(temporal, rps), loadAverageAtEnd: loadAtEnd, options: { ...opts, out: undefined }, results };
+    const report = {
+      benchmark: 'native',
+      command,
+      startedAt: new Date(started).toISOString(),
+      machine,
+      server: serverLine(temporal, rps),
+      loadAverageAtEnd: loadAtEnd,
+      options: { ...opts, out: undefined },
+      results,
+    };
     writeFileSync(join(opts.out, 'native.json'), `${JSON.stringify(report, null, 2)}\n`);
     progress(`wrote ${join(opts.out, 'native.json')}`);
     const problems = check(results, opts.samples);

@@ -73,7 +73,11 @@ export async function measureThroughput(runner: StepRunner, variant: Variant, st
   const lane = async () => {
     for (let i = next++; i < steps; i = next++) {
       const scope = scopeOf(runner, `tput-${tag}`, variant, i);
-      await runner.client.workflow.execute(oneStep, { taskQueue: runner.taskQueue, workflowId: `${runner.prefix}-tput-${tag}-${variant}-${i}`, args: [variant, scope] });
+      await runner.client.workflow.execute(oneStep, {
+        taskQueue: runner.taskQueue,
+        workflowId: `${runner.prefix}-tput-${tag}-${variant}-${i}`,
+        args: [variant, scope],
+      });
     }
   };
   await Promise.all(Array.from({ length: inFlight }, lane));

@@ -41,14 +41,41 @@ export function pairedRatio(a: readonly number[], b: readonly number[]): number 
 }
 
 /** The latency, throughput and history tables, and the failure table. */
-export function renderNative(r: NativeResults, opts: { readonly samples: number; readonly inFlight: number; readonly steps: number; readonly reps: number }): string {
-  const lat = table(['step run as', 'fresh p50 ms', 'fresh p99 ms', 'fresh p50 vs plain', 'completed p50 ms', 'completed p99 ms', 'completed p50 vs plain', 'job runs']);
+export function renderNative(
+  r: NativeResults,
+  opts: { readonly samples: number; readonly inFlight: number; readonly steps: number; readonly reps: number },
+): string {
+  const lat = table([
+    'step run as',
+    'fresh p50 ms',
+    'fresh p99 ms',
+    'fresh p50 vs plain',
+    'completed p50 ms',
+    'completed p99 ms',
+    'completed p50 vs plain',
+    'job runs',
+  ]);
   for (const v of VARIANTS) {
     const f = r.latency.fresh[v];
     const c = r.latency.completed[v];
-    lat.push([LABEL[v], ms(f.p50Ms), ms(f.p99Ms), plus(f.p50Ms - r.latency.fresh.plain.p50Ms), ms(c.p50Ms), ms(c.p99Ms), x(c.p50Ms / r.latency.completed.plain.p50Ms), r.jobRuns[v]]);
+    lat.push([
+      LABEL[v],
+      ms(f.p50Ms),
+      ms(f.p99Ms),
+      plus(f.p50Ms - r.latency.fresh.plain.p50Ms),
+      ms(c.p50Ms),
+      ms(c.p99Ms),
+      x(c.p50Ms / r.latency.completed.plain.p50Ms),
+      r.jobRuns[v],
+    ]);
   }
-  const tput = table(['step run as', `steps/s at ${opts.inFlight} in flight, median (min–max)`, 'vs plain', 'history events per fresh step', 'per completed step']);
+  const tput = table([
+    'step run as',
+    `steps/s at ${opts.inFlight} in flight, median (min–max)`,
+    'vs plain',
+    'history events per fresh step',
+    'per completed step',
+  ]);
   for (const v of VARIANTS) {
     const rates = r.throughput[v];
     const range = `${round(median(rates), 1)} (${round(Math.min(...rates), 1)}–${round(Math.max(...rates), 1)})`;

@@ -4,5 +4,7 @@
 'use strict';
 process.on('exit', () => {
   const usage = process.resourceUsage();
-  process.stderr.write(`\nFIRE_ONCE_BENCH_USAGE ${JSON.stringify({ cpuMs: Math.round((usage.userCPUTime + usage.systemCPUTime) / 1000), maxRssKb: usage.maxRSS })}\n`);
+  process.stderr.write(
+    `\nFIRE_ONCE_BENCH_USAGE ${JSON.stringify({ cpuMs: Math.round((usage.userCPUTime + usage.systemCPUTime) / 1000), maxRssKb: usage.maxRSS })}\n`,
+  );
 });

@@ -47,7 +47,9 @@ function startWorker(env: Record<string, string>): Promise<ChildProcess> {
 /** A long run's heartbeat on stderr: scopes finished, failures so far, the pace. */
 function reportProgress(store: string, done: number, config: E2eRaceConfig, failed: number, elapsedMs: number): void {
   const runsPerS = (done * config.racers) / (elapsedMs / 1000);
-  process.stderr.write(`  e2e  ${store}: ${done}/${config.scopes} scopes, ${failed} failed, ${runsPerS.toFixed(1)} runs/s, ${Math.round(elapsedMs / 1000)} s\n`);
+  process.stderr.write(
+    `  e2e  ${store}: ${done}/${config.scopes} scopes, ${failed} failed, ${runsPerS.toFixed(1)} runs/s, ${Math.round(elapsedMs / 1000)} s\n`,
+  );
 }
 
 const CLIENT_ATTEMPTS = 5;

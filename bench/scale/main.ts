@@ -42,9 +42,7 @@ async function run(config: ScaleConfig): Promise<number> {
     }
     if (config.e2eScopes.length > 0) {
       // The file is scratch state for one run: write-ahead logging without fsync keeps it fast.
-      temporal = await startTemporal(
-        config.temporalDb ? { dbFilename: config.temporalDb, sqlitePragmas: ['journal_mode=wal', 'synchronous=off'] } : {},
-      );
+      temporal = await startTemporal(config.temporalDb ? { dbFilename: config.temporalDb, sqlitePragmas: ['journal_mode=wal', 'synchronous=off'] } : {});
       connection = await Connection.connect({ address: temporal.address });
       const bundlePath = join(bundleDir, 'workflows.js');
       writeFileSync(bundlePath, (await bundleSampleWorkflows(require.resolve('./workflows'))).code);
@@ -76,7 +74,13 @@ async function run(config: ScaleConfig): Promise<number> {
     benchmark: 'scale',
     finishedAt: new Date().toISOString(),
     command: ['npm run bench:scale', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
-    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', totalMemGiB: Math.round(totalmem() / 2 ** 30), node: process.version, platform: `${platform()} ${release()}` },
+    machine: {
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model ?? 'unknown',
+      totalMemGiB: Math.round(totalmem() / 2 ** 30),
+      node: process.version,
+      platform: `${platform()} ${release()}`,
+    },
     config,
     totalMs: Date.now() - started,
     results,

@@ -3,13 +3,7 @@
  * gives a client for the bench process and the env a worker process needs to build its own.
  */
 import { Cluster, Redis } from 'ioredis';
-import {
-  formatClusterNodes,
-  startRedis,
-  startRedisCluster,
-  type RedisClusterService,
-  type RedisService,
-} from '../../sample-workflows/services';
+import { formatClusterNodes, startRedis, startRedisCluster, type RedisClusterService, type RedisService } from '../../sample-workflows/services';
 
 export const STORES = ['single', 'cluster'] as const;
 export type StoreName = (typeof STORES)[number];

@@ -43,12 +43,10 @@ function strategyList(value: string): StrategyName[] {
  */
 export function parseBenchArgs(argv: readonly string[]): BenchConfig {
   const program = new Command('bench:strategies')
-    .description('Reproduce the seed\'s strategy table on a real Temporal dev server and a real Redis.')
+    .description("Reproduce the seed's strategy table on a real Temporal dev server and a real Redis.")
     .option('--runs <n>', 'repetitions of the whole scenario', positiveInt, 5)
     .addOption(
-      new Option('--strategies <list>', `comma-separated subset of ${STRATEGIES.join(',')}`)
-        .argParser(strategyList)
-        .default([...STRATEGIES], 'all of them'),
+      new Option('--strategies <list>', `comma-separated subset of ${STRATEGIES.join(',')}`).argParser(strategyList).default([...STRATEGIES], 'all of them'),
     )
     .option('--job-ms <ms>', 'how long the job runs before it resolves', positiveInt, 1_200)
     .option('--artifact-delay-ms <ms>', 'how long after resolving the job writes its artifact (phase b window)', positiveInt, 1_000)
@@ -63,8 +61,17 @@ export function parseBenchArgs(argv: readonly string[]): BenchConfig {
     .showHelpAfterError('(add --help to list the flags)');
   program.parse([...argv]);
   const o = program.opts<{
-    runs: number; strategies: StrategyName[]; jobMs: number; artifactDelayMs: number; lockTtlMs: number;
-    burstA: number; burstB: number; burstC: number; spacingMs: number; outDir: string; timelineCopy: string | false;
+    runs: number;
+    strategies: StrategyName[];
+    jobMs: number;
+    artifactDelayMs: number;
+    lockTtlMs: number;
+    burstA: number;
+    burstB: number;
+    burstC: number;
+    spacingMs: number;
+    outDir: string;
+    timelineCopy: string | false;
   }>();
   // The lock must outlive the job's whole life, dispatch to artifact, or fire-once and lock-only
   // would not hold it in phase (b); the margin absorbs queueing on a busy machine.

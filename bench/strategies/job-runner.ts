@@ -73,8 +73,7 @@ export function startBenchRunner(options: BenchRunnerOptions): BenchRunner {
   const takenLogged: Promise<unknown>[] = [];
   let stopped = false;
 
-  const log = (kind: RunnerEventKind, invocation: string) =>
-    writer.xadd(rkeys.log, '*', 'kind', kind, 'invocation', invocation, 'at', String(Date.now()));
+  const log = (kind: RunnerEventKind, invocation: string) => writer.xadd(rkeys.log, '*', 'kind', kind, 'invocation', invocation, 'at', String(Date.now()));
 
   async function runJob(job: SummaryJob, taken: Promise<unknown>): Promise<void> {
     await taken;

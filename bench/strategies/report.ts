@@ -97,7 +97,16 @@ function cell(s: Spread, runs: number): string {
 export function renderTable(summaries: readonly StrategySummary[]): string {
   // No colours: the table reads the same in a terminal, a CI log or RESULTS.md.
   const table = new Table({
-    head: ['strategy', 'dispatches', 'dup (a) in flight', 'dup (b) resolved, not written', 'dup (c) after TTL', 'invocations', 'wall ms', 'seed predicts dup in'],
+    head: [
+      'strategy',
+      'dispatches',
+      'dup (a) in flight',
+      'dup (b) resolved, not written',
+      'dup (c) after TTL',
+      'invocations',
+      'wall ms',
+      'seed predicts dup in',
+    ],
     style: { head: [], border: [] },
   });
   for (const s of summaries) {

@@ -108,8 +108,7 @@ export async function driveStrategy(ctx: ScenarioContext, strategy: StrategyName
     }
     return at;
   }
-  const hasEvent = async (kind: string, invocation: string) =>
-    (await readRunnerLog(redis, keys)).some((e) => e.kind === kind && e.invocation === invocation);
+  const hasEvent = async (kind: string, invocation: string) => (await readRunnerLog(redis, keys)).some((e) => e.kind === kind && e.invocation === invocation);
 
   try {
     await invoke('o', 'open');

@@ -73,7 +73,10 @@ export function sessionOf(strategy: StrategyName): string {
 
 /** Parse a comma-separated list of strategy names; throws naming the bad one. */
 export function parseStrategies(list: string): StrategyName[] {
-  const names = list.split(',').map((name) => name.trim()).filter((name) => name.length > 0);
+  const names = list
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name.length > 0);
   for (const name of names) {
     if (!(STRATEGIES as readonly string[]).includes(name)) {
       throw new Error(`--strategies: unknown strategy ${JSON.stringify(name)} (known: ${STRATEGIES.join(', ')})`);

@@ -60,14 +60,22 @@ function legend(): string[] {
     items.push(mark(lx + 6), `<text x="${lx + 16}" y="${y + 4}">${esc(label)}</text>`);
     lx += 30 + label.length * 6.2;
   };
-  for (const [phase, label] of [['open', 'opening invocation'], ['a', 'invocation (a)'], ['b', 'invocation (b)'], ['c', 'invocation (c)']] as const) {
+  for (const [phase, label] of [
+    ['open', 'opening invocation'],
+    ['a', 'invocation (a)'],
+    ['b', 'invocation (b)'],
+    ['c', 'invocation (c)'],
+  ] as const) {
     add((cx) => `<circle cx="${cx}" cy="${y}" r="4" fill="${PHASE_COLOUR[phase]}"/>`, label);
   }
-  add((cx) => triangle(cx, y, DISPATCH_COLOUR), 'dispatch, from the job runner\'s log');
+  add((cx) => triangle(cx, y, DISPATCH_COLOUR), "dispatch, from the job runner's log");
   [lx, y] = [12, 58];
   add((cx) => `<rect x="${cx - 6}" y="${y - 5}" width="12" height="10" fill="#dbe9f6"/>`, 'first job in flight');
   add((cx) => `<rect x="${cx - 6}" y="${y - 5}" width="12" height="10" fill="#fde3bf"/>`, 'first job resolved, artifact not written');
-  add((cx) => `<line x1="${cx}" y1="${y - 6}" x2="${cx}" y2="${y + 6}" stroke="#777" stroke-dasharray="3,2"/>`, 'a lock taken at the first dispatch has expired');
+  add(
+    (cx) => `<line x1="${cx}" y1="${y - 6}" x2="${cx}" y2="${y + 6}" stroke="#777" stroke-dasharray="3,2"/>`,
+    'a lock taken at the first dispatch has expired',
+  );
   return items;
 }
 
@@ -93,10 +101,14 @@ function lane(r: StrategyRun, top: number, x: (ms: number) => number): string[] 
   ];
   const invAt = new Map(r.invocations.map((inv) => [inv.id, inv.at]));
   for (const d of r.dispatches) {
-    out.push(`<line x1="${x(invAt.get(d.invocation) ?? d.at)}" y1="${invY}" x2="${x(d.at)}" y2="${disY}" stroke="${PHASE_COLOUR[d.phase]}" stroke-opacity="0.45"/>`);
+    out.push(
+      `<line x1="${x(invAt.get(d.invocation) ?? d.at)}" y1="${invY}" x2="${x(d.at)}" y2="${disY}" stroke="${PHASE_COLOUR[d.phase]}" stroke-opacity="0.45"/>`,
+    );
   }
   for (const inv of r.invocations) {
-    out.push(`<circle cx="${x(inv.at)}" cy="${invY}" r="3.5" fill="${PHASE_COLOUR[inv.phase]}" fill-opacity="0.85"><title>${esc(`${inv.id} at ${inv.at} ms`)}</title></circle>`);
+    out.push(
+      `<circle cx="${x(inv.at)}" cy="${invY}" r="3.5" fill="${PHASE_COLOUR[inv.phase]}" fill-opacity="0.85"><title>${esc(`${inv.id} at ${inv.at} ms`)}</title></circle>`,
+    );
   }
   for (const d of r.dispatches) {
     out.push(triangle(x(d.at), disY, DISPATCH_COLOUR).replace('/>', `><title>${esc(`dispatch by ${d.invocation} at ${d.at} ms`)}</title></polygon>`));

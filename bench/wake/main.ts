@@ -73,7 +73,13 @@ async function main(): Promise<void> {
   const table = new Table({ head: ['wake-up', 'samples', 'p50 ms', 'p99 ms', 'p50 vs poll'], style: { head: [], border: [] } });
   for (const mode of ['pubsub', 'poll'] as const) {
     const s = summary[mode];
-    table.push([mode === 'pubsub' ? `pub/sub (poll ${opts.pollMs} ms fallback)` : `poll every ${opts.pollMs} ms`, s.samples, s.p50.toFixed(2), s.p99.toFixed(2), (s.p50 / summary.poll.p50).toFixed(3)]);
+    table.push([
+      mode === 'pubsub' ? `pub/sub (poll ${opts.pollMs} ms fallback)` : `poll every ${opts.pollMs} ms`,
+      s.samples,
+      s.p50.toFixed(2),
+      s.p99.toFixed(2),
+      (s.p50 / summary.poll.p50).toFixed(3),
+    ]);
   }
   console.log(`\nWake-up latency after commit (${opts.reps} repetitions x ${opts.samples} commits per mode, interleaved)\n`);
   console.log(table.toString());

@@ -25,7 +25,13 @@ describe('chat-session: every message is a new run of the same session', () => {
 
   function burst(strategy: Strategy, prefix: string, taskQueue: string, sessionId: string): Promise<string[]> {
     return sendBurst(h.client, {
-      taskQueue, sessionId, strategy, redis: h.redis, keys: chatKeys(prefix), invocations: BURST, spacingMs: 7,
+      taskQueue,
+      sessionId,
+      strategy,
+      redis: h.redis,
+      keys: chatKeys(prefix),
+      invocations: BURST,
+      spacingMs: 7,
     });
   }
 
@@ -37,7 +43,7 @@ describe('chat-session: every message is a new run of the same session', () => {
     });
   });
 
-  it('unguarded: the same burst dispatches the job once per run (the seed\'s bug)', async () => {
+  it("unguarded: the same burst dispatches the job once per run (the seed's bug)", async () => {
     await withSample({ jobMs: 1_500, artifactDelayMs: 300 }, async ({ prefix, taskQueue }) => {
       const results = await burst('unguarded', prefix, taskQueue, 'session-burst');
       expect(results).toHaveLength(BURST);

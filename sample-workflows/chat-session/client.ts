@@ -72,7 +72,13 @@ if (require.main === module) {
       const before = await readCount(redis, keys.dispatches);
       const invocations = intFromEnv('INVOCATIONS', 8);
       const results = await sendBurst(client, {
-        taskQueue: TASK_QUEUE, sessionId, strategy, redis, keys, invocations, spacingMs: 7,
+        taskQueue: TASK_QUEUE,
+        sessionId,
+        strategy,
+        redis,
+        keys,
+        invocations,
+        spacingMs: 7,
       });
       const dispatches = (await readCount(redis, keys.dispatches)) - before;
       console.log(`${strategy}: ${invocations} messages to ${sessionId}, ${dispatches} dispatch(es)`);

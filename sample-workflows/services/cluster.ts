@@ -97,27 +97,42 @@ export async function startRedisCluster(options: { readonly masters?: number; re
         const tlsPort = await freePort();
         tlsNodes.push({ host: '127.0.0.1', port: tlsPort });
         tlsArgs.push(
-          '--tls-port', String(tlsPort),
-          '--tls-cluster', 'yes',
-          '--tls-cert-file', tls.certFile,
-          '--tls-key-file', tls.keyFile,
-          '--tls-ca-cert-file', tls.caFile,
-          '--tls-auth-clients', 'no',
+          '--tls-port',
+          String(tlsPort),
+          '--tls-cluster',
+          'yes',
+          '--tls-cert-file',
+          tls.certFile,
+          '--tls-key-file',
+          tls.keyFile,
+          '--tls-ca-cert-file',
+          tls.caFile,
+          '--tls-auth-clients',
+          'no',
         );
       }
       const dir = mkdtempSync(join(tmpdir(), 'fire-once-cluster-'));
       const child = spawn(
         'redis-server',
         [
-          '--port', String(port),
-          '--cluster-port', String(busPort),
-          '--bind', '127.0.0.1',
-          '--cluster-enabled', 'yes',
-          '--cluster-config-file', join(dir, 'nodes.conf'),
-          '--cluster-node-timeout', '5000',
-          '--save', '',
-          '--appendonly', 'no',
-          '--dir', dir,
+          '--port',
+          String(port),
+          '--cluster-port',
+          String(busPort),
+          '--bind',
+          '127.0.0.1',
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          join(dir, 'nodes.conf'),
+          '--cluster-node-timeout',
+          '5000',
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+          '--dir',
+          dir,
           ...tlsArgs,
         ],
         { stdio: 'ignore' },
@@ -126,11 +141,10 @@ export async function startRedisCluster(options: { readonly masters?: number; re
       nodes.push({ host: '127.0.0.1', port });
     }
     await Promise.all(nodes.map((n, i) => ping(n, spawned[i].child)));
-    const create = spawnSync(
-      'redis-cli',
-      ['--cluster', 'create', ...nodes.map((n) => `${n.host}:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'],
-      { encoding: 'utf8', timeout: 60_000 },
-    );
+    const create = spawnSync('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `${n.host}:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
     if (create.status !== 0) {
       throw new ServiceUnavailableError(`redis-cli --cluster create failed (exit ${create.status}): ${create.stdout}${create.stderr}`);
     }

@@ -82,7 +82,8 @@ export async function startTemporal(options: StartTemporalOptions = {}): Promise
         ...(cli ? { executable: { type: 'existing-path' as const, path: cli } } : {}),
         ...(options.dbFilename ? { dbFilename: options.dbFilename } : {}),
         extraArgs: [
-          '--log-level', 'error',
+          '--log-level',
+          'error',
           ...(options.sqlitePragmas ?? []).flatMap((pragma) => ['--sqlite-pragma', pragma]),
           ...dynamicConfigArgs(options.dynamicConfig ?? {}),
           ...(options.namespaces ?? []).flatMap((namespace) => ['--namespace', namespace]),

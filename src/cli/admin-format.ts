@@ -27,7 +27,9 @@ export function formatInvalidate(result: InvalidateResult): string {
   ];
   for (const lock of result.standingLocks) {
     const ttl = lock.ttlMs === null ? 'no expiry' : `${formatMs(lock.ttlMs)} left`;
-    lines.push(`note: the lock of step ${JSON.stringify(lock.step)} still stands (${ttl}): invocations stay held off until it expires, or release it with: fire-once release ${JSON.stringify(result.scope)} --step ${JSON.stringify(lock.step)} --force`);
+    lines.push(
+      `note: the lock of step ${JSON.stringify(lock.step)} still stands (${ttl}): invocations stay held off until it expires, or release it with: fire-once release ${JSON.stringify(result.scope)} --step ${JSON.stringify(lock.step)} --force`,
+    );
   }
   lines.push(...logLine('invalidated', result));
   return lines.join('\n');
@@ -36,7 +38,10 @@ export function formatInvalidate(result: InvalidateResult): string {
 /** The human form of `migrate`. */
 export function formatMigrate(result: MigrateResult): string {
   if (!result.done) {
-    return [`nothing migrated: ${result.inFlight.length} v2 lock(s) of dispatches in flight under ${result.prefix}`, ...result.inFlight.map((l) => `  ${l.key} (${formatMs(l.ttlMs)} left)`)].join('\n');
+    return [
+      `nothing migrated: ${result.inFlight.length} v2 lock(s) of dispatches in flight under ${result.prefix}`,
+      ...result.inFlight.map((l) => `  ${l.key} (${formatMs(l.ttlMs)} left)`),
+    ].join('\n');
   }
   return [
     `copied ${result.copied} v2 result(s) into namespace ${JSON.stringify(result.namespace)}${result.kept > 0 ? ` (${result.kept} already stored in v3, kept)` : ''}`,
@@ -47,5 +52,9 @@ export function formatMigrate(result: MigrateResult): string {
 
 function logLine(decision: string, result: { logEntryId?: string | null }): string[] {
   if (result.logEntryId === undefined) return [];
-  return [result.logEntryId === null ? `the ${decision} entry could not be recorded in the dispatch log` : `recorded ${decision} in the dispatch log as ${result.logEntryId}`];
+  return [
+    result.logEntryId === null
+      ? `the ${decision} entry could not be recorded in the dispatch log`
+      : `recorded ${decision} in the dispatch log as ${result.logEntryId}`,
+  ];
 }

@@ -58,7 +58,10 @@ export function checkId(kind: IdKind, value: string): string {
 /** The keys of `--prefix` in `--namespace`, checked as the guard checks them. */
 export function keysFor(options: Pick<CommonOptions, 'prefix' | 'namespace'>): FireOnceKeys {
   if (!KEY_PREFIX_PATTERN.test(options.prefix)) {
-    throw new CliError(`--prefix must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit (got ${JSON.stringify(options.prefix)})`, EXIT.usage);
+    throw new CliError(
+      `--prefix must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit (got ${JSON.stringify(options.prefix)})`,
+      EXIT.usage,
+    );
   }
   return new FireOnceKeys(options.prefix, checkId('namespace', options.namespace));
 }

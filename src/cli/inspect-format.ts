@@ -3,7 +3,9 @@ import { formatMs, table } from './table';
 
 /** The human form of an inspection: one small table per lock and per artifact. */
 export function formatInspection(view: Inspection): string {
-  const lines = [`scope ${JSON.stringify(view.scope)} in namespace ${JSON.stringify(view.namespace)} under prefix ${view.prefix} (Redis time ${view.serverTime})`];
+  const lines = [
+    `scope ${JSON.stringify(view.scope)} in namespace ${JSON.stringify(view.namespace)} under prefix ${view.prefix} (Redis time ${view.serverTime})`,
+  ];
   if (view.locks.length === 0 && view.artifacts.length === 0) {
     lines.push('nothing stored for this scope: no lock, parked waiter or artifact');
     return lines.join('\n');

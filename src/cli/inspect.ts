@@ -98,7 +98,12 @@ async function discover(redis: RedisClient, keys: FireOnceKeys, scope: string): 
  * The lock of `(scope, step)` as {@link LockView}, and its raw value (token included) for a
  * compare-and-delete; `inspect` shows only the view, `release` uses both.
  */
-export async function readLock(redis: RedisClient, keys: FireOnceKeys, scope: string, step: string): Promise<{ readonly view: LockView; readonly value?: string }> {
+export async function readLock(
+  redis: RedisClient,
+  keys: FireOnceKeys,
+  scope: string,
+  step: string,
+): Promise<{ readonly view: LockView; readonly value?: string }> {
   const key = keys.lock(scope, step);
   const [type, pttl, parkedWaiters] = await Promise.all([redis.type(key), redis.pttl(key), redis.llen(keys.waiters(scope, step)).catch(() => 0)]);
   if (type === 'none') return { view: { step, key, present: false, parkedWaiters } };

@@ -41,7 +41,11 @@ export async function invalidate(redis: RedisClient, keys: FireOnceKeys, scope: 
   const candidates = [keys.artifact(scope, jobType), keys.external(scope, jobType)];
   const exists = await Promise.all(candidates.map((key) => redis.exists(key)));
   const present = candidates.filter((_, i) => exists[i] === 1);
-  if (present.length === 0) throw new CliError(`no artifact of job type ${JSON.stringify(jobType)} in scope ${JSON.stringify(scope)} (${candidates.join(', ')}): nothing to invalidate`, EXIT.notFound);
+  if (present.length === 0)
+    throw new CliError(
+      `no artifact of job type ${JSON.stringify(jobType)} in scope ${JSON.stringify(scope)} (${candidates.join(', ')}): nothing to invalidate`,
+      EXIT.notFound,
+    );
   const standingLocks = await locksOf(redis, keys, scope);
   const seen = { scope, jobType, keys: present, deleted: false, standingLocks };
   if (!force) return seen;

@@ -33,7 +33,13 @@ export interface CountedFields {
  * one is counted, so Redis and the count overlap. Memory stays two pages, however long the log.
  * On a Redis Cluster the client sends each page to the master that owns the log's slot.
  */
-export async function readLog(redis: RedisClient, key: string, fromMs: number, toMs: number, visit: (id: string, fields: CountedFields) => void): Promise<number> {
+export async function readLog(
+  redis: RedisClient,
+  key: string,
+  fromMs: number,
+  toMs: number,
+  visit: (id: string, fields: CountedFields) => void,
+): Promise<number> {
   const end = String(toMs); // a bare ms ID means "<ms>-<any seq>" as an XRANGE end
   let next = redis.xrangeBuffer(key, `${fromMs}-0`, end, 'COUNT', PAGE_SIZE);
   let read = 0;

@@ -75,7 +75,11 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       parseSince(opts.since, Date.now()); // a bad --since is a usage error even when Redis is down
       const report = await withRedis(opts, io, async (redis) => {
         const nowMs = await serverTimeMs(redis);
-        return buildReport(redis, keys, { fromMs: parseSince(opts.since, nowMs), toMs: nowMs, ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }) });
+        return buildReport(redis, keys, {
+          fromMs: parseSince(opts.since, nowMs),
+          toMs: nowMs,
+          ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }),
+        });
       });
       io.out(`${opts.json ? JSON.stringify(report, null, 2) : formatReport(report, opts.limit)}\n`);
       setCode(report.duplicates.length > 0 ? EXIT.duplicates : EXIT.ok);
@@ -140,29 +144,40 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       io.out(`${opts.json ? JSON.stringify(result, null, 2) : formatMigrate(result)}\n`);
       if (!result.done) {
         const longest = Math.max(...result.inFlight.map((l) => l.ttlMs));
-        throw new CliError(`${result.inFlight.length} v2 dispatch(es) still in flight: stop the v2 workers, then run migrate again once their locks are gone (longest TTL left ${longest} ms)`, EXIT.conflict);
+        throw new CliError(
+          `${result.inFlight.length} v2 dispatch(es) still in flight: stop the v2 workers, then run migrate again once their locks are gone (longest TTL left ${longest} ms)`,
+          EXIT.conflict,
+        );
       }
     });
 
   program
     .command('doctor')
-    .description('Check a deployment: eviction policy, persistence, replicas, min-replicas-to-write, Cluster slots, ACL permissions, scripts, version, key prefixes. One verdict per line, with the fix.')
+    .description(
+      'Check a deployment: eviction policy, persistence, replicas, min-replicas-to-write, Cluster slots, ACL permissions, scripts, version, key prefixes. One verdict per line, with the fix.',
+    )
     .option('--redis <url>', 'Redis URL (default: $REDIS_URL, else redis://127.0.0.1:6379); any node of a Cluster')
     .option('--prefix <keyPrefix>', "the workers' keyPrefix: scopes the ACL check and the prefix listing", DEFAULT_PREFIX)
     .option('--acl-user <user>', "check this user's permissions with ACL DRYRUN (needs an admin connection) instead of the connected user's")
-    .addOption(new Option('--scan-budget <n>', 'look at most at this many keys for prefixes').default(DEFAULT_SCAN_BUDGET).argParser((t) => nonNegativeInt(t, undefined, '--scan-budget')))
+    .addOption(
+      new Option('--scan-budget <n>', 'look at most at this many keys for prefixes')
+        .default(DEFAULT_SCAN_BUDGET)
+        .argParser((t) => nonNegativeInt(t, undefined, '--scan-budget')),
+    )
     .option('--json', 'print the report as JSON')
     .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s')
     .action(async (opts: CommonOptions & { aclUser?: string; scanBudget: number }) => {
       keysFor({ prefix: opts.prefix, namespace: DEFAULT_NAMESPACE }); // a bad --prefix is a usage error
       const url = redisUrlOf(opts);
       const connection = { url, timeoutMs: parseDuration('--timeout', opts.timeout) };
-      const report = await runDoctor(connection, { prefix: opts.prefix, scanBudget: opts.scanBudget, ...(opts.aclUser === undefined ? {} : { aclUser: opts.aclUser }) }).catch(
-        (err: unknown) => {
-          if (isRedisError(err)) throw new CliError(`Redis at ${redactUrl(url)} failed: ${(err as Error).message}`, EXIT.redis, { cause: err });
-          throw err;
-        },
-      );
+      const report = await runDoctor(connection, {
+        prefix: opts.prefix,
+        scanBudget: opts.scanBudget,
+        ...(opts.aclUser === undefined ? {} : { aclUser: opts.aclUser }),
+      }).catch((err: unknown) => {
+        if (isRedisError(err)) throw new CliError(`Redis at ${redactUrl(url)} failed: ${(err as Error).message}`, EXIT.redis, { cause: err });
+        throw err;
+      });
       io.out(`${opts.json ? JSON.stringify(report, null, 2) : formatDoctor(report)}\n`);
       setCode(report.exitCode);
     });
@@ -178,7 +193,7 @@ function common(command: Command): Command {
     .option('--namespace <namespace>', 'the Temporal namespace whose keys and dispatch log to read (each namespace has its own)', DEFAULT_NAMESPACE)
     .option('--json', 'print JSON for scripts instead of tables')
     .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s')
-    .option('--allow-evicting-redis', 'run even if Redis can evict the guard\'s keys (maxmemory-policy other than noeviction)');
+    .option('--allow-evicting-redis', "run even if Redis can evict the guard's keys (maxmemory-policy other than noeviction)");
 }
 
 /** Connect, refuse a Redis that can evict the guard's keys, run, disconnect. */

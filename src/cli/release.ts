@@ -41,7 +41,8 @@ export async function release(redis: RedisClient, keys: FireOnceKeys, scope: str
   const { view: lock, value } = await readLock(redis, keys, scope, step);
   const { key } = lock;
   if (!lock.present) throw new CliError(`no lock at ${key}: nothing to release`, EXIT.notFound);
-  if (value === undefined) throw new CliError(`${key} holds ${lock.foreign ?? 'something else'}, not a lock this library writes: delete it by hand if it must go`, EXIT.conflict);
+  if (value === undefined)
+    throw new CliError(`${key} holds ${lock.foreign ?? 'something else'}, not a lock this library writes: delete it by hand if it must go`, EXIT.conflict);
   const seen: ReleaseResult = {
     key,
     scope,

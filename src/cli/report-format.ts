@@ -8,7 +8,9 @@ export const DEFAULT_SCOPE_LIMIT = 20;
 export function formatReport(report: Report, scopeLimit = DEFAULT_SCOPE_LIMIT): string {
   const lines: string[] = [];
   const filter = report.jobType === undefined ? '' : `, job type ${JSON.stringify(report.jobType)}`;
-  lines.push(`dispatch log of namespace ${JSON.stringify(report.namespace)} (${report.stream}), ${report.from} to ${report.to}${filter}: ${report.events} event(s)`);
+  lines.push(
+    `dispatch log of namespace ${JSON.stringify(report.namespace)} (${report.stream}), ${report.from} to ${report.to}${filter}: ${report.events} event(s)`,
+  );
   if (report.events === 0) {
     lines.push('no decisions recorded in this window (are the prefix and namespace right, and the dispatchLog option on?)');
     return lines.join('\n');
@@ -17,12 +19,22 @@ export function formatReport(report: Report, scopeLimit = DEFAULT_SCOPE_LIMIT): 
   const cells = (counts: Record<string, number>) => columns.map((d) => counts[d] ?? 0);
 
   lines.push('', 'by job type');
-  lines.push(table(['job type', ...columns, 'total'], report.byJobType.map((r) => [r.jobType || '(none)', ...cells(r.counts), r.total])));
+  lines.push(
+    table(
+      ['job type', ...columns, 'total'],
+      report.byJobType.map((r) => [r.jobType || '(none)', ...cells(r.counts), r.total]),
+    ),
+  );
 
   const shown = scopeLimit > 0 ? report.byScope.slice(0, scopeLimit) : report.byScope;
   const more = report.byScope.length - shown.length;
   lines.push('', `by scope (${report.byScope.length}${more > 0 ? `, the ${shown.length} with most dispatches shown; --limit 0 for all` : ''})`);
-  lines.push(table(['job type', 'scope', ...columns, 'total'], shown.map((r) => [r.jobType || '(none)', r.scope, ...cells(r.counts), r.total])));
+  lines.push(
+    table(
+      ['job type', 'scope', ...columns, 'total'],
+      shown.map((r) => [r.jobType || '(none)', r.scope, ...cells(r.counts), r.total]),
+    ),
+  );
 
   lines.push('');
   if (report.duplicates.length === 0) {
@@ -31,12 +43,20 @@ export function formatReport(report: Report, scopeLimit = DEFAULT_SCOPE_LIMIT): 
   }
   lines.push(`duplicates: ${report.duplicates.length} scope(s) dispatched more than once in this window`);
   for (const dup of report.duplicates) {
-    lines.push('', `scope ${JSON.stringify(dup.scope)}, step ${JSON.stringify(dup.step)}, job type ${JSON.stringify(dup.jobType)}: ${dup.dispatches.length} dispatches`);
+    lines.push(
+      '',
+      `scope ${JSON.stringify(dup.scope)}, step ${JSON.stringify(dup.step)}, job type ${JSON.stringify(dup.jobType)}: ${dup.dispatches.length} dispatches`,
+    );
     const head = ['time', 'workflow ID', 'run ID', 'attempt', 'holder', 'fencing', 'outcome'];
     const rows = dup.dispatches.map((d) => [d.at, d.workflowId ?? '', d.runId ?? '', d.attempt ?? '', d.holder ?? '', d.fencingToken ?? '', d.outcome ?? '']);
     // Observe-only dispatches have no holder or fencing token: leave out columns that are empty throughout.
     const keep = head.map((_, i) => i < 3 || rows.some((row) => row[i] !== ''));
-    lines.push(table(head.filter((_, i) => keep[i]), rows.map((row) => row.filter((_, i) => keep[i]))));
+    lines.push(
+      table(
+        head.filter((_, i) => keep[i]),
+        rows.map((row) => row.filter((_, i) => keep[i])),
+      ),
+    );
   }
   return lines.join('\n');
 }

@@ -105,8 +105,18 @@ export class Tally {
   add(id: string, { decision, scope, step, jobType, holder }: CountedFields): void {
     if (this.jobTypeFilter !== undefined && jobType !== this.jobTypeFilter) return;
     this.seen.add(decision);
-    bump(getOr(this.jobTypes, jobType, () => ({})), decision);
-    bump(getOr(getOr(this.scopes, jobType, () => new Map<string, Counts>()), scope, () => ({})), decision);
+    bump(
+      getOr(this.jobTypes, jobType, () => ({})),
+      decision,
+    );
+    bump(
+      getOr(
+        getOr(this.scopes, jobType, () => new Map<string, Counts>()),
+        scope,
+        () => ({}),
+      ),
+      decision,
+    );
     if (decision === 'dispatched') getOr(this.dispatched, `${jobType}\u0000${scope}\u0000${step}`, () => ({ jobType, scope, step, ids: [] })).ids.push(id);
     else if (holder !== undefined && OUTCOMES.has(decision)) this.outcomes.set(holder, decision);
   }
@@ -131,7 +141,9 @@ export class Tally {
     duplicates.sort((a, b) => b.dispatches.length - a.dispatches.length || a.scope.localeCompare(b.scope));
     const total = (counts: Counts) => Object.values(counts).reduce((sum, n) => sum + n, 0);
     const dispatchedOf = (counts: Counts) => counts.dispatched ?? 0;
-    const byJobType = [...this.jobTypes].map(([jobType, counts]) => ({ jobType, counts, total: total(counts) })).sort((a, b) => a.jobType.localeCompare(b.jobType));
+    const byJobType = [...this.jobTypes]
+      .map(([jobType, counts]) => ({ jobType, counts, total: total(counts) }))
+      .sort((a, b) => a.jobType.localeCompare(b.jobType));
     return {
       prefix: meta.prefix,
       namespace: meta.namespace,

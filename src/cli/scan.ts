@@ -18,4 +18,3 @@ export async function scanKeys(redis: RedisClient, pattern: string): Promise<str
   }
   return [...found];
 }
-

@@ -217,7 +217,9 @@ export class FireOnceGuard {
     const record = formatArtifact(lease.target.argsHash ?? '', artifact);
     return this.store.run(
       () => contextOf(lease.target, lease.artifactKey, lease.token),
-      commitScript(this.redis, [lease.artifactKey, lease.lockKey, lease.waitersKey], [lease.token, record, ttl, this.channel(lease.target)], true).then(settled),
+      commitScript(this.redis, [lease.artifactKey, lease.lockKey, lease.waitersKey], [lease.token, record, ttl, this.channel(lease.target)], true).then(
+        settled,
+      ),
     );
   }
 

@@ -41,7 +41,9 @@ export class WakeHub {
     set.add(waiter);
     let ready = this.subscribed.get(channel);
     if (!ready) {
-      ready = this.connection().subscribe(channel).then(() => undefined);
+      ready = this.connection()
+        .subscribe(channel)
+        .then(() => undefined);
       this.subscribed.set(channel, ready);
       ready.catch(() => this.subscribed.delete(channel));
     }

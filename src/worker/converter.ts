@@ -17,7 +17,10 @@ export function loadWorkerConverter(dataConverter: DataConverter | undefined): W
   const payloadCodecs = dataConverter?.payloadCodecs ?? [];
   if (path === undefined) return { payloadConverter: defaultPayloadConverter, payloadCodecs };
   const exported = (require(path) as { payloadConverter?: unknown }).payloadConverter; // eslint-disable-line @typescript-eslint/no-require-imports -- the SDK loads it the same way
-  const usable = typeof exported === 'object' && exported !== null && ['toPayload', 'fromPayload'].every((m) => typeof (exported as Record<string, unknown>)[m] === 'function');
+  const usable =
+    typeof exported === 'object' &&
+    exported !== null &&
+    ['toPayload', 'fromPayload'].every((m) => typeof (exported as Record<string, unknown>)[m] === 'function');
   if (!usable) throw new FireOnceConfigError(`payloadConverterPath ${path} must export a payloadConverter with toPayload and fromPayload`);
   return { payloadConverter: exported as PayloadConverter, payloadCodecs };
 }

@@ -55,7 +55,14 @@ export async function dispatch(call: GuardedCall, observer: Observer, lease: Lea
   return commitResult(call, observer, lease, log, renewal, result);
 }
 
-async function commitResult(call: GuardedCall, observer: Observer, lease: Lease, log: LogContext, renewal: Renewal | undefined, result: unknown): Promise<unknown> {
+async function commitResult(
+  call: GuardedCall,
+  observer: Observer,
+  lease: Lease,
+  log: LogContext,
+  renewal: Renewal | undefined,
+  result: unknown,
+): Promise<unknown> {
   const { setup, options, ctx } = call;
   let payload: Payload;
   try {
@@ -74,7 +81,10 @@ async function commitResult(call: GuardedCall, observer: Observer, lease: Lease,
   try {
     bytes = await encodeArtifact(payload, setup.payloadCodecs);
   } catch (err) {
-    ctx.log.error('fire-once: the payload codec failed on the result; result delivered, not stored, lock held for lockTtlMs', { ...log, error: (err as Error).message });
+    ctx.log.error('fire-once: the payload codec failed on the result; result delivered, not stored, lock held for lockTtlMs', {
+      ...log,
+      error: (err as Error).message,
+    });
     await hold(call, lease, log, renewal);
     return resultOf(payload, setup.payloadConverter);
   }
@@ -166,7 +176,12 @@ function followLate(
       ctx.log.warn(`fire-once: the ${what} that timed out landed after all`, { ...log, outcome: 'landed' });
       report.landed(reply);
     },
-    (lateErr: unknown) => ctx.log.error(`fire-once: the ${what} that timed out failed: ${subject} was not changed`, { ...log, outcome: 'failed', error: (lateErr as Error).message }),
+    (lateErr: unknown) =>
+      ctx.log.error(`fire-once: the ${what} that timed out failed: ${subject} was not changed`, {
+        ...log,
+        outcome: 'failed',
+        error: (lateErr as Error).message,
+      }),
   );
 }
 

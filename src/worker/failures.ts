@@ -29,9 +29,7 @@ const MIN_IN_FLIGHT_RETRY_DELAY_MS = 100;
  */
 export function toApplicationFailure(err: FireOnceError, extraContext: Record<string, string> = {}): ApplicationFailure {
   const nextRetryDelay =
-    err instanceof FireOnceInFlight
-      ? Math.min(Math.max(err.retryAfterMs, MIN_IN_FLIGHT_RETRY_DELAY_MS), MAX_IN_FLIGHT_RETRY_DELAY_MS)
-      : undefined;
+    err instanceof FireOnceInFlight ? Math.min(Math.max(err.retryAfterMs, MIN_IN_FLIGHT_RETRY_DELAY_MS), MAX_IN_FLIGHT_RETRY_DELAY_MS) : undefined;
   return ApplicationFailure.create({
     type: err.type,
     message: err.message,

@@ -99,7 +99,8 @@ function markFireOnce<F extends AnyFunction>(fn: F, options: FireOnceOptions): F
  * // Worker.create({ activities: new ReportActivities('r-'), plugins: [plugin], ... })
  * ```
  */
-export function FireOnce<const O extends FireOnceOptions<any[]>>(options: O = {} as O) { // eslint-disable-line @typescript-eslint/no-explicit-any -- options for any method signature
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- options for any method signature
+export function FireOnce<const O extends FireOnceOptions<any[]>>(options: O = {} as O) {
   checkActivityOptions(options as FireOnceOptions<never>, '@FireOnce');
   return function <This, A extends any[], R>( // eslint-disable-line @typescript-eslint/no-explicit-any -- any method parameters
     method: (this: This, ...args: A) => Promise<ResultOf<O, R>>,

@@ -72,7 +72,8 @@ const CONFIG_KEYS = ['guard', 'activities', 'payloadConverter', 'payloadCodecs',
  */
 export function createFireOnceActivityInterceptor(config: FireOnceInterceptorConfig): ActivityInterceptorsFactory {
   checkKnownKeys(WHERE, config, CONFIG_KEYS);
-  if (typeof (config.guard as Partial<FireOnceGuard> | undefined)?.acquire !== 'function') throw new FireOnceConfigError(`${WHERE}: guard must be a FireOnceGuard`);
+  if (typeof (config.guard as Partial<FireOnceGuard> | undefined)?.acquire !== 'function')
+    throw new FireOnceConfigError(`${WHERE}: guard must be a FireOnceGuard`);
   if (!(config.activities instanceof Map)) throw new FireOnceConfigError(`${WHERE}: activities must be a Map (see fireOnceActivityMap)`);
   for (const [name, options] of config.activities) checkActivityOptions(options as FireOnceOptions<never>, `${WHERE}: activity ${JSON.stringify(name)}`);
   const setup: InterceptorSetup = {

@@ -219,10 +219,14 @@ export function ttlWarnings(options: ResolvedPluginOptions): string[] {
   const lockTtl = options.lockMode === 'lease' ? options.leaseMs : options.lockTtlMs;
   const lockField = options.lockMode === 'lease' ? 'leaseMs' : 'lockTtlMs';
   if (options.artifactTtlMs < lockTtl) {
-    warnings.push(`artifactTtlMs (${options.artifactTtlMs}) is shorter than ${lockField} (${lockTtl}): artifacts can expire while their lock still stands, and later invocations then redo the work`);
+    warnings.push(
+      `artifactTtlMs (${options.artifactTtlMs}) is shorter than ${lockField} (${lockTtl}): artifacts can expire while their lock still stands, and later invocations then redo the work`,
+    );
   }
   if (options.resumeWindowMs !== undefined && options.artifactTtlMs < options.resumeWindowMs) {
-    warnings.push(`artifactTtlMs (${options.artifactTtlMs}) is shorter than resumeWindowMs (${options.resumeWindowMs}): invocations resumed late will find no artifact and redo the work`);
+    warnings.push(
+      `artifactTtlMs (${options.artifactTtlMs}) is shorter than resumeWindowMs (${options.resumeWindowMs}): invocations resumed late will find no artifact and redo the work`,
+    );
   }
   return warnings;
 }

@@ -47,8 +47,14 @@ describe('bad input: corrupted artifacts', () => {
     const before = await snapshot(redis, prefix);
     const { value, error } = await settle(runActivity({ config: { guard }, activities, activityType: 'job', args: ['s'] }));
     const dispatched = await counter.total();
-    const outcome = error === undefined ? { returned: decoded(value) } : { type: (error as { type?: string }).type ?? (error as Error).name, message: (error as Error).message };
-    expect({ dispatched, outcome }).toEqual({ dispatched: 0, outcome: { type: 'FireOnceCorruptArtifact', message: expect.stringMatching(/^stored artifact /) } });
+    const outcome =
+      error === undefined
+        ? { returned: decoded(value) }
+        : { type: (error as { type?: string }).type ?? (error as Error).name, message: (error as Error).message };
+    expect({ dispatched, outcome }).toEqual({
+      dispatched: 0,
+      outcome: { type: 'FireOnceCorruptArtifact', message: expect.stringMatching(/^stored artifact /) },
+    });
     expect(asFailure(error).nonRetryable).toBe(true);
     expect(await differences(redis, before)).toEqual([]);
   }

@@ -63,13 +63,19 @@ describe('bad input: IDs with special characters work, on distinct keys', () => 
     }
     for (const scope of scopes) for (const { step } of steps) expect(await counter.count(label(scope, step))).toBe(1);
 
-    const keysOf = (scope: string, { step, jobType }: (typeof steps)[number]) => [guard.keys.lock(scope, step), guard.keys.waiters(scope, step), guard.keys.artifact(scope, jobType)];
+    const keysOf = (scope: string, { step, jobType }: (typeof steps)[number]) => [
+      guard.keys.lock(scope, step),
+      guard.keys.waiters(scope, step),
+      guard.keys.artifact(scope, jobType),
+    ];
     const all = scopes.flatMap((scope) => steps.flatMap((s) => keysOf(scope, s)));
     expect(new Set(all).size).toBe(scopes.length * steps.length * 3); // no two IDs share a key
     // Each commit deleted its lock: the artifacts are all that is left.
     const expected = scopes.flatMap((scope) => steps.map((s) => guard.keys.artifact(scope, s.jobType)));
     const bystanderBase = guard.keys.scopeBase(BYSTANDER.scope);
-    const stored = (await allKeys(`${prefix}:*`)).filter((k) => k !== counter.key && !k.startsWith(bystanderBase) && k !== guard.keys.log() && k !== guard.keys.protocolMarker());
+    const stored = (await allKeys(`${prefix}:*`)).filter(
+      (k) => k !== counter.key && !k.startsWith(bystanderBase) && k !== guard.keys.log() && k !== guard.keys.protocolMarker(),
+    );
     expect(stored).toEqual([...expected].sort());
     for (const key of stored) expect(key).toMatch(new RegExp(`^${prefix}:v3:\\{default\\/[A-Za-z0-9._~%-]+\\}:a:[A-Za-z0-9._~%-]+$`));
 

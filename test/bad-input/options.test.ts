@@ -103,8 +103,16 @@ describe('bad input: options', () => {
   it('hand-wired createFireOnceActivityInterceptor: a misspelt onInFlight or lockMode → FireOnceConfigError naming the field', async () => {
     const activities = fireOnceActivityMap({ job: fireOnce(job, { scope: ([s]) => s }) });
     const problems = [
-      problem('interceptor onInFlight', () => createFireOnceActivityInterceptor({ guard, activities, onInFlight: 'wiat' } as never), /onInFlight must be one of wait, fail, skip \(got "wiat"\)/),
-      problem('interceptor lockMode', () => createFireOnceActivityInterceptor({ guard, activities, lockMode: 'leese' } as never), /lockMode must be one of lease, fixed \(got "leese"\)/),
+      problem(
+        'interceptor onInFlight',
+        () => createFireOnceActivityInterceptor({ guard, activities, onInFlight: 'wiat' } as never),
+        /onInFlight must be one of wait, fail, skip \(got "wiat"\)/,
+      ),
+      problem(
+        'interceptor lockMode',
+        () => createFireOnceActivityInterceptor({ guard, activities, lockMode: 'leese' } as never),
+        /lockMode must be one of lease, fixed \(got "leese"\)/,
+      ),
     ].filter(Boolean);
     expect(problems).toEqual([]);
     await expectNothingDispatchedAndIntact();

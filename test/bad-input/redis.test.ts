@@ -57,7 +57,9 @@ describe('bad input: Redis', () => {
     const { value, error } = await settle(runActivity({ config: { guard }, activities, activityType: 'job', args: ['s'] }));
     if (error === undefined) {
       const keys = await scanKeys(redis, `${prefix}:{s}:*`).catch(() => []);
-      throw new Error(`expected FireOnceStoreUnavailable, but the activity ran (${await counter.total()} dispatch) and returned ${JSON.stringify(decoded(value))}; the guard wrote ${JSON.stringify(keys)}`);
+      throw new Error(
+        `expected FireOnceStoreUnavailable, but the activity ran (${await counter.total()} dispatch) and returned ${JSON.stringify(decoded(value))}; the guard wrote ${JSON.stringify(keys)}`,
+      );
     }
     const failure = asFailure(error);
     expect(failure.type).toBe('FireOnceStoreUnavailable');
@@ -144,7 +146,10 @@ describe('bad input: Redis', () => {
         (stillOurs) => new Error(`commit succeeded past maxmemory (stillOurs=${stillOurs})`),
         (e: unknown) => e,
       );
-      expect({ name: (err as Error).name, message: (err as Error).message }).toEqual({ name: 'FireOnceStoreUnavailable', message: expect.stringMatching(/OOM/) });
+      expect({ name: (err as Error).name, message: (err as Error).message }).toEqual({
+        name: 'FireOnceStoreUnavailable',
+        message: expect.stringMatching(/OOM/),
+      });
     } finally {
       await admin.config('SET', 'maxmemory', '0');
     }
@@ -166,7 +171,10 @@ describe('bad input: Redis', () => {
         (outcome) => new Error(`acquire answered ${outcome.kind} past maxmemory`),
         (e: unknown) => e,
       );
-      expect({ name: (err as Error).name, message: (err as Error).message }).toEqual({ name: 'FireOnceStoreUnavailable', message: expect.stringMatching(/OOM/) });
+      expect({ name: (err as Error).name, message: (err as Error).message }).toEqual({
+        name: 'FireOnceStoreUnavailable',
+        message: expect.stringMatching(/OOM/),
+      });
     } finally {
       await admin.config('SET', 'maxmemory', '0');
     }

@@ -1,6 +1,16 @@
 import type { Redis } from 'ioredis';
 import { FireOnceGuard, fireOnce } from '../../src';
-import { CapturingLogger, asFailure, decoded, differences, dispatchCounter, runActivity, settle, type KeySnapshot, useBadInputFixture } from './support/harness';
+import {
+  CapturingLogger,
+  asFailure,
+  decoded,
+  differences,
+  dispatchCounter,
+  runActivity,
+  settle,
+  type KeySnapshot,
+  useBadInputFixture,
+} from './support/harness';
 
 // Results the guard cannot store. The activity did run (its job was dispatched once), so the
 // row's claim is: a typed outcome, no second dispatch on retry, no artifact, other keys intact.

@@ -119,13 +119,28 @@ describe('fire-once CLI against a real Redis', () => {
         const pipeline = redis.pipeline();
         for (let j = i; j < Math.min(i + 1_000, total); j++) {
           // Scope and job type with multi-byte UTF-8, so that chunk boundaries fall inside characters.
-          pipeline.xadd(guard.keys.log(), '*', 'decision', j % 10 === 0 ? 'dispatched' : 'fast-forwarded', 'scope', `sessión-${j % 100}`, 'step', 'st', 'jobType', 'résumé', 'workflowId', `wf-${j}`);
+          pipeline.xadd(
+            guard.keys.log(),
+            '*',
+            'decision',
+            j % 10 === 0 ? 'dispatched' : 'fast-forwarded',
+            'scope',
+            `sessión-${j % 100}`,
+            'step',
+            'st',
+            'jobType',
+            'résumé',
+            'workflowId',
+            `wf-${j}`,
+          );
         }
         await pipeline.exec();
       }
       const run = await cli(['report', '--prefix', prefix, '--json']);
       expect(run.code).toBe(1);
-      const report = json<{ events: number; byJobType: { jobType: string; counts: Record<string, number> }[]; byScope: unknown[]; duplicates: unknown[] }>(run.stdout);
+      const report = json<{ events: number; byJobType: { jobType: string; counts: Record<string, number> }[]; byScope: unknown[]; duplicates: unknown[] }>(
+        run.stdout,
+      );
       expect(report.events).toBe(total);
       expect(report.byJobType).toEqual([{ jobType: 'résumé', counts: { dispatched: 2_346, 'fast-forwarded': total - 2_346 }, total }]);
       expect(report.byScope).toHaveLength(100);
@@ -150,7 +165,16 @@ describe('fire-once CLI against a real Redis', () => {
       const other = await guard.acquire({ ...target, step: 'resend', holder: 'wf-0 run-1 1' });
       if (other.kind !== 'acquired') throw new Error(`expected to acquire, got ${other.kind}`);
       await guard.commit(other.lease, Buffer.from('x'.repeat(321)), { artifactTtlMs: 3_600_000 });
-      await record(log, [{ decision: 'committed', scope: 'chat:7', step: 'resend', jobType: 'summary', holder: holderId(other.lease.token), fencingToken: other.lease.fencingToken }]);
+      await record(log, [
+        {
+          decision: 'committed',
+          scope: 'chat:7',
+          step: 'resend',
+          jobType: 'summary',
+          holder: holderId(other.lease.token),
+          fencingToken: other.lease.fencingToken,
+        },
+      ]);
 
       const run = await cli(['inspect', 'chat:7', '--prefix', prefix, '--json']);
       expect(run.stderr).toBe('');
@@ -158,7 +182,15 @@ describe('fire-once CLI against a real Redis', () => {
       const view = json<{ namespace: string; locks: Record<string, unknown>[]; artifacts: Record<string, unknown>[] }>(run.stdout);
       expect(view.namespace).toBe('default');
       expect(view.locks).toEqual([
-        expect.objectContaining({ step: 'summarise', key: guard.keys.lock('chat:7', 'summarise'), present: true, holder: 'wf-1 run-1 1', tokenHash: holderId(outcome.lease.token), fencingToken: outcome.lease.fencingToken, parkedWaiters: 0 }),
+        expect.objectContaining({
+          step: 'summarise',
+          key: guard.keys.lock('chat:7', 'summarise'),
+          present: true,
+          holder: 'wf-1 run-1 1',
+          tokenHash: holderId(outcome.lease.token),
+          fencingToken: outcome.lease.fencingToken,
+          parkedWaiters: 0,
+        }),
       ]);
       expect(view.locks[0].ttlMs).toBeGreaterThan(0);
       expect(view.locks[0].ttlMs).toBeLessThanOrEqual(60_000);
@@ -203,11 +235,22 @@ describe('fire-once CLI against a real Redis', () => {
       const forced = await cli(['release', 'session-stuck', '--step', 'dispatch', '--prefix', prefix, '--force', '--json']);
       expect(forced.stderr).toBe('');
       expect(forced.code).toBe(0);
-      expect(json<Record<string, unknown>>(forced.stdout)).toMatchObject({ released: true, holder: 'wf-crashed run-1 1', fencingToken: first.lease.fencingToken });
+      expect(json<Record<string, unknown>>(forced.stdout)).toMatchObject({
+        released: true,
+        holder: 'wf-crashed run-1 1',
+        fencingToken: first.lease.fencingToken,
+      });
       expect(await redis.exists(first.lease.lockKey)).toBe(0);
       const entries = await redis.xrange(guard.keys.log(), '-', '+');
       expect(entries.map(([, fields]) => parseEvent(fields))).toEqual([
-        expect.objectContaining({ decision: 'release-forced', namespace: 'default', scope: 'session-stuck', step: 'dispatch', holder: holderId(first.lease.token), fencingToken: first.lease.fencingToken }),
+        expect.objectContaining({
+          decision: 'release-forced',
+          namespace: 'default',
+          scope: 'session-stuck',
+          step: 'dispatch',
+          holder: holderId(first.lease.token),
+          fencingToken: first.lease.fencingToken,
+        }),
       ]);
 
       const next = await guard.acquire({ ...target, holder: 'wf-retry run-2 1' });
@@ -249,7 +292,9 @@ describe('fire-once CLI against a real Redis', () => {
       expect(forced.stdout).toContain('deleted the artifact of job type "summary"');
       expect(await redis.exists(guard.keys.artifact('session-done', 'summary'))).toBe(0);
       const entries = await redis.xrange(guard.keys.log(), '-', '+');
-      expect(entries.map(([, fields]) => parseEvent(fields))).toEqual([expect.objectContaining({ decision: 'invalidated', scope: 'session-done', jobType: 'summary' })]);
+      expect(entries.map(([, fields]) => parseEvent(fields))).toEqual([
+        expect.objectContaining({ decision: 'invalidated', scope: 'session-done', jobType: 'summary' }),
+      ]);
       expect((await guard.acquire(target)).kind).toBe('acquired');
 
       const none = await cli(['invalidate', 'session-done', '--job-type', 'summary', '--prefix', prefix, '--force']);

@@ -27,7 +27,9 @@ describe('the demo feeds `fire-once report`', () => {
     expect({ code: demo.code, stderr: demo.stderr }).toEqual({ code: 0, stderr: '' });
     expect(demo.stdout).toMatch(/│ unguarded │ 8 +│ 8 +│/);
     expect(demo.stdout).toMatch(/│ guarded +│ 8 +│ 1 +│/);
-    expect(demo.stdout).toContain(`npx fire-once report --prefix ${base}-unguarded flags the session; npx fire-once report --prefix ${base}-guarded shows none`);
+    expect(demo.stdout).toContain(
+      `npx fire-once report --prefix ${base}-unguarded flags the session; npx fire-once report --prefix ${base}-guarded shows none`,
+    );
     // Only the two dispatch logs and the two protocol markers are left behind.
     const left: string[] = [];
     let cursor = '0';
@@ -36,12 +38,19 @@ describe('the demo feeds `fire-once report`', () => {
       left.push(...keys);
       cursor = next;
     } while (cursor !== '0');
-    expect(left.sort()).toEqual([`${base}-guarded:protocol`, `${base}-guarded:v3:default:log`, `${base}-unguarded:protocol`, `${base}-unguarded:v3:default:log`]);
+    expect(left.sort()).toEqual([
+      `${base}-guarded:protocol`,
+      `${base}-guarded:v3:default:log`,
+      `${base}-unguarded:protocol`,
+      `${base}-unguarded:v3:default:log`,
+    ]);
 
     const redisUrl = process.env.REDIS_URL!;
     const unguarded = await runCli(['report', '--prefix', `${base}-unguarded`, '--json'], { REDIS_URL: redisUrl });
     expect(unguarded.code).toBe(1);
-    const duplicates = (JSON.parse(unguarded.stdout) as { duplicates: { scope: string; step: string; dispatches: { workflowId: string; runId: string; outcome: string }[] }[] }).duplicates;
+    const duplicates = (
+      JSON.parse(unguarded.stdout) as { duplicates: { scope: string; step: string; dispatches: { workflowId: string; runId: string; outcome: string }[] }[] }
+    ).duplicates;
     expect(duplicates).toHaveLength(1);
     expect(duplicates[0].step).toBe('dispatch-summary');
     expect(duplicates[0].dispatches).toHaveLength(8);

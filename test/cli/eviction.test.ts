@@ -42,7 +42,9 @@ describe('fire-once CLI on an evicting Redis', () => {
     expect(run).toEqual({
       code: EXIT.evicting,
       out: '',
-      err: expect.stringMatching(/^fire-once: Redis at 127\.0\.0\.1:\d+ has maxmemory-policy volatile-lru: .*Set `maxmemory-policy noeviction`.*pass --allow-evicting-redis to accept the risk\n$/),
+      err: expect.stringMatching(
+        /^fire-once: Redis at 127\.0\.0\.1:\d+ has maxmemory-policy volatile-lru: .*Set `maxmemory-policy noeviction`.*pass --allow-evicting-redis to accept the risk\n$/,
+      ),
     });
     expect(await admin.dbsize()).toBe(1); // no dispatch-log entry, nothing written
   });

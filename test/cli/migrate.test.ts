@@ -35,7 +35,11 @@ describe('fire-once migrate: protocol v2 keys into v3', () => {
   /** Acquire (and, with a payload, commit) one v2 step exactly as the previous release did. */
   async function v2Dispatch(prefix: string, scope: string, step: string, payload?: Buffer, argsHash = ''): Promise<void> {
     const base = `${prefix}:{${encodeId('scope', scope)}}`;
-    const [artifact, lock, fence] = [`${base}:artifact:${encodeId('jobType', step)}`, `${base}:lock:${encodeId('step', step)}`, `${base}:fence:${encodeId('step', step)}`];
+    const [artifact, lock, fence] = [
+      `${base}:artifact:${encodeId('jobType', step)}`,
+      `${base}:lock:${encodeId('step', step)}`,
+      `${base}:fence:${encodeId('step', step)}`,
+    ];
     const token = randomUUID();
     const client = redis as V2Client;
     await client.v2Acquire(artifact, lock, fence, token, 60_000, 'result', 'wf run act', argsHash, 3_600_000);
@@ -47,7 +51,9 @@ describe('fire-once migrate: protocol v2 keys into v3', () => {
   it('copies every v2 result into the v3 namespace with its TTL, marks the prefix v3, and the guard fast-forwards to the same bytes', async () => {
     const prefix = testPrefix('migrate');
     prefixes.push(prefix);
-    const payloads = ['session-1', 'chat:7*{x}'].map((scope) => [scope, payloadToBytes(defaultPayloadConverter.toPayload({ summary: `of ${scope}` }))] as const);
+    const payloads = ['session-1', 'chat:7*{x}'].map(
+      (scope) => [scope, payloadToBytes(defaultPayloadConverter.toPayload({ summary: `of ${scope}` }))] as const,
+    );
     for (const [scope, payload] of payloads) await v2Dispatch(prefix, scope, 'summarise', payload, 'h-args');
 
     const run = await cli(prefix, '--json', '--namespace', 'tenant-a');

@@ -33,12 +33,20 @@ function expected(entries: [string, string[]][], jobType: string | undefined) {
     byScope[key] ??= {};
     byScope[key][e.decision] = (byScope[key][e.decision] ?? 0) + 1;
     if (e.decision === 'dispatched') dispatches.set(`${key}/${e.step}`, [...(dispatches.get(`${key}/${e.step}`) ?? []), id]);
-    else if (e.holder !== undefined && ['committed', 'released-on-failure', 'release-refused', 'lock-lost', 'release-forced'].includes(e.decision)) outcomes.set(e.holder, e.decision);
+    else if (e.holder !== undefined && ['committed', 'released-on-failure', 'release-refused', 'lock-lost', 'release-forced'].includes(e.decision))
+      outcomes.set(e.holder, e.decision);
   }
   const byId = new Map(entries.map(([id, fields]) => [id, parseEvent(fields)]));
   const duplicates = [...dispatches.entries()]
     .filter(([, ids]) => ids.length > 1)
-    .map(([key, ids]) => ({ key, rows: ids.map((id) => ({ id, runId: byId.get(id)?.runId, outcome: byId.get(id)?.holder === undefined ? 'observe-only' : outcomes.get(byId.get(id)?.holder as string) })) }))
+    .map(([key, ids]) => ({
+      key,
+      rows: ids.map((id) => ({
+        id,
+        runId: byId.get(id)?.runId,
+        outcome: byId.get(id)?.holder === undefined ? 'observe-only' : outcomes.get(byId.get(id)?.holder as string),
+      })),
+    }))
     .sort((a, b) => a.key.localeCompare(b.key));
   return { byScope, duplicates };
 }

@@ -9,7 +9,6 @@ import { runCli } from './run-cli';
 import { FireOnceKeys } from '../../src/core';
 import { writeLock } from '../helpers/records';
 
-
 // `rediss://` end to end: a redis-server of this test's own with TLS only, a certificate made for
 // it, and the CLI trusting it through NODE_EXTRA_CA_CERTS. The report reads through both of the
 // CLI's connections (ioredis, and the raw reader of the log), so both must speak TLS.
@@ -30,7 +29,28 @@ describe('fire-once CLI over TLS (rediss://)', () => {
     port = await freePort();
     server = spawn(
       'redis-server',
-      ['--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1', '--tls-cert-file', certFile, '--tls-key-file', cert.keyFile, '--tls-ca-cert-file', certFile, '--tls-auth-clients', 'no', '--save', '', '--appendonly', 'no', '--dir', dir],
+      [
+        '--port',
+        '0',
+        '--tls-port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--tls-cert-file',
+        certFile,
+        '--tls-key-file',
+        cert.keyFile,
+        '--tls-ca-cert-file',
+        certFile,
+        '--tls-auth-clients',
+        'no',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+      ],
       { stdio: 'ignore' },
     );
     const ca = readFileSync(certFile);

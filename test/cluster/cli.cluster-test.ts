@@ -83,7 +83,15 @@ describe.each(transports)('the fire-once CLI on a Redis Cluster over %s, given o
     // run-1's entry carries the held lock's holder hash, as the worker writes it.
     for (const runId of ['run-1', 'run-2']) {
       const holder = runId === 'run-1' ? { holder: holderId(lease.token) } : {};
-      await appendEvent(cluster, guard.keys.log(), { decision: 'dispatched', scope, step: 'dispatch', jobType: 'summary', workflowId: `wf-${runId}`, runId, ...holder });
+      await appendEvent(cluster, guard.keys.log(), {
+        decision: 'dispatched',
+        scope,
+        step: 'dispatch',
+        jobType: 'summary',
+        workflowId: `wf-${runId}`,
+        runId,
+        ...holder,
+      });
     }
     const run = await cli('report', '--json');
     expect(run.stderr).toBe('');

@@ -22,7 +22,11 @@ describe('deployment checks on a Redis Cluster', () => {
 
   it('reads the policy of every master, and all three are noeviction', async () => {
     const policies = await checkEvictionPolicy(cluster);
-    expect(policies.map((p) => [p.address, p.policy, p.safe]).sort()).toEqual(clusterNodes().map((n) => [`${n.host}:${n.port}`, 'noeviction', true]).sort());
+    expect(policies.map((p) => [p.address, p.policy, p.safe]).sort()).toEqual(
+      clusterNodes()
+        .map((n) => [`${n.host}:${n.port}`, 'noeviction', true])
+        .sort(),
+    );
   });
 
   it('one master with volatile-lru: the plugin refuses to start, the CLI exits 6 and doctor fails that master only', async () => {
@@ -41,8 +45,15 @@ describe('deployment checks on a Redis Cluster', () => {
       expect(report).toMatchObject({ topology: 'cluster', exitCode: 1 });
       expect(report.primaries).toHaveLength(3);
       const eviction = report.verdicts.filter((v) => v.check === 'eviction').map((v) => [v.node, v.status]);
-      expect(eviction.sort()).toEqual(clusterNodes().map((n) => [`${n.host}:${n.port}`, n.port === second.port ? 'fail' : 'ok']).sort());
-      expect(report.verdicts.find((v) => v.check === 'cluster')).toMatchObject({ status: 'ok', message: 'all 16384 slots served by 3 master(s), cluster_state:ok' });
+      expect(eviction.sort()).toEqual(
+        clusterNodes()
+          .map((n) => [`${n.host}:${n.port}`, n.port === second.port ? 'fail' : 'ok'])
+          .sort(),
+      );
+      expect(report.verdicts.find((v) => v.check === 'cluster')).toMatchObject({
+        status: 'ok',
+        message: 'all 16384 slots served by 3 master(s), cluster_state:ok',
+      });
       expect(doctor.code).toBe(1);
     } finally {
       await evicting.config('SET', 'maxmemory-policy', 'noeviction');

@@ -1,4 +1,12 @@
-import { FAST_DEV_SERVER, SECOND_NAMESPACE, formatClusterNodes, startRedisCluster, startTemporal, type RedisClusterService, type TemporalService } from '../../sample-workflows/services';
+import {
+  FAST_DEV_SERVER,
+  SECOND_NAMESPACE,
+  formatClusterNodes,
+  startRedisCluster,
+  startTemporal,
+  type RedisClusterService,
+  type TemporalService,
+} from '../../sample-workflows/services';
 
 /**
  * Start (or find) a Redis Cluster and a Temporal dev server once for the cluster suite and hand
@@ -13,5 +21,7 @@ export default async function globalSetup(): Promise<void> {
   process.env.REDIS_CLUSTER_NODES = formatClusterNodes(started.cluster.nodes);
   process.env.TEMPORAL_ADDRESS = started.temporal.address;
   const how = started.cluster.spawned ? 'spawned' : 'REDIS_CLUSTER_NODES';
-  process.stdout.write(`\nservices: redis cluster ${process.env.REDIS_CLUSTER_NODES} (${how}), temporal ${started.temporal.address} (${started.temporal.source})\n`);
+  process.stdout.write(
+    `\nservices: redis cluster ${process.env.REDIS_CLUSTER_NODES} (${how}), temporal ${started.temporal.address} (${started.temporal.source})\n`,
+  );
 }

@@ -132,7 +132,11 @@ describe('FireOnceGuard on a Redis Cluster', () => {
   });
 
   it('fails closed with FireOnceStoreUnavailable when no cluster node answers', async () => {
-    const dead = new Cluster([{ host: '127.0.0.1', port: 1 }], { clusterRetryStrategy: () => null, lazyConnect: true, redisOptions: { disconnectTimeout: 10 } });
+    const dead = new Cluster([{ host: '127.0.0.1', port: 1 }], {
+      clusterRetryStrategy: () => null,
+      lazyConnect: true,
+      redisOptions: { disconnectTimeout: 10 },
+    });
     dead.on('error', () => undefined);
     const deadGuard = new FireOnceGuard({ redis: dead, keyPrefix: prefix, storeTimeoutMs: 2_000 });
     try {

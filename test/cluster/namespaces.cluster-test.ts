@@ -23,7 +23,10 @@ describe('namespaces are isolation boundaries, on a Redis Cluster', () => {
     url = `redis://${first.options.host}:${first.options.port}`;
     for (const namespace of namespaces) {
       pools.set(namespace, await startClusterWorkers(prefix, { namespace, taskQueue, bothPrebuilt: true }));
-      pools.set(`${namespace}/shared`, await startClusterWorkers(prefix, { namespace, taskQueue: `${taskQueue}-shared`, keyNamespace: 'shared', bothPrebuilt: true }));
+      pools.set(
+        `${namespace}/shared`,
+        await startClusterWorkers(prefix, { namespace, taskQueue: `${taskQueue}-shared`, keyNamespace: 'shared', bothPrebuilt: true }),
+      );
     }
   }, 300_000);
 
@@ -39,7 +42,11 @@ describe('namespaces are isolation boundaries, on a Redis Cluster', () => {
     namespaces,
     start: (namespace, scope, jobMs, shared) => {
       const pool = pools.get(shared ? `${namespace}/shared` : namespace)!;
-      return pool.client.workflow.start('namespacedRun', { taskQueue: pool.taskQueue, workflowId: `namespacedRun-${randomUUID()}`, args: [scope, scope, jobMs] });
+      return pool.client.workflow.start('namespacedRun', {
+        taskQueue: pool.taskQueue,
+        workflowId: `namespacedRun-${randomUUID()}`,
+        args: [scope, scope, jobMs],
+      });
     },
     cli: (...args) => runCli([...args, '--redis', url, '--prefix', prefix]),
   });

@@ -125,7 +125,13 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
       if (heldOutcome.kind !== 'held') throw new Error('expected held');
       let fallAsleep!: () => void;
       const asleep = new Promise<void>((r) => (fallAsleep = r));
-      const waiter = waitForTurn(guard, target('after'), heldOutcome, {}, { pollIntervalMs: 600_000, deadline: Date.now() + 600_000, wake: hub, onPoll: () => fallAsleep() });
+      const waiter = waitForTurn(
+        guard,
+        target('after'),
+        heldOutcome,
+        {},
+        { pollIntervalMs: 600_000, deadline: Date.now() + 600_000, wake: hub, onPoll: () => fallAsleep() },
+      );
       await asleep;
       expect((await guard.commit(owner, Buffer.from('after failover'))).ours).toBe(true);
       const woken = await waiter;

@@ -51,11 +51,13 @@ describe('every guard script touches one cluster slot', () => {
   }
 
   // Any string: unicode, braces (hash-tag syntax), colons, globs, whitespace around text.
-  const id = fc.oneof(
-    fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }),
-    fc.constantFrom('{', '}', '{}', '}{', 'a{b}c', ':', '*', '?[x]', '%7B', 'chat:7', '{scope}', '\u0000', 'ß→🙂'),
-    fc.stringMatching(/^[{}:*?a-z0-9]{1,12}$/),
-  ).filter((s) => s.trim().length > 0 && s.isWellFormed());
+  const id = fc
+    .oneof(
+      fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }),
+      fc.constantFrom('{', '}', '{}', '}{', 'a{b}c', ':', '*', '?[x]', '%7B', 'chat:7', '{scope}', '\u0000', 'ß→🙂'),
+      fc.stringMatching(/^[{}:*?a-z0-9]{1,12}$/),
+    )
+    .filter((s) => s.trim().length > 0 && s.isWellFormed());
 
   it('for 150 random (scope, step, jobType), in both artifact modes, every script call names keys of the scope slot only', async () => {
     const crossSlotBefore = await errorCount(cluster, 'CROSSSLOT');

@@ -54,7 +54,7 @@ describe('FireOnceGuard on Redis alone', () => {
     expect(Buffer.compare((again as { artifact: Buffer }).artifact, bytes)).toBe(0);
   });
 
-  it('refuses to release with a stale token: a stale owner never deletes a newer owner\'s lock', async () => {
+  it("refuses to release with a stale token: a stale owner never deletes a newer owner's lock", async () => {
     const a = await guard.acquire(target, { lockTtlMs: 50 });
     if (a.kind !== 'acquired') throw new Error('expected acquired');
     await new Promise((r) => setTimeout(r, 120));
@@ -185,9 +185,9 @@ describe('FireOnceGuard on Redis alone', () => {
       if (held.kind !== 'held') throw new Error('expected held');
       const controller = new AbortController();
       setTimeout(() => controller.abort(new Error('cancelled by test')), 50);
-      await expect(
-        waitForTurn(guard, target, held, {}, { pollIntervalMs: 1_000, deadline: Date.now() + 10_000, signal: controller.signal }),
-      ).rejects.toThrow('cancelled by test');
+      await expect(waitForTurn(guard, target, held, {}, { pollIntervalMs: 1_000, deadline: Date.now() + 10_000, signal: controller.signal })).rejects.toThrow(
+        'cancelled by test',
+      );
     });
   });
 });

@@ -67,7 +67,10 @@ describe('public API documentation', () => {
       const blocks = [...text.matchAll(/@example\s*\n\s*\*\s*```ts\n([\s\S]*?)\n\s*\*\s*```/g)];
       if (blocks.length !== examples) throw new Error(`${relative(ROOT, source.fileName)}: an @example does not start with a \`\`\`ts block`);
       blocks.forEach((block, i) => {
-        const code = block[1].split('\n').map((line) => line.replace(/^\s*\* ?/, '')).join('\n');
+        const code = block[1]
+          .split('\n')
+          .map((line) => line.replace(/^\s*\* ?/, ''))
+          .join('\n');
         const out = join(dir, `${relative(ROOT, source.fileName).replace(/[/.]/g, '_')}_${i + 1}.ts`);
         writeFileSync(out, `${code}\nexport {};\n`);
         files.push(out);

@@ -6,10 +6,31 @@ import ts from 'typescript';
 const ROOT = join(__dirname, '..', '..');
 const SURFACE: Record<string, readonly string[]> = {
   'src/index.ts': [
-    'AcquireOutcome', 'DispatchTarget', 'FIRE_ONCE_DEFAULTS', 'FireOnce', 'FireOnceArtifactTooLarge', 'FireOnceConfigError', 'FireOnceContext',
-    'FireOnceCorruptArtifact', 'FireOnceError', 'FireOnceGuard', 'FireOnceGuardOptions', 'FireOnceInFlight', 'FireOnceInvalidId', 'FireOnceKeyConflict',
-    'FireOnceLockLost', 'FireOnceMissingScope', 'FireOnceOptions', 'FireOncePlugin', 'FireOncePluginOptions', 'FireOnceProtocolError',
-    'FireOnceStoreUnavailable', 'FireOnceUnstorableResult', 'Lease', 'fireOnce', 'fireOnceContext',
+    'AcquireOutcome',
+    'DispatchTarget',
+    'FIRE_ONCE_DEFAULTS',
+    'FireOnce',
+    'FireOnceArtifactTooLarge',
+    'FireOnceConfigError',
+    'FireOnceContext',
+    'FireOnceCorruptArtifact',
+    'FireOnceError',
+    'FireOnceGuard',
+    'FireOnceGuardOptions',
+    'FireOnceInFlight',
+    'FireOnceInvalidId',
+    'FireOnceKeyConflict',
+    'FireOnceLockLost',
+    'FireOnceMissingScope',
+    'FireOnceOptions',
+    'FireOncePlugin',
+    'FireOncePluginOptions',
+    'FireOnceProtocolError',
+    'FireOnceStoreUnavailable',
+    'FireOnceUnstorableResult',
+    'Lease',
+    'fireOnce',
+    'fireOnceContext',
   ],
   'src/workflow/index.ts': ['SCOPE_HEADER', 'getDispatchScope', 'setDispatchScope'],
 };
@@ -18,7 +39,10 @@ function exportNames(file: string): string[] {
   const program = ts.createProgram([join(ROOT, file)], { strict: true, skipLibCheck: true, noEmit: true, types: ['node'] });
   const checker = program.getTypeChecker();
   const moduleSymbol = checker.getSymbolAtLocation(program.getSourceFile(join(ROOT, file))!)!;
-  return checker.getExportsOfModule(moduleSymbol).map((s) => s.getName()).sort();
+  return checker
+    .getExportsOfModule(moduleSymbol)
+    .map((s) => s.getName())
+    .sort();
 }
 
 describe('public surface', () => {

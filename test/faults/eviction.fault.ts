@@ -17,7 +17,7 @@ import { startFaultWorker, stopAll, type FaultWorker, type FaultWorkerEnv } from
 // dispatches on the suite's shared Redis, which evicts nothing.
 const STEP = 'gatedJob';
 
-describe('a Redis that evicts the guard\'s keys', () => {
+describe("a Redis that evicts the guard's keys", () => {
   const prefix = testPrefix('eviction');
   const keys = new FireOnceKeys(prefix);
   let server: SpawnedRedis;
@@ -88,14 +88,24 @@ describe('a Redis that evicts the guard\'s keys', () => {
     await counters.set(faultKeys.gate(prefix, scope), '1');
     const results = await client.results([first, second]);
     const seen = await dispatches();
-    recordResult({ suite: 'Redis evicts a live lock (volatile-lru, allowEvictingRedis; duplicate expected)', runs: `${results.length} runs of one scope`, dispatchesExpected: 2, dispatchesSeen: seen, ms: Date.now() - started });
-    process.stdout.write(`eviction: ${written} filler keys of 64 KiB under maxmemory 16mb evicted ${evictedKeys} keys, the live lock among them; the job was dispatched ${seen} times\n`);
+    recordResult({
+      suite: 'Redis evicts a live lock (volatile-lru, allowEvictingRedis; duplicate expected)',
+      runs: `${results.length} runs of one scope`,
+      dispatchesExpected: 2,
+      dispatchesSeen: seen,
+      ms: Date.now() - started,
+    });
+    process.stdout.write(
+      `eviction: ${written} filler keys of 64 KiB under maxmemory 16mb evicted ${evictedKeys} keys, the live lock among them; the job was dispatched ${seen} times\n`,
+    );
     expect(seen).toBe(2);
     expect(new Set(results.map((r) => r.nonce)).size).toBe(2);
 
     for (const worker of pair) {
       const warnings = worker.logs().filter((l) => l.level === 'WARN' && l.message.includes('allowEvictingRedis'));
-      expect(warnings.map((w) => w.message)).toEqual([expect.stringMatching(/^fire-once: Redis at 127\.0\.0\.1:\d+ has maxmemory-policy volatile-lru: .*starting anyway because allowEvictingRedis is true$/)]);
+      expect(warnings.map((w) => w.message)).toEqual([
+        expect.stringMatching(/^fire-once: Redis at 127\.0\.0\.1:\d+ has maxmemory-policy volatile-lru: .*starting anyway because allowEvictingRedis is true$/),
+      ]);
     }
   });
 });

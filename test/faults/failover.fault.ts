@@ -183,35 +183,39 @@ describe('Sentinel failover right after acquires, jobs in flight (the guard does
     };
   }
 
-  it.each(MODES)(`replication link %s: ${TRIALS} trials of ${SCOPES} acquires, the primary SIGKILLed after half answered; duplicate dispatches counted and printed`, async (mode) => {
-    const started = Date.now();
-    const trials: Trial[] = [];
-    for (let n = 0; n < TRIALS; n++) {
-      const t = await trial(mode, n);
-      trials.push(t);
+  it.each(MODES)(
+    `replication link %s: ${TRIALS} trials of ${SCOPES} acquires, the primary SIGKILLed after half answered; duplicate dispatches counted and printed`,
+    async (mode) => {
+      const started = Date.now();
+      const trials: Trial[] = [];
+      for (let n = 0; n < TRIALS; n++) {
+        const t = await trial(mode, n);
+        trials.push(t);
+        process.stdout.write(
+          `failover (${mode}) trial ${n + 1}/${TRIALS}: ${t.dispatched} dispatched before the kill, ${t.failedClosed} failed closed, ` +
+            `${t.locksLost} lock(s) lost, ${t.duplicates} duplicate dispatch(es), new primary after ${(t.failoverMs / 1000).toFixed(1)} s ` +
+            `(replica ${t.linkAtStart} before the acquires${t.before.length > 0 ? `; before the kill a sentinel said: ${t.before.join(' | ')}` : ''})\n`,
+        );
+      }
+      const sum = (key: 'dispatched' | 'failedClosed' | 'locksLost' | 'duplicates', of = trials) => of.reduce((total, t) => total + t[key], 0);
+      const clean = trials.filter((t) => t.before.length === 0);
+      const disturbed = trials.filter((t) => t.before.length > 0);
       process.stdout.write(
-        `failover (${mode}) trial ${n + 1}/${TRIALS}: ${t.dispatched} dispatched before the kill, ${t.failedClosed} failed closed, ` +
-          `${t.locksLost} lock(s) lost, ${t.duplicates} duplicate dispatch(es), new primary after ${(t.failoverMs / 1000).toFixed(1)} s ` +
-          `(replica ${t.linkAtStart} before the acquires${t.before.length > 0 ? `; before the kill a sentinel said: ${t.before.join(' | ')}` : ''})\n`,
+        `FAILOVER ${mode} link, no replica sync: ${sum('duplicates')} duplicate dispatch(es) of ${sum('dispatched')} jobs in flight, ` +
+          `in ${trials.filter((t) => t.duplicates > 0).length} of ${TRIALS} trials; ${sum('failedClosed')} acquires failed closed. ` +
+          `Trials with a failover the kill did not cause: ${disturbed.length}, with ${sum('duplicates', disturbed)} of the duplicates; ` +
+          `the other ${clean.length}: ${sum('duplicates', clean)} duplicate(s) of ${sum('dispatched', clean)} jobs\n`,
       );
-    }
-    const sum = (key: 'dispatched' | 'failedClosed' | 'locksLost' | 'duplicates', of = trials) => of.reduce((total, t) => total + t[key], 0);
-    const clean = trials.filter((t) => t.before.length === 0);
-    const disturbed = trials.filter((t) => t.before.length > 0);
-    process.stdout.write(
-      `FAILOVER ${mode} link, no replica sync: ${sum('duplicates')} duplicate dispatch(es) of ${sum('dispatched')} jobs in flight, ` +
-        `in ${trials.filter((t) => t.duplicates > 0).length} of ${TRIALS} trials; ${sum('failedClosed')} acquires failed closed. ` +
-        `Trials with a failover the kill did not cause: ${disturbed.length}, with ${sum('duplicates', disturbed)} of the duplicates; ` +
-        `the other ${clean.length}: ${sum('duplicates', clean)} duplicate(s) of ${sum('dispatched', clean)} jobs\n`,
-    );
-    recordResult({
-      suite: `Sentinel failover right after acquires, ${mode} replication link, no replica sync (duplicates are the hazard)`,
-      runs: `${TRIALS} trials x ${SCOPES} acquires`,
-      dispatchesExpected: sum('dispatched'),
-      dispatchesSeen: sum('dispatched') + sum('duplicates'),
-      ms: Date.now() - started,
-    });
-    expect(trials).toHaveLength(TRIALS);
-    expect(trials.every((t) => t.dispatched > 0)).toBe(true); // every trial had jobs in flight when the primary died
-  }, 3_600_000);
+      recordResult({
+        suite: `Sentinel failover right after acquires, ${mode} replication link, no replica sync (duplicates are the hazard)`,
+        runs: `${TRIALS} trials x ${SCOPES} acquires`,
+        dispatchesExpected: sum('dispatched'),
+        dispatchesSeen: sum('dispatched') + sum('duplicates'),
+        ms: Date.now() - started,
+      });
+      expect(trials).toHaveLength(TRIALS);
+      expect(trials.every((t) => t.dispatched > 0)).toBe(true); // every trial had jobs in flight when the primary died
+    },
+    3_600_000,
+  );
 });

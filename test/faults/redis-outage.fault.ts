@@ -102,9 +102,8 @@ describe('Redis goes away in the middle of a run', () => {
       await openGates(during);
       const duringRuns = await Promise.all(during.map((scope) => client.start(taskQueue, 'gatedRun', [scope, scope])));
       // Every one of them fails closed, retryably, with the guard's failure type...
-      await waitFor(
-        'every run started during the outage to fail with the retryable FireOnceStoreUnavailable',
-        async () => (await Promise.all(duringRuns.map((h) => client.lastActivityFailure(h)))).every((f) => f?.type === 'FireOnceStoreUnavailable' && f.retryable),
+      await waitFor('every run started during the outage to fail with the retryable FireOnceStoreUnavailable', async () =>
+        (await Promise.all(duringRuns.map((h) => client.lastActivityFailure(h)))).every((f) => f?.type === 'FireOnceStoreUnavailable' && f.retryable),
       );
       // ...and so do the runs waiting for the in-flight jobs (the 10 holders run on, unfailed).
       await waitFor('the 40 waiting runs to fail with FireOnceStoreUnavailable too', async () => {
@@ -202,7 +201,11 @@ describe('Redis goes away in the middle of a run', () => {
     } finally {
       redis.thaw();
     }
-    await waitFor('every late commit to be reported as landed', async () => logged('the commit that timed out landed after all').length === scopes.length, 60_000);
+    await waitFor(
+      'every late commit to be reported as landed',
+      async () => logged('the commit that timed out landed after all').length === scopes.length,
+      60_000,
+    );
     const results = await client.results(runs);
     expect(results.map((r) => r.counterId).sort()).toEqual([...scopes].sort());
 
@@ -248,7 +251,11 @@ describe('Redis goes away in the middle of a run', () => {
       await waitFor('the client to reconnect', async () => (await guardClient.ping()) === 'PONG');
 
       const lockKey = keys.lock(target.scope, target.step);
-      const after = await onRedis(redis.url, async (r) => ({ lockExists: await r.exists(lockKey), holder: (await lockOf(r, lockKey))?.holder ?? null, pttlMs: await r.pttl(lockKey) }));
+      const after = await onRedis(redis.url, async (r) => ({
+        lockExists: await r.exists(lockKey),
+        holder: (await lockOf(r, lockKey))?.holder ?? null,
+        pttlMs: await r.pttl(lockKey),
+      }));
       expect(after).toEqual({ lockExists: 0, holder: null, pttlMs: -2 });
     } finally {
       guardClient.disconnect();

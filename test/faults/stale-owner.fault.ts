@@ -82,8 +82,16 @@ describe('a stale owner: A is frozen past its lease, B takes over, then A fails'
       // A wakes up: its renewal finds the lock lost, its job stops and fails, and its release
       // must be refused.
       await workerA.signal('SIGCONT');
-      const logged = () => workerA.logs().slice(logsBefore).filter((l) => l.meta?.scope === scope);
-      const refused = await waitFor("A's worker to log the refused release", async () => logged().find((l) => l.message.includes('lock release refused')), 30_000);
+      const logged = () =>
+        workerA
+          .logs()
+          .slice(logsBefore)
+          .filter((l) => l.meta?.scope === scope);
+      const refused = await waitFor(
+        "A's worker to log the refused release",
+        async () => logged().find((l) => l.message.includes('lock release refused')),
+        30_000,
+      );
       expect(refused).toMatchObject({ level: 'WARN', meta: { scope, step: STEP, fencingToken: String(fenceA) } });
       expect(logged().find((l) => l.message.includes('lockLost'))).toMatchObject({ level: 'WARN', meta: { fencingToken: String(fenceA) } });
 

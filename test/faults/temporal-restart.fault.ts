@@ -50,13 +50,17 @@ describe('the Temporal server restarts (file database) in the middle of a run', 
     const scopes = Array.from({ length: SCOPES }, () => `tmprl-${randomUUID()}`);
     const dispatches = async () => (await redis.mget(scopes.map((s) => faultKeys.dispatches(prefix, s)))).map(Number);
     try {
-      const before = await Promise.all(scopes.flatMap((scope) => Array.from({ length: RUNS_BEFORE }, () => client.start(taskQueue, 'gatedRun', [scope, scope]))));
+      const before = await Promise.all(
+        scopes.flatMap((scope) => Array.from({ length: RUNS_BEFORE }, () => client.start(taskQueue, 'gatedRun', [scope, scope]))),
+      );
       await waitFor(`all ${SCOPES} scopes to dispatch`, async () => (await dispatches()).every((n) => n === 1));
 
       await temporal.halt();
       // The jobs finish while the server is away: their artifacts land in Redis.
       await redis.mset(Object.fromEntries(scopes.map((s) => [faultKeys.gate(prefix, s), '1'])));
-      await waitFor('every job to store its artifact', async () => (await Promise.all(scopes.map((s) => redis.exists(keys.artifact(s, STEP))))).every((n) => n === 1));
+      await waitFor('every job to store its artifact', async () =>
+        (await Promise.all(scopes.map((s) => redis.exists(keys.artifact(s, STEP))))).every((n) => n === 1),
+      );
       await temporal.restart();
 
       const after = await Promise.all(scopes.map((scope) => client.start(taskQueue, 'gatedRun', [scope, scope])));
@@ -64,7 +68,11 @@ describe('the Temporal server restarts (file database) in the middle of a run', 
       expect(results).toHaveLength(SCOPES * (RUNS_BEFORE + 1));
       for (const scope of scopes) {
         const mine = results.filter((r) => r.counterId === scope);
-        expect({ scope, runs: mine.length, distinctResults: new Set(mine.map((r) => r.nonce)).size }).toEqual({ scope, runs: RUNS_BEFORE + 1, distinctResults: 1 });
+        expect({ scope, runs: mine.length, distinctResults: new Set(mine.map((r) => r.nonce)).size }).toEqual({
+          scope,
+          runs: RUNS_BEFORE + 1,
+          distinctResults: 1,
+        });
       }
       expect(await dispatches()).toEqual(scopes.map(() => 1));
     } finally {

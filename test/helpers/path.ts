@@ -21,13 +21,16 @@ export interface StrippedPath {
  */
 export function pathWithout(binaries: readonly string[], path = process.env.PATH ?? ''): StrippedPath {
   const made: string[] = [];
-  const dirs = path.split(delimiter).filter((dir) => dir !== '').map((dir) => {
-    if (!binaries.some((binary) => existsSync(join(dir, binary)))) return dir;
-    const copy = mkdtempSync(join(tmpdir(), 'fire-once-path-'));
-    made.push(copy);
-    for (const name of readdirSync(dir)) if (!binaries.includes(name)) symlinkSync(join(dir, name), join(copy, name));
-    return copy;
-  });
+  const dirs = path
+    .split(delimiter)
+    .filter((dir) => dir !== '')
+    .map((dir) => {
+      if (!binaries.some((binary) => existsSync(join(dir, binary)))) return dir;
+      const copy = mkdtempSync(join(tmpdir(), 'fire-once-path-'));
+      made.push(copy);
+      for (const name of readdirSync(dir)) if (!binaries.includes(name)) symlinkSync(join(dir, name), join(copy, name));
+      return copy;
+    });
   return {
     path: dirs.join(delimiter),
     cleanup: () => {

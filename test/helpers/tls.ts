@@ -19,7 +19,23 @@ export function makeCertificate(dir: string): TestCertificate {
   const keyFile = join(dir, 'key.pem');
   const made = spawnSync(
     'openssl',
-    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-keyout', keyFile, '-out', certFile, '-days', '1'],
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=DNS:localhost,IP:127.0.0.1',
+      '-keyout',
+      keyFile,
+      '-out',
+      certFile,
+      '-days',
+      '1',
+    ],
     { encoding: 'utf8' },
   );
   if (made.status !== 0) throw new Error(`openssl could not make a certificate (${made.error?.message ?? made.stderr}). ${HOW_TO_GET_TLS}`);

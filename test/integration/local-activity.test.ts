@@ -30,7 +30,8 @@ describe('a guarded local activity on a real worker', () => {
     });
     const client = new Client({ connection: fx.connection });
     const scope = `session-${randomUUID()}`;
-    const start = (n: string) => client.workflow.execute('localStepRun', { taskQueue, workflowId: `local-${n}-${randomUUID()}`, args: [scope, 'summary', 800] });
+    const start = (n: string) =>
+      client.workflow.execute('localStepRun', { taskQueue, workflowId: `local-${n}-${randomUUID()}`, args: [scope, 'summary', 800] });
     const seen = await worker.runUntil(async () => {
       const [first, waited] = await Promise.all([start('first'), new Promise((r) => setTimeout(r, 200)).then(() => start('waited'))]);
       return [first, waited, await start('later')];

@@ -29,7 +29,9 @@ export interface NamespaceSuite {
 export function itKeepsNamespacesApart(suite: NamespaceSuite): void {
   const dispatches = async (namespace: string, scope: string) => Number((await suite.store().get(namespacedCounterKey(suite.prefix, namespace, scope))) ?? 0);
   const race = async (namespace: string, scope: string, runs: number, shared = false) =>
-    (await Promise.all(await Promise.all(Array.from({ length: runs }, () => suite.start(namespace, scope, 800, shared))).then((handles) => handles.map((h) => h.result())))) as JobResult[];
+    (await Promise.all(
+      await Promise.all(Array.from({ length: runs }, () => suite.start(namespace, scope, 800, shared))).then((handles) => handles.map((h) => h.result())),
+    )) as JobResult[];
 
   it('20 racing runs of one scope string in each of two namespaces: one dispatch per namespace, and each gets only its own result', async () => {
     const scope = `session-${randomUUID()}`;
@@ -51,7 +53,7 @@ export function itKeepsNamespacesApart(suite: NamespaceSuite): void {
     for (const namespace of [a, b]) {
       const report = await suite.cli('report', '--namespace', namespace, '--json');
       expect(report.code).toBe(0);
-      const counts = (JSON.parse(report.stdout) as { namespace: string; byScope: { scope: string; counts: Record<string, number> }[] });
+      const counts = JSON.parse(report.stdout) as { namespace: string; byScope: { scope: string; counts: Record<string, number> }[] };
       expect(counts.namespace).toBe(namespace);
       expect(counts.byScope.find((s) => s.scope === scope)?.counts.dispatched).toBe(1);
       const inspect = await suite.cli('inspect', scope, '--namespace', namespace, '--json');
@@ -67,7 +69,7 @@ export function itKeepsNamespacesApart(suite: NamespaceSuite): void {
     expect([await dispatches(a, scope), await dispatches(b, scope)]).toEqual([1, 2]);
   });
 
-  it("keyNamespace shares on purpose: workers of both namespaces that set the same keyNamespace dispatch once between them", async () => {
+  it('keyNamespace shares on purpose: workers of both namespaces that set the same keyNamespace dispatch once between them', async () => {
     const scope = `session-${randomUUID()}`;
     const [a, b] = suite.namespaces;
     const [inA, inB] = await Promise.all([race(a, scope, 5, true), race(b, scope, 5, true)]);

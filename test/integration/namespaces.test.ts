@@ -35,7 +35,12 @@ describe('namespaces are isolation boundaries, on one Redis', () => {
     });
     const bundlePath = join(bundleDir, 'workflows-bundle.js');
     writeFileSync(bundlePath, code);
-    const base = { TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS as string, REDIS_URL: process.env.REDIS_URL as string, KEY_PREFIX: prefix, WORKFLOW_BUNDLE: bundlePath };
+    const base = {
+      TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS as string,
+      REDIS_URL: process.env.REDIS_URL as string,
+      KEY_PREFIX: prefix,
+      WORKFLOW_BUNDLE: bundlePath,
+    };
     const script = 'test/integration/fixtures/worker-process.ts';
     const started = await Promise.allSettled(
       namespaces.flatMap((NAMESPACE) => [

@@ -53,9 +53,7 @@ describe('FireOncePlugin beside OpenTelemetryPlugin on one worker', () => {
 
     const results = await worker.runUntil(async () => {
       // The second run starts while the first one's job (1 s) is in flight: it waits, then gets the same result.
-      const runs = [0, 1].map((n) =>
-        client.workflow.start('guardedRun', { taskQueue, workflowId: `otel-${n}-${randomUUID()}`, args: [scope, scope, 1_000] }),
-      );
+      const runs = [0, 1].map((n) => client.workflow.start('guardedRun', { taskQueue, workflowId: `otel-${n}-${randomUUID()}`, args: [scope, scope, 1_000] }));
       const handles = await Promise.all(runs);
       return (await Promise.all(handles.map((h) => h.result()))) as JobResult[];
     });

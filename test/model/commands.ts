@@ -38,14 +38,21 @@ function fail(what: string, expected: unknown, actual: unknown): never {
 }
 
 class Acquire implements Command {
-  constructor(readonly target: number, readonly holder: number, readonly via: number) {}
+  constructor(
+    readonly target: number,
+    readonly holder: number,
+    readonly via: number,
+  ) {}
   check = () => true;
   async run(m: ProtocolModel, r: RealSystem) {
     const holder = HOLDERS[this.holder];
     const prior = m.locks.get(model.lockId(TARGETS[this.target]));
     const expected = model.acquire(m, this.target, holder);
     const afterOwnCommit = expected.kind === 'acquired' && prior === undefined && m.fences.has(model.lockId(TARGETS[this.target]));
-    note(r, afterOwnCommit ? 'acquired again after an earlier holder' : expected.kind === 'held' && expected.sameHolder ? 'held by the same holder' : expected.kind);
+    note(
+      r,
+      afterOwnCommit ? 'acquired again after an earlier holder' : expected.kind === 'held' && expected.sameHolder ? 'held by the same holder' : expected.kind,
+    );
     const outcome = await r.guards[this.via].acquire({ ...TARGETS[this.target], holder });
     if (outcome.kind !== expected.kind) fail(`acquire(${label(this.target)}).kind`, expected.kind, outcome.kind);
     if (outcome.kind === 'fast-forward' && expected.kind === 'fast-forward') {
@@ -76,7 +83,10 @@ class Acquire implements Command {
  * any): a holder that is still working but no longer owns its lock.
  */
 abstract class OnLease implements Command {
-  constructor(readonly pick: number, readonly stale: boolean) {}
+  constructor(
+    readonly pick: number,
+    readonly stale: boolean,
+  ) {}
   check = (m: Readonly<ProtocolModel>) => model.running(m as ProtocolModel).length > 0;
   protected lease(m: ProtocolModel) {
     const live = model.running(m);
@@ -89,7 +99,11 @@ abstract class OnLease implements Command {
 }
 
 class Commit extends OnLease {
-  constructor(pick: number, stale: boolean, readonly bytes: Uint8Array) {
+  constructor(
+    pick: number,
+    stale: boolean,
+    readonly bytes: Uint8Array,
+  ) {
     super(pick, stale);
   }
   override async run(m: ProtocolModel, r: RealSystem) {
@@ -155,7 +169,10 @@ async function expireNow(redis: Redis, key: string): Promise<void> {
  * once: the common way a still-running holder goes stale.
  */
 class ExpireLock implements Command {
-  constructor(readonly target: number, readonly takeOver: readonly [number, number] | null) {}
+  constructor(
+    readonly target: number,
+    readonly takeOver: readonly [number, number] | null,
+  ) {}
   check = () => true;
   async run(m: ProtocolModel, r: RealSystem) {
     model.expireLock(m, this.target);
@@ -244,7 +261,8 @@ export async function verifyRedis(m: ProtocolModel, r: RealSystem): Promise<void
       if (value !== null) fail(where, 'no artifact', hex(value));
     } else {
       const record = value === null ? undefined : parseArtifact(value);
-      if (record === undefined || hex(record.payload) !== hex(bytes) || record.argsHash !== '') fail(where, { payload: hex(bytes), argsHash: '' }, value && hex(value));
+      if (record === undefined || hex(record.payload) !== hex(bytes) || record.argsHash !== '')
+        fail(where, { payload: hex(bytes), argsHash: '' }, value && hex(value));
       if (!(pttl > 0)) fail(`${where} TTL`, '> 0', pttl);
     }
   });

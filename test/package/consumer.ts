@@ -49,11 +49,7 @@ export function writeConsumer(dir: string, tarball: string, versions: ConsumerVe
     ),
     // The classic setup: `module: commonjs` alone means node10 resolution, which ignores the
     // exports map; @tsconfig/node14 and the Temporal samples built on it use it.
-    'tsconfig.node10.json': JSON.stringify(
-      { extends: './tsconfig.json', compilerOptions: { module: 'commonjs', moduleResolution: 'node10' } },
-      null,
-      2,
-    ),
+    'tsconfig.node10.json': JSON.stringify({ extends: './tsconfig.json', compilerOptions: { module: 'commonjs', moduleResolution: 'node10' } }, null, 2),
     'src/workflows.ts': WORKFLOWS_TS,
     'src/check.ts': CHECK_TS,
     'entries.js': ENTRIES_JS,

@@ -41,7 +41,9 @@ function consumerVersions(): ConsumerVersions {
 
 /** Every file an exports map points at, e.g. `dist/workflow/index.d.ts`. */
 function exportTargets(map: Record<string, string | Record<string, string>>): string[] {
-  return Object.values(map).flatMap((target) => (typeof target === 'string' ? [target] : Object.values(target))).map((t) => t.replace(/^\.\//, ''));
+  return Object.values(map)
+    .flatMap((target) => (typeof target === 'string' ? [target] : Object.values(target)))
+    .map((t) => t.replace(/^\.\//, ''));
 }
 
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -68,7 +70,10 @@ describe('the packed package in a fresh project', () => {
 
   it('packs the built JS, its .d.ts, the Lua scripts, LICENSE and README, and no sources or tests', () => {
     const files = packed.files.map((f) => f.path).sort();
-    const lua = (dir: string) => readdirSync(join(root, 'src', dir, 'scripts')).filter((f) => f.endsWith('.lua')).map((f) => `dist/${dir}/scripts/${f}`);
+    const lua = (dir: string) =>
+      readdirSync(join(root, 'src', dir, 'scripts'))
+        .filter((f) => f.endsWith('.lua'))
+        .map((f) => `dist/${dir}/scripts/${f}`);
     const scripts = [...lua('core'), ...lua('cli')];
     expect(scripts.length).toBeGreaterThan(5);
     const required = [

@@ -81,7 +81,9 @@ describe('security: one Redis user per namespace', () => {
       }
       expect(outcomes).toEqual(Object.fromEntries(Object.keys(attempts).map((name) => [name, 'denied'])));
       // Through the guard too: a tenant-b guard asking for default's scope is refused, nothing written.
-      const guarded = await new FireOnceGuard({ redis: tenant, keyPrefix: prefix }).acquire({ scope: 'bystander', step: 'report', jobType: 'report' }).catch((e: unknown) => e);
+      const guarded = await new FireOnceGuard({ redis: tenant, keyPrefix: prefix })
+        .acquire({ scope: 'bystander', step: 'report', jobType: 'report' })
+        .catch((e: unknown) => e);
       expect((guarded as Error).message).toMatch(/NOPERM/);
     } finally {
       tenant.disconnect();

@@ -105,7 +105,7 @@ describe('security: least-privilege Redis ACL', () => {
         'PUBLISH on its invalidation channel': () => redis.publish(otherGuard.keys.invalidations(), artifactKey),
         'SCAN the keyspace': () => redis.scan('0', 'MATCH', '*'),
         'KEYS *': () => redis.keys('*'),
-        'FLUSHALL': () => redis.flushall(),
+        FLUSHALL: () => redis.flushall(),
         'CONFIG GET': () => redis.config('GET', 'requirepass'),
       };
       const outcomes: Record<string, string> = {};
@@ -117,7 +117,9 @@ describe('security: least-privilege Redis ACL', () => {
       }
       expect(outcomes).toEqual(Object.fromEntries(Object.keys(attempts).map((name) => [name, 'denied'])));
 
-      const guarded = await new FireOnceGuard({ redis, keyPrefix: other }).acquire({ scope: 'bystander', step: 'report', jobType: 'report' }).catch((e: unknown) => e);
+      const guarded = await new FireOnceGuard({ redis, keyPrefix: other })
+        .acquire({ scope: 'bystander', step: 'report', jobType: 'report' })
+        .catch((e: unknown) => e);
       expect(guarded).toBeInstanceOf(FireOnceStoreUnavailable);
       expect((guarded as Error).message).toMatch(/NOPERM/);
       const external = await new FireOnceGuard({ redis, keyPrefix: tenant })

@@ -78,8 +78,14 @@ describe('security: no payloads in logs or errors', () => {
   async function observable(): Promise<string> {
     const errors = thrown.map((err) => {
       const parts: string[] = [];
-      for (let e = err as (Error & { type?: string; details?: unknown; context?: unknown }) | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
-        parts.push(`${e.name} ${e.type ?? ''} ${e.message} ${JSON.stringify(e.details ?? null, jsonSafe)} ${JSON.stringify(e.context ?? null, jsonSafe)} ${e.stack ?? ''}`);
+      for (
+        let e = err as (Error & { type?: string; details?: unknown; context?: unknown }) | undefined, depth = 0;
+        e && depth < 5;
+        e = e.cause as typeof e, depth++
+      ) {
+        parts.push(
+          `${e.name} ${e.type ?? ''} ${e.message} ${JSON.stringify(e.details ?? null, jsonSafe)} ${JSON.stringify(e.context ?? null, jsonSafe)} ${e.stack ?? ''}`,
+        );
       }
       return parts.join('\ncaused by ');
     });
@@ -92,7 +98,10 @@ describe('security: no payloads in logs or errors', () => {
     const text = await observable();
     const tokens = await Promise.all((await scanKeys(redis, `${prefix}:*:lock:*`)).map((key) => lockToken(redis, key)));
     const leaks = [secret, ...tokens.filter((t): t is string => Boolean(t))].flatMap((needle) =>
-      text.split('\n').filter((line) => line.includes(needle)).map((line) => line.slice(0, 300)),
+      text
+        .split('\n')
+        .filter((line) => line.includes(needle))
+        .map((line) => line.slice(0, 300)),
     );
     expect(leaks).toEqual([]);
     expect(logger.entries.length).toBeGreaterThan(0); // the guard did log, so the check has teeth
@@ -106,7 +115,9 @@ describe('security: no payloads in logs or errors', () => {
   });
 
   it('failure path (the job throws; the lock is released): no secret, no lock token', async () => {
-    const run = worker({ job: fireOnce(async (_s: string, _a: unknown): Promise<string> => Promise.reject(new Error('upstream refused the request')), scopeOf) });
+    const run = worker({
+      job: fireOnce(async (_s: string, _a: unknown): Promise<string> => Promise.reject(new Error('upstream refused the request')), scopeOf),
+    });
     expect((await run('job', args('s'))).error).toBeInstanceOf(Error);
     await expectNothingLeaked();
   });
@@ -125,7 +136,10 @@ describe('security: no payloads in logs or errors', () => {
     let started!: () => void;
     const holderStarted = new Promise<void>((resolve) => (started = resolve));
     const body = async (_s: string, a: { apiKey: string }) => (started(), await gate, { token: a.apiKey });
-    const run = worker({ holder: fireOnce(body, { ...scopeOf, step: 'dispatch' }), failing: fireOnce(body, { ...scopeOf, step: 'dispatch', onInFlight: 'fail' }) });
+    const run = worker({
+      holder: fireOnce(body, { ...scopeOf, step: 'dispatch' }),
+      failing: fireOnce(body, { ...scopeOf, step: 'dispatch', onInFlight: 'fail' }),
+    });
     const holding = run('holder', args('s'));
     await holderStarted;
     expect(((await run('failing', args('s'))).error as { type?: string }).type).toBe('FireOnceInFlight');
@@ -136,7 +150,10 @@ describe('security: no payloads in logs or errors', () => {
   });
 
   it('result over maxArtifactBytes (delivered, logged as FireOnceArtifactTooLarge): no secret, no lock token', async () => {
-    const run = worker({ job: fireOnce(async (_s: string, a: { apiKey: string }) => ({ token: a.apiKey, pad: 'x'.repeat(4_000) }), scopeOf) }, { maxArtifactBytes: 1_024 });
+    const run = worker(
+      { job: fireOnce(async (_s: string, a: { apiKey: string }) => ({ token: a.apiKey, pad: 'x'.repeat(4_000) }), scopeOf) },
+      { maxArtifactBytes: 1_024 },
+    );
     expect((await run('job', args('s'))).error).toBeUndefined();
     expect(logger.text()).toMatch(/FireOnceArtifactTooLarge/);
     await expectNothingLeaked();
@@ -145,15 +162,12 @@ describe('security: no payloads in logs or errors', () => {
   it('lease lost mid-dispatch (FireOnceLockLost): no secret, no lock token', async () => {
     const run = worker(
       {
-        job: fireOnce(
-          async (_s: string, _a: { apiKey: string }) => {
-            const { signal, lockKey } = fireOnceContext();
-            await writeLock(redis, lockKey, 'stolen-by-another-holder');
-            await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
-            throw signal.reason;
-          },
-          scopeOf,
-        ),
+        job: fireOnce(async (_s: string, _a: { apiKey: string }) => {
+          const { signal, lockKey } = fireOnceContext();
+          await writeLock(redis, lockKey, 'stolen-by-another-holder');
+          await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
+          throw signal.reason;
+        }, scopeOf),
       },
       { leaseMs: 90 },
     );

@@ -14,14 +14,32 @@ function makeCertificates(dir: string) {
   const sign = (name: string, subject: string, extensions: string) => {
     openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subject);
     writeFileSync(join(dir, `${name}.ext`), extensions);
-    openssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', '1', '-extfile', `${name}.ext`);
+    openssl(
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      `${name}.crt`,
+      '-days',
+      '1',
+      '-extfile',
+      `${name}.ext`,
+    );
   };
   try {
     openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '1', '-subj', '/CN=fire-once test CA');
     sign('server', '/CN=127.0.0.1', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
     sign('client', '/CN=fire-once-worker', 'extendedKeyUsage=clientAuth\n');
   } catch (err) {
-    throw new Error(`openssl failed; install it (Debian/Ubuntu: apt-get install -y openssl): ${(err as { stderr?: Buffer }).stderr?.toString() ?? String(err)}`);
+    throw new Error(
+      `openssl failed; install it (Debian/Ubuntu: apt-get install -y openssl): ${(err as { stderr?: Buffer }).stderr?.toString() ?? String(err)}`,
+    );
   }
   const read = (file: string) => readFileSync(join(dir, file));
   return { ca: read('ca.crt'), clientCert: read('client.crt'), clientKey: read('client.key'), file: (name: string) => join(dir, name) };
@@ -52,8 +70,14 @@ describe('security: TLS (rediss://)', () => {
     certDir = mkdtempSync(join(tmpdir(), 'fire-once-tls-'));
     certs = makeCertificates(certDir);
     const tlsArgs = (authClients: string) => [
-      '--tls-cert-file', certs.file('server.crt'), '--tls-key-file', certs.file('server.key'),
-      '--tls-ca-cert-file', certs.file('ca.crt'), '--tls-auth-clients', authClients,
+      '--tls-cert-file',
+      certs.file('server.crt'),
+      '--tls-key-file',
+      certs.file('server.key'),
+      '--tls-ca-cert-file',
+      certs.file('ca.crt'),
+      '--tls-auth-clients',
+      authClients,
     ];
     srv = await spawnRedisServer(tlsArgs('no'), { tls: true });
     mutual = await spawnRedisServer(tlsArgs('yes'), { tls: true });
@@ -104,7 +128,9 @@ describe('security: TLS (rediss://)', () => {
     const plaintext = new Redis(`redis://127.0.0.1:${srv.port}`, { maxRetriesPerRequest: 1, disconnectTimeout: 100 });
     plaintext.on('error', () => undefined);
     open.push(plaintext);
-    const err = await new FireOnceGuard({ redis: plaintext, keyPrefix: prefix, storeTimeoutMs: 1_000 }).acquire({ scope: 's', step: 'x', jobType: 'x' }).catch((e: unknown) => e);
+    const err = await new FireOnceGuard({ redis: plaintext, keyPrefix: prefix, storeTimeoutMs: 1_000 })
+      .acquire({ scope: 's', step: 'x', jobType: 'x' })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
   });
 
@@ -114,7 +140,9 @@ describe('security: TLS (rediss://)', () => {
     const outcome = await guard.acquire({ scope: 's', step: 'x', jobType: 'x' });
     expect(outcome.kind).toBe('acquired');
     const withoutCert = connect(mutual, { ca: certs.ca });
-    const err = await new FireOnceGuard({ redis: withoutCert, keyPrefix: prefix, storeTimeoutMs: 1_000 }).acquire({ scope: 's', step: 'y', jobType: 'y' }).catch((e: unknown) => e);
+    const err = await new FireOnceGuard({ redis: withoutCert, keyPrefix: prefix, storeTimeoutMs: 1_000 })
+      .acquire({ scope: 's', step: 'y', jobType: 'y' })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
   });
 });

@@ -59,7 +59,9 @@ export async function runWorkerScenario(options: {
     summarise: fireOnce(
       async (scope: string) => {
         await admin.incr(counterKey);
-        renewed = await fireOnceContext().renew().catch((e: unknown) => e);
+        renewed = await fireOnceContext()
+          .renew()
+          .catch((e: unknown) => e);
         started();
         await holderMayFinish;
         return `summary of ${scope}`;

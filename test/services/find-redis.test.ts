@@ -76,7 +76,13 @@ describe('finding Redis', () => {
 
   it('spawns redis-server from PATH when REDIS_URL is unset', async () => {
     const found = resultOf(await runScript(SCRIPT, ['--embedded'], { REDIS_URL: undefined }));
-    expect(found).toEqual({ url: expect.stringMatching(/^redis:\/\/127\.0\.0\.1:\d+$/), source: 'path', spawned: true, description: `redis-server from PATH (${systemRedisServer})`, pong: 'PONG' });
+    expect(found).toEqual({
+      url: expect.stringMatching(/^redis:\/\/127\.0\.0\.1:\d+$/),
+      source: 'path',
+      spawned: true,
+      description: `redis-server from PATH (${systemRedisServer})`,
+      pong: 'PONG',
+    });
     expect(await answers(found.url)).toBe(false); // stopped with the script
   });
 
@@ -124,7 +130,9 @@ describe('finding Redis', () => {
     expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: '' });
     const services = run.stdout.split('\n').filter((line) => line.startsWith('services: '));
     expect(services).toEqual([
-      expect.stringMatching(new RegExp(`^services: redis redis://127\\.0\\.0\\.1:\\d+ \\(embedded: redis-memory-server running ${systemRedisServer}\\), temporal `)),
+      expect.stringMatching(
+        new RegExp(`^services: redis redis://127\\.0\\.0\\.1:\\d+ \\(embedded: redis-memory-server running ${systemRedisServer}\\), temporal `),
+      ),
     ]);
     expect(run.stdout).toMatch(/│ guarded +│ 8 +│ 1 +│/);
     expect(await answers(/redis:\/\/[\d.]+:\d+/.exec(services[0])![0])).toBe(false);

@@ -52,7 +52,11 @@ describe('Temporal features: adopting and removing the plugin', () => {
     const worker = await Worker.create(
       kind !== 'plugin'
         ? { ...common, workflowBundle: bundles[kind]! }
-        : { ...common, workflowBundle: base.workflowBundle, plugins: [new FireOncePlugin({ redis: harness.redis, keyPrefix: ctx.prefix, pollIntervalMs: 50 })] },
+        : {
+            ...common,
+            workflowBundle: base.workflowBundle,
+            plugins: [new FireOncePlugin({ redis: harness.redis, keyPrefix: ctx.prefix, pollIntervalMs: 50 })],
+          },
     );
     return worker.runUntil(scenario());
   }
@@ -66,7 +70,10 @@ describe('Temporal features: adopting and removing the plugin', () => {
     ];
   }
 
-  const pluginReplay = (ctx: FeatureContext): ReplayWorkerOptions => ({ workflowsPath, plugins: [new FireOncePlugin({ redis: harness.redis, keyPrefix: ctx.prefix })] });
+  const pluginReplay = (ctx: FeatureContext): ReplayWorkerOptions => ({
+    workflowsPath,
+    plugins: [new FireOncePlugin({ redis: harness.redis, keyPrefix: ctx.prefix })],
+  });
 
   it('replay: histories recorded without the plugin replay with it (and without it), with no nondeterminism', async () => {
     const fx = context();
@@ -137,7 +144,9 @@ describe('Temporal features: adopting and removing the plugin', () => {
     const { ctx } = fx;
     return onWorker(fx, 'bare', {}, async () => {
       const handle = await ctx.start('dispatchRun', [scope, 10]);
-      await waitUntil('dispatchJob to be scheduled', async () => ((await handle.fetchHistory()).events ?? []).some((e) => e.activityTaskScheduledEventAttributes));
+      await waitUntil('dispatchJob to be scheduled', async () =>
+        ((await handle.fetchHistory()).events ?? []).some((e) => e.activityTaskScheduledEventAttributes),
+      );
       return handle;
     });
   }

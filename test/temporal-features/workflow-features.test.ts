@@ -14,7 +14,10 @@ describe('Temporal features: the guarded job dispatches once', () => {
       const scope = newScope('can');
       const runs = await (await ctx.start('continueAsNewRun', [scope, 50, 3, []])).result();
       expect(runs.map((r) => r.inheritedScope)).toEqual([undefined, scope, scope]); // only the first set it
-      oneResult(runs.map((r) => r.result), scope);
+      oneResult(
+        runs.map((r) => r.result),
+        scope,
+      );
       expect(await ctx.count('dispatchJob', scope)).toBe(1);
     }));
 
@@ -23,7 +26,10 @@ describe('Temporal features: the guarded job dispatches once', () => {
       const scope = newScope('child');
       const children = await (await ctx.start('parentRun', [scope, 500, 3])).result();
       expect(children.map((c) => c.inheritedScope)).toEqual([scope, scope, scope]);
-      oneResult(children.map((c) => c.result), scope);
+      oneResult(
+        children.map((c) => c.result),
+        scope,
+      );
       expect(await ctx.count('dispatchJob', scope)).toBe(1);
     }));
 

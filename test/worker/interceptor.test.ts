@@ -160,7 +160,9 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
 
   it('fails a missing scope with non-retryable FireOnceMissingScope naming the activity, dispatching nothing', async () => {
     const activities = { job: fireOnce(async () => redis.incr(counterKey())) };
-    const err = await envFor(activities, 'job').run(activities.job).catch((e: unknown) => e);
+    const err = await envFor(activities, 'job')
+      .run(activities.job)
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ApplicationFailure);
     expect((err as ApplicationFailure).type).toBe('FireOnceMissingScope');
     expect((err as ApplicationFailure).nonRetryable).toBe(true);
@@ -170,7 +172,9 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
 
   it('refuses an unserialisable result with non-retryable FireOnceUnstorableResult and keeps the lock', async () => {
     const activities = { job: guarded(async () => ({ big: 1n })) };
-    const err = await envFor(activities, 'job').run(activities.job, 's').catch((e: unknown) => e);
+    const err = await envFor(activities, 'job')
+      .run(activities.job, 's')
+      .catch((e: unknown) => e);
     expect((err as ApplicationFailure).type).toBe('FireOnceUnstorableResult');
     expect((err as ApplicationFailure).nonRetryable).toBe(true);
     expect(await redis.exists(guard.keys.lock('s', 'job'))).toBe(1);
@@ -179,7 +183,9 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
   it('fails a corrupt artifact with non-retryable FireOnceCorruptArtifact and does not dispatch', async () => {
     await writeArtifact(redis, guard.keys.artifact('s', 'job'), Buffer.from([0xff, 0xff, 0xff]));
     const activities = { job: guarded(async () => 'x') };
-    const err = await envFor(activities, 'job').run(activities.job, 's').catch((e: unknown) => e);
+    const err = await envFor(activities, 'job')
+      .run(activities.job, 's')
+      .catch((e: unknown) => e);
     expect((err as ApplicationFailure).type).toBe('FireOnceCorruptArtifact');
     expect(await count()).toBe(0);
     expect(await redis.exists(guard.keys.artifact('s', 'job'))).toBe(1);

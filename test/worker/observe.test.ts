@@ -59,7 +59,16 @@ describe('dispatch log and metrics', () => {
     const entries = await redis.xrange(guard.keys.log(), '-', '+');
     const events = entries.map(([, fields]) => parseEvent(fields));
     expect(events.map((e) => e.decision)).toEqual(['dispatched', 'committed', 'fast-forwarded']);
-    expect(events[0]).toMatchObject({ scope: 'session-7', step: 'job', jobType: 'job', workflowId: 'wf-1', runId: 'run-1', activityId: 'act-1', attempt: 1, namespace: 'default' });
+    expect(events[0]).toMatchObject({
+      scope: 'session-7',
+      step: 'job',
+      jobType: 'job',
+      workflowId: 'wf-1',
+      runId: 'run-1',
+      activityId: 'act-1',
+      attempt: 1,
+      namespace: 'default',
+    });
     expect(events[1].fencingToken).toBe(events[0].fencingToken);
     expect(events[0].fencingToken).toBeGreaterThan(1e15); // the server clock, in microseconds
     expect(events[0].holder).toMatch(/^[0-9a-f]{12}$/);

@@ -11,7 +11,14 @@ const xorCodec: PayloadCodec = {
   async encode(payloads: Payload[]) {
     return payloads.map((p) => ({
       metadata: { encoding: new TextEncoder().encode('binary/xor') },
-      data: Uint8Array.from(Buffer.from(JSON.stringify({ m: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v).toString('base64')])), d: Buffer.from(p.data ?? []).toString('base64') })).map((b) => b ^ 0x5a)),
+      data: Uint8Array.from(
+        Buffer.from(
+          JSON.stringify({
+            m: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
+            d: Buffer.from(p.data ?? []).toString('base64'),
+          }),
+        ).map((b) => b ^ 0x5a),
+      ),
     }));
   },
   async decode(payloads: Payload[]) {
@@ -69,10 +76,14 @@ describe('production semantics (MockActivityEnvironment, real Redis)', () => {
     });
 
     it("shares the first call's outcome with onConflict: 'ignore', or when only conflictKey must match", async () => {
-      const ignoring = { job: fireOnce(async (s: string, t: string) => (await redis.incr(counterKey()), `${s}:${t}`), { scope: ([s]) => s, onConflict: 'ignore' }) };
+      const ignoring = {
+        job: fireOnce(async (s: string, t: string) => (await redis.incr(counterKey()), `${s}:${t}`), { scope: ([s]) => s, onConflict: 'ignore' }),
+      };
       await run(ignoring, 'job', ['s1', 'a']);
       expect(await run(ignoring, 'job', ['s1', 'b'])).toBeInstanceOf(RawValue);
-      const keyed = { job: fireOnce(async (s: string, t: string) => (await redis.incr(counterKey()), `${s}:${t}`), { scope: ([s]) => s, conflictKey: ([s]) => s }) };
+      const keyed = {
+        job: fireOnce(async (s: string, t: string) => (await redis.incr(counterKey()), `${s}:${t}`), { scope: ([s]) => s, conflictKey: ([s]) => s }),
+      };
       const first = await run(keyed, 'job', ['s2', 'a']);
       const second = await run(keyed, 'job', ['s2', 'b']);
       expect(defaultPayloadConverter.fromPayload((second as RawValue).payload)).toBe(defaultPayloadConverter.fromPayload((first as RawValue).payload));

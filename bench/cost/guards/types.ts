@@ -12,10 +12,7 @@ export interface BenchStep {
 }
 
 /** What a guarded dispatch came to. */
-export type Decision =
-  | { readonly kind: 'ran'; readonly value: string }
-  | { readonly kind: 'fast-forward'; readonly value: string }
-  | { readonly kind: 'held' };
+export type Decision = { readonly kind: 'ran'; readonly value: string } | { readonly kind: 'fast-forward'; readonly value: string } | { readonly kind: 'held' };
 
 /**
  * One guard under test, all doing the same job: check the artifact, take the lock, run the

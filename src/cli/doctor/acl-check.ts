@@ -84,7 +84,11 @@ export async function checkAcl(node: DoctorNode, prefix: string, aclUser: string
     ['acl-cli', CLI_NEEDS, 'warn', 'the fire-once CLI'],
   ] as const) {
     const names = Object.keys(needs);
-    const allowed = await permitted(node.client, names.map((name) => needs[name](probe)), aclUser);
+    const allowed = await permitted(
+      node.client,
+      names.map((name) => needs[name](probe)),
+      aclUser,
+    );
     if (typeof allowed === 'string' && aclUser === undefined && /^NOPERM/.test(allowed)) {
       // The check itself is a script: a user that may not EVAL cannot run the guard's scripts either.
       results.push(
@@ -104,12 +108,18 @@ export async function checkAcl(node: DoctorNode, prefix: string, aclUser: string
       results.push(verdict(check as CheckName, 'ok', `user ${user} may run everything ${who} needs on ${prefix}:*`, at));
       continue;
     }
-    const consequence = check === 'acl-worker' ? 'a worker as this user cannot guard (it refuses to start or fails closed)' : 'these commands will fail with NOPERM';
+    const consequence =
+      check === 'acl-worker' ? 'a worker as this user cannot guard (it refuses to start or fails closed)' : 'these commands will fail with NOPERM';
     results.push(
-      verdict(check as CheckName, missingStatus, `user ${user} may not run ${missing.map((m) => `+${m}`).join(' ')} on ${prefix}:*, which ${who} needs: ${consequence}`, {
-        ...at,
-        fix: `ACL SETUSER ${user} ${missing.map((m) => `+${m}`).join(' ')} (keys ~${prefix}:*, channels &${prefix}:*)`,
-      }),
+      verdict(
+        check as CheckName,
+        missingStatus,
+        `user ${user} may not run ${missing.map((m) => `+${m}`).join(' ')} on ${prefix}:*, which ${who} needs: ${consequence}`,
+        {
+          ...at,
+          fix: `ACL SETUSER ${user} ${missing.map((m) => `+${m}`).join(' ')} (keys ~${prefix}:*, channels &${prefix}:*)`,
+        },
+      ),
     );
   }
   return results;

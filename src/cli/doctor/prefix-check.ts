@@ -64,9 +64,14 @@ export async function checkPrefixes(primaries: readonly DoctorNode[], expected: 
     .map(([prefix, { keys, namespaces }]) => `${prefix} (${keys} keys${namespaces.size > 0 ? `; namespaces ${[...namespaces].sort().join(', ')}` : ''})`);
   if (legacy.size > 0) {
     const prefixes = [...legacy].sort().join(', ');
-    return verdict('prefixes', 'warn', `keys of 0.1 (protocol v2) under ${prefixes}, which 0.2 never reads${found.length > 0 ? `; guard prefixes: ${found.join(', ')}` : ''}`, {
-      fix: `stop the 0.1 workers, then run npx fire-once migrate --prefix <prefix> for each (README, "Upgrading from 0.1")`,
-    });
+    return verdict(
+      'prefixes',
+      'warn',
+      `keys of 0.1 (protocol v2) under ${prefixes}, which 0.2 never reads${found.length > 0 ? `; guard prefixes: ${found.join(', ')}` : ''}`,
+      {
+        fix: `stop the 0.1 workers, then run npx fire-once migrate --prefix <prefix> for each (README, "Upgrading from 0.1")`,
+      },
+    );
   }
   if (!counts.has(expected)) {
     return verdict('prefixes', 'warn', `no key under --prefix ${expected} in ${coverage}${found.length > 0 ? `; found ${found.join(', ')}` : ''}`, {

@@ -32,7 +32,12 @@ export function replicasOf(node: DoctorNode): ReplicaState[] {
   for (const [field, value] of node.info) {
     if (!/^slave\d+$/.test(field)) continue;
     const f = Object.fromEntries(value.split(',').map((kv) => kv.split('=') as [string, string]));
-    replicas.push({ address: `${f.ip}:${f.port}`, state: f.state ?? 'unknown', behindBytes: Math.max(0, masterOffset - Number(f.offset ?? 0)), lagS: Number(f.lag ?? 0) });
+    replicas.push({
+      address: `${f.ip}:${f.port}`,
+      state: f.state ?? 'unknown',
+      behindBytes: Math.max(0, masterOffset - Number(f.offset ?? 0)),
+      lagS: Number(f.lag ?? 0),
+    });
   }
   return replicas;
 }
@@ -61,10 +66,15 @@ function replicaHealth(node: DoctorNode, replicas: readonly ReplicaState[]): Ver
   const described = replicas.map((r) => `${r.address} ${r.state}, lag ${r.lagS} s, ${r.behindBytes} bytes behind`).join('; ');
   const unwell = replicas.filter((r) => r.state !== 'online' || r.lagS > REPLICA_LAG_LIMIT_S);
   if (unwell.length > 0) {
-    return verdict('replicas', 'fail', `${unwell.length} of ${replicas.length} replica(s) not online or lagging more than ${REPLICA_LAG_LIMIT_S} s (${described}): a failover to one loses the locks it has not received`, {
-      ...at,
-      fix: 'find why the replica lags (network, load, a full output buffer) before relying on a failover',
-    });
+    return verdict(
+      'replicas',
+      'fail',
+      `${unwell.length} of ${replicas.length} replica(s) not online or lagging more than ${REPLICA_LAG_LIMIT_S} s (${described}): a failover to one loses the locks it has not received`,
+      {
+        ...at,
+        fix: 'find why the replica lags (network, load, a full output buffer) before relying on a failover',
+      },
+    );
   }
   return verdict('replicas', 'ok', `${replicas.length} replica(s) online (${described})`, at);
 }
@@ -88,16 +98,32 @@ async function minReplicas(node: DoctorNode, replicas: readonly ReplicaState[]):
   const fix = 'min-replicas-to-write 1 and min-replicas-max-lag 10';
   if (replicas.length === 0) {
     if (setting !== undefined && setting > 0) {
-      return verdict('min-replicas', 'warn', `min-replicas-to-write ${setting} with no replica: the primary refuses every write (NOREPLICAS) and the guard fails closed`, at);
+      return verdict(
+        'min-replicas',
+        'warn',
+        `min-replicas-to-write ${setting} with no replica: the primary refuses every write (NOREPLICAS) and the guard fails closed`,
+        at,
+      );
     }
     return verdict('min-replicas', 'ok', 'min-replicas-to-write is not needed without replicas', at);
   }
-  if (setting === undefined) return verdict('min-replicas', 'unknown', `min-replicas-to-write could not be read (${read.value === undefined ? read.reasons.join('; ') : ''})`, at);
+  if (setting === undefined)
+    return verdict('min-replicas', 'unknown', `min-replicas-to-write could not be read (${read.value === undefined ? read.reasons.join('; ') : ''})`, at);
   if (setting === 0) {
-    return verdict('min-replicas', 'fail', 'min-replicas-to-write is 0: a primary cut off from its replicas keeps granting locks that a failover then throws away', { ...at, fix });
+    return verdict(
+      'min-replicas',
+      'fail',
+      'min-replicas-to-write is 0: a primary cut off from its replicas keeps granting locks that a failover then throws away',
+      { ...at, fix },
+    );
   }
   if (good !== undefined && Number(good) < setting) {
-    return verdict('min-replicas', 'warn', `min-replicas-to-write ${setting} but only ${good} replica(s) in time: the primary refuses writes now (NOREPLICAS) and the guard fails closed`, at);
+    return verdict(
+      'min-replicas',
+      'warn',
+      `min-replicas-to-write ${setting} but only ${good} replica(s) in time: the primary refuses writes now (NOREPLICAS) and the guard fails closed`,
+      at,
+    );
   }
   return verdict('min-replicas', 'ok', `min-replicas-to-write ${setting}: a primary cut off from its replicas stops taking writes`, at);
 }

@@ -30,7 +30,12 @@ export async function checkScripts(node: DoctorNode): Promise<Verdict> {
   try {
     const cached = (await node.client.call('SCRIPT', 'EXISTS', ...scripts.map((s) => s.sha))) as number[];
     const names = scripts.filter((_, i) => cached[i] === 1).map((s) => s.command);
-    return verdict('scripts', 'ok', `EVAL runs; ${names.length} of ${scripts.length} guard scripts cached${names.length > 0 ? ` (${names.join(', ')})` : ''}; the others load on first use`, at);
+    return verdict(
+      'scripts',
+      'ok',
+      `EVAL runs; ${names.length} of ${scripts.length} guard scripts cached${names.length > 0 ? ` (${names.join(', ')})` : ''}; the others load on first use`,
+      at,
+    );
   } catch (err) {
     return verdict('scripts', 'ok', `EVAL runs; the script cache could not be listed (${replyErrorMessage(err)})`, at);
   }

@@ -18,8 +18,7 @@ export interface SettingSource {
 
 /** A setting as read, or every reason it could not be. */
 export type SettingRead =
-  | { readonly value: string; readonly source: 'INFO' | 'CONFIG GET' }
-  | { readonly value: undefined; readonly reasons: readonly string[] };
+  { readonly value: string; readonly source: 'INFO' | 'CONFIG GET' } | { readonly value: undefined; readonly reasons: readonly string[] };
 
 /**
  * Read one setting of `node`: from `INFO` first, then from `CONFIG GET`. INFO comes first because

@@ -30,7 +30,15 @@ describe('fire-once doctor and ACL users', () => {
   it('as the documented worker user: acl-worker ok, acl-cli warns what the CLI lacks, the fsync policy is unknown (CONFIG denied): exit 7', async () => {
     await s.admin.call('ACL', 'LOG', 'RESET');
     const report = await doctorJson(url(ACL_USER, 'pw'), ['--prefix', prefix]);
-    expect(statuses(report)).toMatchObject({ version: 'ok', eviction: 'ok', persistence: 'unknown', 'acl-worker': 'ok', 'acl-cli': 'warn', scripts: 'ok', prefixes: 'warn' });
+    expect(statuses(report)).toMatchObject({
+      version: 'ok',
+      eviction: 'ok',
+      persistence: 'unknown',
+      'acl-worker': 'ok',
+      'acl-cli': 'warn',
+      scripts: 'ok',
+      prefixes: 'warn',
+    });
     expect(verdictsOf(report, 'acl-worker')[0].message).toBe(`user ${ACL_USER} may run everything a worker needs on ${prefix}:*`);
     expect(verdictsOf(report, 'acl-cli')[0]).toMatchObject({
       message: expect.stringMatching(new RegExp(`^user ${ACL_USER} may not run \\+scan \\+type .*\\+llen \\+xrange \\+xrevrange on ${prefix}:\\*`)),
@@ -40,7 +48,11 @@ describe('fire-once doctor and ACL users', () => {
     expect(report.exitCode).toBe(EXIT.unchecked);
     // Asking is not running: ACL LOG holds only the reads doctor itself sends (and the user may
     // not run), none of the commands it asked about.
-    const denied = new Set(parseAclLog(await s.admin.call('ACL', 'LOG')).filter((d) => d.username === ACL_USER).map((d) => d.object));
+    const denied = new Set(
+      parseAclLog(await s.admin.call('ACL', 'LOG'))
+        .filter((d) => d.username === ACL_USER)
+        .map((d) => d.object),
+    );
     const doctorsOwn = new Set(['ping', 'config|get', 'dbsize', 'scan', 'script|exists', 'acl|whoami']);
     expect([...denied].filter((o) => !doctorsOwn.has(o))).toEqual([]);
     expect(denied.has('config|get')).toBe(true);
@@ -73,6 +85,9 @@ describe('fire-once doctor and ACL users', () => {
     expect(await s.admin.dbsize()).toBe(0); // nothing it asked about ran: no probe key, no log entry
     // The same user checked against another prefix: its key and channel patterns do not match.
     const other = await doctorJson(s.server.url, ['--prefix', 'other-app', '--acl-user', ACL_USER]);
-    expect(verdictsOf(other, 'acl-worker')[0]).toMatchObject({ status: 'fail', message: expect.stringMatching(/may not run \+evalsha \+eval \+get .* on other-app:\*/) });
+    expect(verdictsOf(other, 'acl-worker')[0]).toMatchObject({
+      status: 'fail',
+      message: expect.stringMatching(/may not run \+evalsha \+eval \+get .* on other-app:\*/),
+    });
   });
 });

@@ -27,15 +27,22 @@ describe('fire-once doctor on a Redis Cluster', () => {
     const uncovered = await doctorJson(node.server.url);
     expect(uncovered).toMatchObject({ topology: 'cluster', primaries: [`127.0.0.1:${node.server.port}`] });
     expect(verdictsOf(uncovered, 'cluster')).toEqual([
-      expect.objectContaining({ status: 'fail', message: expect.stringMatching(/^1 of 16384 slots have no master \(1 master\(s\) serve the rest; cluster_state:fail\)/) }),
+      expect.objectContaining({
+        status: 'fail',
+        message: expect.stringMatching(/^1 of 16384 slots have no master \(1 master\(s\) serve the rest; cluster_state:fail\)/),
+      }),
     ]);
     expect(uncovered.exitCode).toBe(EXIT.atRisk);
 
     await node.admin.call('CLUSTER', 'ADDSLOTS', '16383');
     await waitForState(node.admin, 'ok');
     const covered = await doctorJson(node.server.url);
-    expect(verdictsOf(covered, 'cluster')).toEqual([expect.objectContaining({ status: 'ok', message: 'all 16384 slots served by 1 master(s), cluster_state:ok' })]);
-    expect(covered.verdicts.filter((v) => v.status !== 'ok').map((v) => `${v.check}: ${v.message}`)).toEqual([expect.stringMatching(/^prefixes: no key under --prefix fire-once/)]);
+    expect(verdictsOf(covered, 'cluster')).toEqual([
+      expect.objectContaining({ status: 'ok', message: 'all 16384 slots served by 1 master(s), cluster_state:ok' }),
+    ]);
+    expect(covered.verdicts.filter((v) => v.status !== 'ok').map((v) => `${v.check}: ${v.message}`)).toEqual([
+      expect.stringMatching(/^prefixes: no key under --prefix fire-once/),
+    ]);
     expect(covered.exitCode).toBe(EXIT.ok);
   });
 });

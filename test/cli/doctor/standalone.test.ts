@@ -60,7 +60,11 @@ describe('fire-once doctor on a standalone Redis', () => {
     const report = await doctorJson(server.url);
     expect(report.exitCode).toBe(EXIT.atRisk);
     expect(verdictsOf(report, 'persistence')).toEqual([
-      expect.objectContaining({ status: 'fail', message: expect.stringMatching(/^AOF is off: a restart or crash of Redis loses every lock/), fix: expect.stringContaining('appendonly yes and appendfsync always') }),
+      expect.objectContaining({
+        status: 'fail',
+        message: expect.stringMatching(/^AOF is off: a restart or crash of Redis loses every lock/),
+        fix: expect.stringContaining('appendonly yes and appendfsync always'),
+      }),
     ]);
     expect(report.verdicts.filter((v) => v.status !== 'ok').map((v) => v.check)).toEqual(['persistence', 'prefixes']); // prefixes: warn, no key yet
     const human = await doctor(server.url);
@@ -71,7 +75,11 @@ describe('fire-once doctor on a standalone Redis', () => {
   it('AOF with appendfsync everysec: persistence fails (a host crash loses the last second); fix appendfsync always', async () => {
     const { server } = await spawn('--appendonly', 'yes', '--appendfsync', 'everysec');
     const [persistence] = verdictsOf(await doctorJson(server.url), 'persistence');
-    expect(persistence).toMatchObject({ status: 'fail', message: expect.stringContaining('appendfsync everysec: a crash of the host loses the last second or two'), fix: 'appendfsync always' });
+    expect(persistence).toMatchObject({
+      status: 'fail',
+      message: expect.stringContaining('appendfsync everysec: a crash of the host loses the last second or two'),
+      fix: 'appendfsync always',
+    });
   });
 
   it('volatile-lru: eviction fails (workers refuse to start), fix maxmemory-policy noeviction; exit 1', async () => {
@@ -79,7 +87,11 @@ describe('fire-once doctor on a standalone Redis', () => {
     const report = await doctorJson(server.url);
     expect(report.exitCode).toBe(EXIT.atRisk);
     expect(verdictsOf(report, 'eviction')).toEqual([
-      expect.objectContaining({ status: 'fail', message: expect.stringMatching(/^maxmemory-policy volatile-lru evicts live locks and artifacts/), fix: expect.stringMatching(/^maxmemory-policy noeviction/) }),
+      expect.objectContaining({
+        status: 'fail',
+        message: expect.stringMatching(/^maxmemory-policy volatile-lru evicts live locks and artifacts/),
+        fix: expect.stringMatching(/^maxmemory-policy noeviction/),
+      }),
     ]);
     // The same as a process, as a shell sees it: doctor itself runs on an evicting Redis.
     const run = await runCli(['doctor', '--redis', server.url]);
@@ -95,9 +107,15 @@ describe('fire-once doctor on a standalone Redis', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     const healthy = await doctorJson(primary.server.url);
-    expect(verdictsOf(healthy, 'replicas')).toEqual([expect.objectContaining({ status: 'ok', message: expect.stringMatching(/^1 replica\(s\) online \(127\.0\.0\.1:\d+ online, lag [01] s/) })]);
-    expect(verdictsOf(healthy, 'replica-sync')).toEqual([expect.objectContaining({ status: 'fail', message: expect.stringContaining('the guard does not wait for replicas yet') })]);
-    expect(verdictsOf(healthy, 'min-replicas')).toEqual([expect.objectContaining({ status: 'fail', fix: 'min-replicas-to-write 1 and min-replicas-max-lag 10' })]);
+    expect(verdictsOf(healthy, 'replicas')).toEqual([
+      expect.objectContaining({ status: 'ok', message: expect.stringMatching(/^1 replica\(s\) online \(127\.0\.0\.1:\d+ online, lag [01] s/) }),
+    ]);
+    expect(verdictsOf(healthy, 'replica-sync')).toEqual([
+      expect.objectContaining({ status: 'fail', message: expect.stringContaining('the guard does not wait for replicas yet') }),
+    ]);
+    expect(verdictsOf(healthy, 'min-replicas')).toEqual([
+      expect.objectContaining({ status: 'fail', fix: 'min-replicas-to-write 1 and min-replicas-max-lag 10' }),
+    ]);
 
     await primary.admin.config('SET', 'min-replicas-to-write', '1');
     expect(verdictsOf(await doctorJson(primary.server.url), 'min-replicas')[0].status).toBe('ok');
@@ -108,7 +126,10 @@ describe('fire-once doctor on a standalone Redis', () => {
       await new Promise((r) => setTimeout(r, 4_000)); // no acknowledgement for 4 s
       const lagging = await doctorJson(primary.server.url);
       expect(verdictsOf(lagging, 'replicas')).toEqual([
-        expect.objectContaining({ status: 'fail', message: expect.stringMatching(/^1 of 1 replica\(s\) not online or lagging more than 2 s \(127\.0\.0\.1:\d+ online, lag [3-9] s/) }),
+        expect.objectContaining({
+          status: 'fail',
+          message: expect.stringMatching(/^1 of 1 replica\(s\) not online or lagging more than 2 s \(127\.0\.0\.1:\d+ online, lag [3-9] s/),
+        }),
       ]);
       expect(lagging.exitCode).toBe(EXIT.atRisk);
       // min-replicas-max-lag (10 s) has not run out yet: writes are still accepted.
@@ -118,19 +139,30 @@ describe('fire-once doctor on a standalone Redis', () => {
     }
     // Asked at the replica, doctor says to point at the primary.
     expect(verdictsOf(await doctorJson(replica.server.url), 'role')).toEqual([
-      expect.objectContaining({ status: 'fail', message: expect.stringMatching(/^this node is a replica of 127\.0\.0\.1:\d+: a worker pointed here gets READONLY/) }),
+      expect.objectContaining({
+        status: 'fail',
+        message: expect.stringMatching(/^this node is a replica of 127\.0\.0\.1:\d+: a worker pointed here gets READONLY/),
+      }),
     ]);
   });
 
   it('min-replicas-to-write 1 without a replica: a warning that the primary refuses every write (the guard fails closed)', async () => {
     const { server } = await spawn(...SAFE_ARGS, '--min-replicas-to-write', '1');
     const report = await doctorJson(server.url);
-    expect(verdictsOf(report, 'min-replicas')).toEqual([expect.objectContaining({ status: 'warn', message: expect.stringMatching(/^min-replicas-to-write 1 with no replica: the primary refuses every write \(NOREPLICAS\)/) })]);
+    expect(verdictsOf(report, 'min-replicas')).toEqual([
+      expect.objectContaining({
+        status: 'warn',
+        message: expect.stringMatching(/^min-replicas-to-write 1 with no replica: the primary refuses every write \(NOREPLICAS\)/),
+      }),
+    ]);
     expect(report.exitCode).toBe(EXIT.ok);
   });
 
   it('Redis unreachable: exit 3; a bad --scan-budget: exit 2', async () => {
     expect((await doctor('redis://127.0.0.1:1', ['--timeout', '1s'])).code).toBe(EXIT.redis);
-    expect(await doctor('redis://127.0.0.1:1', ['--scan-budget', '-1'])).toMatchObject({ code: EXIT.usage, err: expect.stringContaining('--scan-budget must be a non-negative integer') });
+    expect(await doctor('redis://127.0.0.1:1', ['--scan-budget', '-1'])).toMatchObject({
+      code: EXIT.usage,
+      err: expect.stringContaining('--scan-budget must be a non-negative integer'),
+    });
   });
 });

@@ -124,7 +124,9 @@ export async function startSentinelGroup(name = 'mymaster', options: SentinelOpt
         const client = connect(s.port);
         try {
           const replicas = (await client.call('SENTINEL', 'REPLICAS', name)) as string[][];
-          const flags = replicas.map((r) => Object.fromEntries(Array.from({ length: r.length / 2 }, (_, i) => [r[2 * i], r[2 * i + 1]]))).find((f) => f.port === String(port))?.flags;
+          const flags = replicas
+            .map((r) => Object.fromEntries(Array.from({ length: r.length / 2 }, (_, i) => [r[2 * i], r[2 * i + 1]])))
+            .find((f) => f.port === String(port))?.flags;
           if (flags !== 'slave') return false;
         } finally {
           client.disconnect();

@@ -23,7 +23,11 @@ describe('checkEvictionPolicy', () => {
     clients.push(client);
     return client;
   };
-  const refusal = (redis: Redis) => checkEvictionPolicy(redis).then(() => undefined, (err: unknown) => err);
+  const refusal = (redis: Redis) =>
+    checkEvictionPolicy(redis).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
 
   afterAll(async () => {
     for (const client of clients) client.disconnect();
@@ -63,7 +67,9 @@ describe('checkEvictionPolicy', () => {
     const server = await spawn('--maxmemory-policy', 'noeviction', '--rename-command', 'INFO', '', '--rename-command', 'CONFIG', '');
     const err = await refusal(connect(server.url, { enableReadyCheck: false }));
     expect(err).toBeInstanceOf(FireOnceConfigError);
-    expect((err as Error).message).toMatch(/maxmemory-policy of Redis at 127\.0\.0\.1:\d+ could not be read \(INFO memory: ERR unknown command 'info'.*CONFIG GET maxmemory-policy: ERR unknown command 'config'.*check it by hand\)/i);
+    expect((err as Error).message).toMatch(
+      /maxmemory-policy of Redis at 127\.0\.0\.1:\d+ could not be read \(INFO memory: ERR unknown command 'info'.*CONFIG GET maxmemory-policy: ERR unknown command 'config'.*check it by hand\)/i,
+    );
   });
 
   describe('as an ACL user', () => {

@@ -38,8 +38,7 @@ export class OwnRedis {
 
   /** Start it again on the same port and dir (after {@link kill}); resolves once it answers PING. */
   async restart(): Promise<void> {
-    const persistence =
-      this.persistence === 'aof-always' ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'];
+    const persistence = this.persistence === 'aof-always' ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'];
     const child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--dir', this.dir, ...persistence], {
       stdio: 'ignore',
     });
@@ -129,7 +128,19 @@ export class OwnTemporal {
 
   /** Start it (again) on the same port and database file; resolves once the namespace answers. */
   async restart(): Promise<void> {
-    const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(this.port), '--db-filename', this.dbFilename, '--headless', '--log-level', 'error'];
+    const args = [
+      'server',
+      'start-dev',
+      '--ip',
+      '127.0.0.1',
+      '--port',
+      String(this.port),
+      '--db-filename',
+      this.dbFilename,
+      '--headless',
+      '--log-level',
+      'error',
+    ];
     const child = spawn(this.cli, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout?.on('data', (c: Buffer) => (this.output += c.toString()));
     child.stderr?.on('data', (c: Buffer) => (this.output += c.toString()));

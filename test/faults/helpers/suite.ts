@@ -23,7 +23,12 @@ export function useTwoFaultWorkers(name: string): TwoFaultWorkers {
   let workers: FaultWorker[] = [];
   beforeAll(async () => {
     suite.redis = connectRedis();
-    const env = { TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS as string, REDIS_URL: process.env.REDIS_URL as string, TASK_QUEUE: suite.taskQueue, KEY_PREFIX: suite.prefix };
+    const env = {
+      TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS as string,
+      REDIS_URL: process.env.REDIS_URL as string,
+      TASK_QUEUE: suite.taskQueue,
+      KEY_PREFIX: suite.prefix,
+    };
     workers = await Promise.all([startFaultWorker(env), startFaultWorker(env)]);
     suite.workers = workers;
     suite.client = await FaultClient.connect(process.env.TEMPORAL_ADDRESS as string);

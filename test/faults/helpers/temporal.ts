@@ -18,7 +18,12 @@ export class FaultClient {
     return new FaultClient(connection, new Client({ connection }));
   }
 
-  start<W extends keyof Workflows>(taskQueue: string, workflow: W, args: Parameters<Workflows[W]>, id = `${workflow}-${randomUUID()}`): Promise<WorkflowHandle<Workflows[W]>> {
+  start<W extends keyof Workflows>(
+    taskQueue: string,
+    workflow: W,
+    args: Parameters<Workflows[W]>,
+    id = `${workflow}-${randomUUID()}`,
+  ): Promise<WorkflowHandle<Workflows[W]>> {
     return this.client.workflow.start(workflow, { taskQueue, workflowId: id, args } as never) as Promise<WorkflowHandle<Workflows[W]>>;
   }
 
