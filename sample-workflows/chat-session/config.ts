@@ -47,11 +47,12 @@ export interface ChatKeys {
 
 /**
  * The sample's keys under `prefix`. The summary key starts with the guard's
- * `scopeBase(scope)`, `<prefix>:{<session>}`, which keeps it in the lock's Redis Cluster slot.
+ * `scopeBase(scope)`, `<prefix>:v3:{<namespace>/<session>}`, which keeps it in the lock's Redis
+ * Cluster slot and in the namespace the sample's worker files its keys under (`default`).
  *
  * @example
  * ```ts
- * chatKeys('chat-sample').summary('session-7'); // 'chat-sample:{session-7}:result:summary'
+ * chatKeys('chat-sample').summary('session-7'); // 'chat-sample:v3:{default/session-7}:result:summary'
  * ```
  */
 export function chatKeys(prefix: string): ChatKeys {

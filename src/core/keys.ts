@@ -152,8 +152,8 @@ export class FireOnceKeys {
 
   /**
    * A key for an artifact that the dispatched job writes itself, in the scope's slot. Use it in
-   * `artifact: { external: ({ scope, jobType }) => keys.external(scope, jobType) }` and have the
-   * job write the same key.
+   * `artifact: { external: ({ scope, jobType, namespace }) => guard.keysFor(namespace).external(scope, jobType) }`
+   * and have the job write the same key.
    */
   external(scope: string, jobType: string): string {
     return `${this.scopeBase(scope)}:x:${encodeId('jobType', jobType)}`;

@@ -11,13 +11,17 @@ export type ConflictPolicy = 'fail' | 'ignore';
 export interface ArtifactIds {
   readonly scope: string;
   readonly jobType: string;
+  /** The namespace this call's keys are filed under: the worker's `keyNamespace`, else the Temporal namespace. */
+  readonly namespace: string;
 }
 
 /**
  * External-artifact mode: the activity only dispatches a job, and the job itself writes its
  * artifact later under `key(ids)`. The guard tests that key exists and never writes it; a
- * fast-forward resolves `undefined`. In a Redis Cluster the key must share the lock's slot: put
- * `{<scope>}` hash tag of `FireOnceKeys.scopeBase(scope)` in it.
+ * fast-forward resolves `undefined`. Build the key with
+ * `guard.keysFor(namespace).external(scope, jobType)`: it is in the scope's Redis Cluster slot and
+ * in the call's namespace. A key under the guard's prefix that is not that scope's and that
+ * namespace's external key is refused with `FireOnceConfigError`.
  */
 export interface ExternalArtifact {
   readonly external: (ids: ArtifactIds) => string;

@@ -211,7 +211,27 @@ function resolveTarget({ setup, options, ctx, input }: GuardedCall): DispatchTar
   const base = { scope, step, jobType, namespace: setup.defaults.keyNamespace ?? namespace, holder, argsHash: hash };
   const artifact = options.artifact;
   if (artifact === undefined || artifact === 'result') return base;
-  return { ...base, externalArtifactKey: artifact.external({ scope, jobType }) };
+  return { ...base, externalArtifactKey: externalKey(setup.guard, artifact.external({ scope, jobType, namespace: base.namespace }), base) };
+}
+
+/**
+ * Check the key an `external` option built. Under the guard's prefix it must be in this scope's
+ * slot and this call's namespace, and not a key the guard writes itself: anything else (another
+ * scope's or namespace's key, a lock, a result artifact) would fast-forward on a job that is not
+ * this call's. Keys outside the prefix are the user's own.
+ */
+function externalKey(guard: FireOnceGuard, key: unknown, target: { scope: string; jobType: string; namespace: string }): string {
+  const where = `the external artifact key of ${JSON.stringify(target.jobType)} in scope ${JSON.stringify(target.scope)}`;
+  if (typeof key !== 'string' || key === '') throw new FireOnceConfigError(`${where} must be a non-empty string (got ${JSON.stringify(key)})`);
+  if (!key.startsWith(`${guard.keys.prefix}:`)) return key;
+  const keys = guard.keysFor(target.namespace);
+  const kind = keys.parse(key)?.kind;
+  if (!key.startsWith(`${keys.scopeBase(target.scope)}:`) || (kind !== undefined && kind !== 'external')) {
+    throw new FireOnceConfigError(
+      `${where} is ${JSON.stringify(key)}: under the guard's prefix it must be a key of this scope in namespace ${JSON.stringify(target.namespace)} that the guard does not write, such as ${JSON.stringify(keys.external(target.scope, target.jobType))} (guard.keysFor(namespace).external(scope, jobType))`,
+    );
+  }
+  return key;
 }
 
 function scopeFromHeaders(headers: Headers): string | undefined {
