@@ -1,7 +1,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { clusterNodesFromEnv } from '../sample-workflows/services';
+import { SECOND_NAMESPACE, clusterNodesFromEnv } from '../sample-workflows/services';
 
 /**
  * docker-compose.yml cannot run here (no Docker engine), so this checks what can go stale
@@ -93,6 +93,10 @@ describe('docker-compose.yml', () => {
     // Without --ip 0.0.0.0 the dev server listens on the container's loopback only.
     expect(words[words.indexOf('--ip') + 1]).toBe('0.0.0.0');
     expect(published(temporal)).toEqual(expect.arrayContaining(['7233:7233', '8233:8233']));
+  });
+
+  it('creates the second namespace the suites use, since with TEMPORAL_ADDRESS they start no server of their own', () => {
+    expect(flag(commandWords(services.temporal), '--namespace')).toBe(SECOND_NAMESPACE);
   });
 
   it('runs Redis 7 published on 6379', () => {

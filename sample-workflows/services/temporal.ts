@@ -66,11 +66,16 @@ export interface StartTemporalOptions {
 export async function startTemporal(options: StartTemporalOptions = {}): Promise<TemporalService> {
   const fromEnv = process.env.TEMPORAL_ADDRESS;
   if (fromEnv) {
+    let connection: NativeConnection;
     try {
-      const connection = await NativeConnection.connect({ address: fromEnv });
-      await connection.close();
+      connection = await NativeConnection.connect({ address: fromEnv });
     } catch (err) {
       throw new ServiceUnavailableError(`TEMPORAL_ADDRESS=${fromEnv} is not reachable (${(err as Error).message}). ${HOW_TO_GET_TEMPORAL}`);
+    }
+    try {
+      for (const namespace of options.namespaces ?? []) await checkNamespace(connection, fromEnv, namespace);
+    } finally {
+      await connection.close();
     }
     return { address: fromEnv, source: 'env', stop: async () => undefined };
   }
@@ -95,6 +100,17 @@ export async function startTemporal(options: StartTemporalOptions = {}): Promise
     throw new ServiceUnavailableError(`${how} (${(err as Error).message}). ${HOW_TO_GET_TEMPORAL}`);
   }
   return { address: env.address, source: cli ? 'cli' : 'download', stop: () => env.teardown() };
+}
+
+/** Fail with the fix when a server the suites did not start lacks a namespace they use. */
+async function checkNamespace(connection: NativeConnection, address: string, namespace: string): Promise<void> {
+  try {
+    await connection.workflowService.describeNamespace({ namespace });
+  } catch (err) {
+    throw new ServiceUnavailableError(
+      `TEMPORAL_ADDRESS=${address} has no namespace ${JSON.stringify(namespace)} (${(err as Error).message}): create it with \`temporal operator namespace create --namespace ${namespace} --address ${address}\`, or start the server with \`--namespace ${namespace}\` (docker-compose.yml does)`,
+    );
+  }
 }
 
 /** `--dynamic-config-value key=value` pairs, values JSON-encoded as the CLI expects. */

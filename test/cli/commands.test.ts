@@ -263,6 +263,29 @@ describe('fire-once CLI against a real Redis', () => {
       expect(none.code).toBe(4);
       expect(none.stderr).toContain('nothing to release');
     });
+
+    it('--namespace picks whose lock: inspect shows each holder, and release deletes and logs only that namespace', async () => {
+      const { prefix, guard } = fresh('cli-release-ns');
+      const target = { scope: 'shared-scope', step: 'dispatch', jobType: 'job' };
+      const ours = await guard.acquire({ ...target, holder: 'wf-default run 1' });
+      const theirs = await guard.acquire({ ...target, namespace: 'tenant-b', holder: 'wf-tenant run 1' });
+      if (ours.kind !== 'acquired' || theirs.kind !== 'acquired') throw new Error(`${ours.kind} ${theirs.kind}`);
+      const defaultLock = await redis.get(ours.lease.lockKey);
+
+      const inspected = await cli(['inspect', 'shared-scope', '--prefix', prefix, '--namespace', 'tenant-b', '--json']);
+      expect(inspected.stdout).toContain('wf-tenant run 1');
+      expect(inspected.stdout).not.toContain('wf-default run 1');
+
+      const forced = await cli(['release', 'shared-scope', '--step', 'dispatch', '--prefix', prefix, '--namespace', 'tenant-b', '--force', '--json']);
+      expect(forced.code).toBe(0);
+      expect(json<Record<string, unknown>>(forced.stdout)).toMatchObject({ released: true, holder: 'wf-tenant run 1' });
+      expect(await redis.exists(theirs.lease.lockKey)).toBe(0);
+      expect(await redis.get(ours.lease.lockKey)).toBe(defaultLock);
+      const logOf = async (namespace: string) =>
+        (await redis.xrange(guard.keysFor(namespace).log(), '-', '+')).map(([, fields]) => parseEvent(fields).decision);
+      expect(await logOf('tenant-b')).toEqual(['release-forced']);
+      expect(await logOf('default')).toEqual([]);
+    });
   });
 
   describe('invalidate', () => {
