@@ -71,6 +71,12 @@ describe('security: one Redis user per namespace', () => {
         "SUBSCRIBE to default's wake channel": () => subscriber.subscribe(keys.wakeChannel('bystander')),
         "PUBLISH on default's invalidations": () => tenant.publish(keys.invalidations(), artifact),
         'SET the protocol marker': () => tenant.set(`${prefix}:protocol`, '4'),
+        'DEL the protocol marker': () => tenant.del(`${prefix}:protocol`),
+        "XRANGE default's dispatch log": () => tenant.xrange(keys.log(), '-', '+'),
+        "DEL default's dispatch log": () => tenant.del(keys.log()),
+        "GET default's lock": () => tenant.get(keys.lock('bystander', 'report')),
+        "SUBSCRIBE to default's invalidations": () => subscriber.subscribe(keys.invalidations()),
+        'PSUBSCRIBE to every wake channel': () => subscriber.psubscribe(`${prefix}:v3:*`),
       };
       const outcomes: Record<string, string> = {};
       for (const [name, attempt] of Object.entries(attempts)) {
