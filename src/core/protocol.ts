@@ -4,8 +4,9 @@ import type { RedisClient } from './scripts';
 
 /**
  * Claim the key prefix for this protocol version, or refuse: read `<prefix>:protocol`, and if it
- * is unset, `SET <prefix>:protocol 3 NX GET`. A prefix written by another version of the protocol (another release of this
- * library, in any language) is refused with {@link FireOnceConfigError}, since two versions on
+ * is unset, `SET <prefix>:protocol 3 NX` and, if another worker won that race, read it again. A
+ * prefix written by another version of the protocol (another release of this library, in any
+ * language) is refused with {@link FireOnceConfigError}, since two versions on
  * one prefix never see each other's locks and would both dispatch. The marker has no TTL.
  *
  * @example
@@ -24,7 +25,8 @@ export async function claimProtocol(redis: RedisClient, keys: FireOnceKeys): Pro
   // who may read the marker but not write it (PROTOCOL.md §1), starts without a denial.
   let found = await redis.get(marker);
   if (found === null) {
-    found = await redis.set(marker, String(PROTOCOL_VERSION), 'NX', 'GET').catch((err: unknown) => {
+    // Not `SET ... NX GET`: that needs Redis 7.0, and the library runs on 5.0.
+    const set = await redis.set(marker, String(PROTOCOL_VERSION), 'NX').catch((err: unknown) => {
       if (!/NOPERM/.test((err as Error).message)) throw err;
       throw new FireOnceConfigError(
         `key prefix ${JSON.stringify(keys.prefix)} has no protocol marker (${marker}) and this Redis user may not write it: ` +
@@ -32,6 +34,7 @@ export async function claimProtocol(redis: RedisClient, keys: FireOnceKeys): Pro
         { key: marker },
       );
     });
+    found = set === 'OK' ? null : await redis.get(marker);
   }
   if (found === null || found === String(PROTOCOL_VERSION)) return;
   throw new FireOnceConfigError(

@@ -6,7 +6,7 @@
  *   scripts replicated by their effects by default, which a script needs before it may write
  *   after a non-deterministic command such as `TIME` (3.2 and 4.x refuse that unless the script
  *   calls `redis.replicate_commands()`).
- * - older: `HSET` with several fields (4.0), `PEXPIRE`/`PTTL` and `SET ... NX PX` (2.6.12),
+ * - older: `PEXPIRE`/`PTTL` and `SET ... NX PX` (2.6.12),
  *   `EVALSHA` (2.6), `SCAN` (2.8).
  *
  * Newer servers add what some deployments use, not what the guard needs: ACL users and TLS
