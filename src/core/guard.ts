@@ -1,9 +1,10 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, type FireOnceErrorContext } from './errors';
+import { FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable, type FireOnceErrorContext } from './errors';
 import { FireOnceKeys, encodeId } from './keys';
 import { GUARD_OPTIONS, callDuration, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
 import { formatArtifact, lockTail, parseArtifact, parseLock } from './records';
 import { ACQUIRE_REPLY, acquireScript, commitScript, extendScript, invalidateScript, releaseScript, type RedisClient, type SettleReply } from './scripts';
+import { ReplicaSync, type Written } from './replica-sync';
 import { StoreCalls } from './store-calls';
 
 /** What one dispatch is guarded on. */
@@ -144,11 +145,13 @@ export class FireOnceGuard {
   /** The keys of the guard's `namespace`; {@link keysFor} gives another namespace's. */
   readonly keys: FireOnceKeys;
   private readonly store: StoreCalls;
+  private readonly replicas: ReplicaSync;
 
   constructor(options: FireOnceGuardOptions) {
     this.options = resolveGuardOptions(options);
     this.keys = new FireOnceKeys(this.options.keyPrefix, this.options.namespace);
     this.store = new StoreCalls(this.options.storeTimeoutMs);
+    this.replicas = new ReplicaSync(this.options.redis, this.options.replicaSync);
   }
 
   get redis(): RedisClient {
@@ -174,15 +177,23 @@ export class FireOnceGuard {
     const token = randomUUID(); // 122 random bits, and cheaper than randomBytes
     const mode = target.externalArtifactKey !== undefined ? 'x' : options.readTtl ? 't' : 'r';
     const argsHash = target.argsHash ?? '';
+    const waitersKey = `${base}:w:${step}`;
+    const undo = () => void releaseScript(this.redis, [lockKey, waitersKey], [token, '']).catch(() => undefined);
     const reply = await this.store.run(
       () => contextOf(target, lockKey),
       acquireScript(this.redis, [artifactKey, lockKey], [token, lockTtlMs, mode, lockTail(argsHash, target.holder ?? '')], true),
       // A timed-out acquire may still run later (ioredis keeps it queued while offline): queue a
       // compare-and-delete of the same token right behind it, so a lock nobody holds never stays.
-      () => void releaseScript(this.redis, [lockKey, `${base}:w:${step}`], [token, '']).catch(() => undefined),
+      undo,
     );
     if (typeof reply === 'number') {
-      return { kind: 'acquired', lease: { target, lockKey, artifactKey, waitersKey: `${base}:w:${step}`, token, fencingToken: reply } };
+      const { wanted, acked } = await this.store.run(() => contextOf(target, lockKey), this.replicas.confirm(lockKey), undo);
+      if (acked < wanted) {
+        // A lock no replica has would be lost by a failover, and its job dispatched again: undo it.
+        undo();
+        throw new FireOnceStoreUnavailable(shortfall('lock', wanted, acked, this.options.replicaSync.timeoutMs), contextOf(target, lockKey));
+      }
+      return { kind: 'acquired', lease: { target, lockKey, artifactKey, waitersKey, token, fencingToken: reply } };
     }
     if (Buffer.isBuffer(reply)) return { kind: 'fast-forward', artifact: this.storedResult(reply, target, artifactKey), artifactKey };
     if (Buffer.isBuffer(reply[0])) {
@@ -217,9 +228,9 @@ export class FireOnceGuard {
     const record = formatArtifact(lease.target.argsHash ?? '', artifact);
     return this.store.run(
       () => contextOf(lease.target, lease.artifactKey, lease.token),
-      commitScript(this.redis, [lease.artifactKey, lease.lockKey, lease.waitersKey], [lease.token, record, ttl, this.channel(lease.target)], true).then(
-        settled,
-      ),
+      this.replicas
+        .write(commitScript, [lease.artifactKey, lease.lockKey, lease.waitersKey], [lease.token, record, ttl, this.channel(lease.target)], true)
+        .then(settled),
     );
   }
 
@@ -231,7 +242,7 @@ export class FireOnceGuard {
   async release(lease: Lease): Promise<Settled> {
     return this.store.run(
       () => contextOf(lease.target, lease.lockKey, lease.token),
-      releaseScript(this.redis, [lease.lockKey, lease.waitersKey], [lease.token, this.channel(lease.target)], true).then(settled),
+      this.replicas.write(releaseScript, [lease.lockKey, lease.waitersKey], [lease.token, this.channel(lease.target)], true).then(settled),
     );
   }
 
@@ -244,7 +255,15 @@ export class FireOnceGuard {
     const ttl = GUARD_OPTIONS.lockTtlMs.check('lockTtlMs', lockTtlMs);
     return this.store.run(
       () => contextOf(lease.target, lease.lockKey, lease.token),
-      extendScript(this.redis, [lease.lockKey, lease.waitersKey], [lease.token, ttl, ttl + WAITERS_GRACE_MS]).then((reply) => reply === 1),
+      this.replicas.write(extendScript, [lease.lockKey, lease.waitersKey], [lease.token, ttl, ttl + WAITERS_GRACE_MS]).then(({ reply, wanted, acked }) => {
+        // A renewal no replica has would not survive a failover: it counts as a failed renewal.
+        if (reply === 1 && acked < wanted)
+          throw new FireOnceStoreUnavailable(
+            shortfall('lease renewal', wanted, acked, this.options.replicaSync.timeoutMs),
+            contextOf(lease.target, lease.lockKey, lease.token),
+          );
+        return reply === 1;
+      }),
     );
   }
 
@@ -296,7 +315,15 @@ function conflict(target: DispatchTarget, key: string, what: string): FireOnceKe
   );
 }
 
-function settled(reply: SettleReply): Settled {
+function shortfall(what: string, wanted: number, acked: number, timeoutMs: number): string {
+  return `only ${acked} of ${wanted} replica(s) acknowledged the ${what} within ${timeoutMs} ms (replicaSync)`;
+}
+
+/**
+ * A commit or release. Replicas that did not acknowledge it change nothing: the lock they still
+ * hold keeps later invocations waiting until its TTL, never dispatching.
+ */
+function settled({ reply }: Written<SettleReply>): Settled {
   if (typeof reply === 'number') return { ours: reply === 1, waiters: [] };
   const [ours, ...waiters] = reply;
   return { ours: ours === 1, waiters };

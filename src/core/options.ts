@@ -113,6 +113,41 @@ function idOption(kind: 'namespace', defaultValue: string): OptionSpec<string> {
   };
 }
 
+/**
+ * How the guard makes sure its writes reached the replicas, as the `replicaSync` option takes it:
+ * - `'auto'`: wait for every replica the primary has (the fewest any Cluster master has), counted
+ *   with `INFO replication` at the first write and again each minute; none attached, no wait.
+ * - `{ replicas, timeoutMs }`: wait for that many replicas, for at most `timeoutMs` (default 500).
+ * - `false`: never wait (replication stays asynchronous).
+ */
+export type ReplicaSyncOption = 'auto' | false | { readonly replicas: number; readonly timeoutMs?: number };
+
+/** The `replicaSync` option once checked. */
+export interface ReplicaSyncSetting {
+  /** `'auto'`, or a fixed count (0: never wait). */
+  readonly replicas: number | 'auto';
+  readonly timeoutMs: number;
+}
+
+/** How long `WAIT` waits for the replicas when the option does not say. */
+export const REPLICA_SYNC_TIMEOUT_MS = 500;
+
+/** The check of the `replicaSync` option, for the guard's option table. */
+export function checkReplicaSync(label: string, value: unknown): ReplicaSyncSetting {
+  if (value === 'auto') return { replicas: 'auto', timeoutMs: REPLICA_SYNC_TIMEOUT_MS };
+  if (value === false) return { replicas: 0, timeoutMs: REPLICA_SYNC_TIMEOUT_MS };
+  if (value === null || typeof value !== 'object') {
+    throw new FireOnceConfigError(`${label} must be 'auto', false or { replicas, timeoutMs } (got ${describe(value)})`);
+  }
+  const { replicas, timeoutMs, ...rest } = value as { replicas?: unknown; timeoutMs?: unknown };
+  const unknown = Object.keys(rest);
+  if (unknown.length > 0) throw new FireOnceConfigError(`${label}: unknown option ${unknown.map((k) => JSON.stringify(k)).join(', ')}`);
+  return {
+    replicas: positiveInteger('replicas', 16)(`${label}.replicas`, replicas),
+    timeoutMs: timeoutMs === undefined ? REPLICA_SYNC_TIMEOUT_MS : positiveInteger('ms', 60_000)(`${label}.timeoutMs`, timeoutMs),
+  };
+}
+
 /** Every option of the core guard but `redis`, with its default and its check. */
 export const GUARD_OPTIONS = {
   keyPrefix: {
@@ -129,6 +164,7 @@ export const GUARD_OPTIONS = {
   artifactTtlMs: duration(7 * 24 * 60 * 60 * 1000),
   storeTimeoutMs: duration(5_000, 60_000),
   publishWakeUps: flag(true),
+  replicaSync: { default: { replicas: 'auto', timeoutMs: REPLICA_SYNC_TIMEOUT_MS }, check: checkReplicaSync },
 } as const satisfies OptionSpecs;
 
 /**
@@ -172,6 +208,16 @@ export interface FireOnceGuardOptions {
    * @defaultValue `true`
    */
   readonly publishWakeUps?: boolean;
+  /**
+   * Make sure every write reached the replicas: `WAIT` pipelined behind each commit, release and
+   * renewal, and sent after an acquire that took the lock (a fast-forward writes nothing, and waits for nothing). An acquire the replicas did not acknowledge in time is undone and fails
+   * with the retryable `FireOnceStoreUnavailable`, so nothing is dispatched on a lock a failover
+   * could lose; a renewal counts as failed; a commit's result is still delivered. `'auto'` waits
+   * for every replica attached (none: no wait); `{ replicas, timeoutMs }` for a fixed count
+   * (`timeoutMs` default 500); `false` never waits.
+   * @defaultValue `'auto'`
+   */
+  readonly replicaSync?: ReplicaSyncOption;
 }
 
 /** Guard options with every default filled in. */

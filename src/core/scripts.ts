@@ -39,6 +39,8 @@ export interface LuaScript<Args extends readonly ScriptArg[], Result> {
   readonly numberOfKeys: number;
   /** Run it: string replies decode as UTF-8 unless `buffers` is set. */
   (redis: RedisClient, keys: readonly string[], args: Args, buffers?: boolean): Promise<Result>;
+  /** The client (and pipeline) method that runs it, defined on `redis` first if it is not yet. */
+  method(redis: RedisClient, buffers?: boolean): string;
 }
 
 /**
@@ -47,13 +49,15 @@ export interface LuaScript<Args extends readonly ScriptArg[], Result> {
  */
 export function defineScript<Args extends readonly ScriptArg[], Result>(file: string, name: string, numberOfKeys: number, dir = SCRIPTS_DIR) {
   const lua = readFileSync(join(dir, file), 'utf8');
+  const method = (redis: RedisClient, buffers = false): string => {
+    if (typeof (redis as unknown as Record<string, unknown>)[name] !== 'function') redis.defineCommand(name, { lua, numberOfKeys });
+    return buffers ? `${name}Buffer` : name;
+  };
   const run = (redis: RedisClient, keys: readonly string[], args: Args, buffers = false): Promise<Result> => {
-    const client = redis as unknown as Record<string, Invoke | undefined>;
-    if (typeof client[name] !== 'function') redis.defineCommand(name, { lua, numberOfKeys });
-    const invoke = client[buffers ? `${name}Buffer` : name] as Invoke;
+    const invoke = (redis as unknown as Record<string, Invoke>)[method(redis, buffers)];
     return invoke.call(redis, ...keys, ...args) as Promise<Result>;
   };
-  return Object.assign(run, { lua, command: name, numberOfKeys }) as LuaScript<Args, Result>;
+  return Object.assign(run, { lua, command: name, numberOfKeys, method }) as LuaScript<Args, Result>;
 }
 
 /**

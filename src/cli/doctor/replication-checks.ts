@@ -3,13 +3,6 @@ import type { DoctorNode } from './topology';
 import { verdict, type Verdict } from './verdict';
 
 /**
- * Whether the guard makes sure its writes reached the replicas before it acts on them (`WAIT`).
- * It does not yet: issue 17, round two, adds replica sync. When it lands, the `replica-sync`
- * verdict below turns to `ok` where the workers run with it (the hook to change).
- */
-export const GUARD_WAITS_FOR_REPLICAS = false;
-
-/**
  * A replica acknowledges its offset every second, so a healthy one shows `lag` 0 or 1 in
  * `INFO replication`; more than this many seconds means it is falling behind or stuck.
  */
@@ -81,12 +74,11 @@ function replicaHealth(node: DoctorNode, replicas: readonly ReplicaState[]): Ver
 
 function replicaSync(node: DoctorNode): Verdict {
   const at = { node: node.address };
-  if (GUARD_WAITS_FOR_REPLICAS) return verdict('replica-sync', 'ok', 'the guard waits for a replica to acknowledge each lock before dispatching', at);
   return verdict(
     'replica-sync',
-    'fail',
-    'replication is asynchronous and the guard does not wait for replicas yet: a failover can promote a replica without the newest locks, and their jobs are dispatched again',
-    { ...at, fix: 'run a single primary with AOF (appendfsync always) until the guard waits for replicas; min-replicas-to-write narrows the window' },
+    'ok',
+    "workers wait for every attached replica to acknowledge each lock before dispatching (replicaSync 'auto', the default); a worker with replicaSync: false does not, and a failover can lose its newest locks",
+    at,
   );
 }
 
@@ -112,8 +104,8 @@ async function minReplicas(node: DoctorNode, replicas: readonly ReplicaState[]):
   if (setting === 0) {
     return verdict(
       'min-replicas',
-      'fail',
-      'min-replicas-to-write is 0: a primary cut off from its replicas keeps granting locks that a failover then throws away',
+      'warn',
+      'min-replicas-to-write is 0: a primary cut off from its replicas keeps taking writes; workers with replicaSync (the default) refuse to dispatch on them, workers with replicaSync: false do not',
       { ...at, fix },
     );
   }

@@ -99,7 +99,7 @@ describe('fire-once doctor on a standalone Redis', () => {
     expect(run.stdout).toMatch(/^FAIL {2}eviction +127\.0\.0\.1:\d+ {2}maxmemory-policy volatile-lru/m);
   });
 
-  it('a primary with a replica: replica-sync and min-replicas fail today; a frozen replica shows its lag and fails replicas too', async () => {
+  it('a primary with a replica: replica-sync ok, min-replicas 0 a warning; a frozen replica shows its lag and fails replicas too', async () => {
     const primary = await spawn(...SAFE_ARGS);
     const replica = await spawn(...SAFE_ARGS, '--replicaof', '127.0.0.1', String(primary.server.port));
     for (let i = 0; !/slave0:.*state=online/.test(await primary.admin.info('replication')); i++) {
@@ -111,10 +111,10 @@ describe('fire-once doctor on a standalone Redis', () => {
       expect.objectContaining({ status: 'ok', message: expect.stringMatching(/^1 replica\(s\) online \(127\.0\.0\.1:\d+ online, lag [01] s/) }),
     ]);
     expect(verdictsOf(healthy, 'replica-sync')).toEqual([
-      expect.objectContaining({ status: 'fail', message: expect.stringContaining('the guard does not wait for replicas yet') }),
+      expect.objectContaining({ status: 'ok', message: expect.stringContaining("replicaSync 'auto', the default") }),
     ]);
     expect(verdictsOf(healthy, 'min-replicas')).toEqual([
-      expect.objectContaining({ status: 'fail', fix: 'min-replicas-to-write 1 and min-replicas-max-lag 10' }),
+      expect.objectContaining({ status: 'warn', fix: 'min-replicas-to-write 1 and min-replicas-max-lag 10' }),
     ]);
 
     await primary.admin.config('SET', 'min-replicas-to-write', '1');

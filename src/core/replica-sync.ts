@@ -1,0 +1,84 @@
+import { primariesOf } from './deployment/nodes';
+import type { ReplicaSyncSetting } from './options';
+import type { LuaScript, RedisClient } from './scripts';
+
+/** A script's reply, and how many replicas acknowledged it when the guard waited for them. */
+export interface Written<R> {
+  readonly reply: R;
+  /** Replicas the write had to reach; 0 when the guard did not wait. */
+  readonly wanted: number;
+  /** Replicas that acknowledged it within the timeout (`WAIT`'s reply). */
+  readonly acked: number;
+}
+
+/**
+ * Runs the guard's write scripts with `WAIT <replicas> <timeout>` pipelined behind them on the
+ * same connection (on a Cluster, to the script's own master), so a write the replicas keep up
+ * with costs no extra round trip. Without replicas to wait for, the script runs alone. The
+ * acquire, whose hot path (a fast-forward) writes nothing, waits only after it wrote: see
+ * {@link ReplicaSync.confirm}.
+ */
+const RECOUNT_EVERY_MS = 60_000;
+
+export class ReplicaSync {
+  private counted: Promise<number> | undefined;
+  private countedAt = 0;
+
+  constructor(
+    private readonly redis: RedisClient,
+    readonly setting: ReplicaSyncSetting,
+  ) {}
+
+  async write<A extends readonly (string | number | Buffer)[], R>(
+    script: LuaScript<A, R>,
+    keys: readonly string[],
+    args: A,
+    buffers = false,
+  ): Promise<Written<R>> {
+    const wanted = await this.wanted();
+    if (wanted === 0) return { reply: await script(this.redis, keys, args, buffers), wanted, acked: 0 };
+    const method = script.method(this.redis, buffers);
+    const pipeline = this.redis.pipeline() as unknown as Record<string, (...args: unknown[]) => unknown> & ReturnType<RedisClient['pipeline']>;
+    pipeline[method](...keys, ...args);
+    pipeline.wait(wanted, this.setting.timeoutMs);
+    const [[scriptErr, reply], [waitErr, acked]] = (await pipeline.exec()) as [[Error | null, R], [Error | null, number]];
+    if (scriptErr) throw scriptErr;
+    if (waitErr) throw waitErr;
+    return { reply, wanted, acked };
+  }
+
+  /**
+   * After a script that wrote `key`, wait for the replicas on the connection that sent it: `WAIT`
+   * has no key, so a `PTTL` of `key` routes the pipeline to its master on a Cluster. Resolves how
+   * many replicas were wanted and how many acknowledged.
+   */
+  async confirm(key: string): Promise<{ wanted: number; acked: number }> {
+    const wanted = await this.wanted();
+    if (wanted === 0) return { wanted, acked: 0 };
+    const replies = (await this.redis.pipeline().pttl(key).wait(wanted, this.setting.timeoutMs).exec()) as [Error | null, number][];
+    const [, [err, acked]] = replies;
+    if (err) throw err;
+    return { wanted, acked };
+  }
+
+  /** How many replicas a write must reach now. */
+  private wanted(): Promise<number> | number {
+    const { replicas } = this.setting;
+    if (replicas !== 'auto') return replicas;
+    if (this.counted === undefined || Date.now() - this.countedAt > RECOUNT_EVERY_MS) {
+      const previous = this.counted;
+      this.countedAt = Date.now();
+      // A failed count keeps the previous one (none at first): INFO denied or the node away.
+      this.counted = countReplicas(this.redis).catch(() => previous ?? 0);
+    }
+    return this.counted;
+  }
+}
+
+/** The replicas attached to the primary, or the fewest any Cluster master has. */
+export async function countReplicas(redis: RedisClient): Promise<number> {
+  const counts = await Promise.all(
+    (await primariesOf(redis)).map(async ({ client }) => Number(/^connected_slaves:(\d+)/m.exec(await client.info('replication'))?.[1] ?? 0)),
+  );
+  return Math.min(...counts);
+}

@@ -1,0 +1,97 @@
+import { Redis } from 'ioredis';
+import { FireOnceConfigError, FireOnceGuard, FireOnceStoreUnavailable, type FireOnceGuardOptions } from '../../src';
+import { until } from '../cluster/helpers/sentinel';
+import { spawnRedisServer, type SpawnedRedis } from '../bad-input/support/redis-server';
+import { testPrefix } from '../helpers/redis';
+
+// replicaSync on a primary with one replica, both spawned here. The replica is cut off with
+// REPLICAOF NO ONE (as a partition or a dead replica would), so WAIT finds nobody to acknowledge.
+describe('replica sync: WAIT pipelined behind every write', () => {
+  let primary: SpawnedRedis;
+  let replica: SpawnedRedis;
+  let redis: Redis;
+  let onReplica: Redis;
+
+  const attach = async () => {
+    await onReplica.call('REPLICAOF', '127.0.0.1', String(primary.port));
+    await until(async () => (await redis.wait(1, 200)) === 1, 'the replica to acknowledge');
+  };
+  const detach = async () => {
+    await onReplica.call('REPLICAOF', 'NO', 'ONE');
+    await until(async () => /connected_slaves:0/.test(await redis.info('replication')), 'the primary to see no replica');
+  };
+  const guardWith = (options: Partial<FireOnceGuardOptions> = {}) => new FireOnceGuard({ redis, keyPrefix: testPrefix('replica-sync'), ...options });
+  const target = (scope: string) => ({ scope, step: 'dispatch', jobType: 'job' });
+  const waitCalls = async () => Number(/cmdstat_wait:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+
+  beforeAll(async () => {
+    primary = await spawnRedisServer();
+    replica = await spawnRedisServer();
+    redis = new Redis(primary.url);
+    onReplica = new Redis(replica.url);
+    await attach();
+  }, 30_000);
+  afterAll(async () => {
+    redis?.disconnect();
+    onReplica?.disconnect();
+    await replica?.stop();
+    await primary?.stop();
+  });
+
+  it("'auto' (the default) waits for the attached replica: an acquire resolves only once the replica has the lock", async () => {
+    const guard = guardWith();
+    const before = await waitCalls();
+    const outcome = await guard.acquire(target('synced'));
+    if (outcome.kind !== 'acquired') throw new Error(outcome.kind);
+    expect(await waitCalls()).toBe(before + 1);
+    expect(await onReplica.get(outcome.lease.lockKey)).toBe(await redis.get(outcome.lease.lockKey));
+    await guard.commit(outcome.lease, Buffer.from('done'));
+    expect(await waitCalls()).toBe(before + 2);
+  });
+
+  it('with the replica cut off, an acquire fails closed, retryable, and leaves no lock; a commit is still delivered; a renewal fails', async () => {
+    const guard = guardWith({ replicaSync: { replicas: 1, timeoutMs: 100 } });
+    const held = await guard.acquire(target('held-before'));
+    if (held.kind !== 'acquired') throw new Error(held.kind);
+    await detach();
+    try {
+      const err = await guard.acquire(target('cut-off')).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
+      expect((err as FireOnceStoreUnavailable).retryable).toBe(true);
+      expect((err as Error).message).toBe('only 0 of 1 replica(s) acknowledged the lock within 100 ms (replicaSync)');
+      await until(async () => (await redis.exists(guard.keys.lock('cut-off', 'dispatch'))) === 0, 'the unreplicated lock to be undone');
+
+      await expect(guard.extend(held.lease, 60_000)).rejects.toThrow('only 0 of 1 replica(s) acknowledged the lease renewal');
+      expect((await guard.commit(held.lease, Buffer.from('result'))).ours).toBe(true);
+      expect((await guard.acquire(target('held-before'))).kind).toBe('fast-forward');
+
+      // false: the old asynchronous behaviour, the hazard documented in docs/production-redis.md.
+      expect((await guardWith({ replicaSync: false }).acquire(target('unsynced'))).kind).toBe('acquired');
+    } finally {
+      await attach();
+    }
+  });
+
+  it("'auto' sends no WAIT when no replica is attached", async () => {
+    const lone = await spawnRedisServer();
+    const client = new Redis(lone.url);
+    try {
+      const guard = new FireOnceGuard({ redis: client, keyPrefix: testPrefix('replica-sync') });
+      expect((await guard.acquire(target('alone'))).kind).toBe('acquired');
+      expect(await client.info('commandstats')).not.toContain('cmdstat_wait');
+    } finally {
+      client.disconnect();
+      await lone.stop();
+    }
+  });
+
+  it.each([
+    ['"yes"', 'yes', 'replicaSync must be \'auto\', false or { replicas, timeoutMs } (got "yes")'],
+    ['true', true, "replicaSync must be 'auto', false or { replicas, timeoutMs } (got true)"],
+    ['0 replicas', { replicas: 0 }, 'replicaSync.replicas must be a positive integer (got 0)'],
+    ['a timeout of 2 minutes', { replicas: 1, timeoutMs: 120_000 }, 'replicaSync.timeoutMs must be at most 60000 ms (got 120000)'],
+    ['an unknown key', { replicas: 1, timeout: 5 }, 'replicaSync: unknown option "timeout"'],
+  ])('refuses %s with FireOnceConfigError', (_name, replicaSync, message) => {
+    expect(() => guardWith({ replicaSync: replicaSync as never })).toThrow(new FireOnceConfigError(message));
+  });
+});
