@@ -1,4 +1,5 @@
-import { FAST_DEV_SERVER, SECOND_NAMESPACE, startRedis, startTemporal, type RedisService, type TemporalService } from '../sample-workflows/services';
+import { FAST_DEV_SERVER, SECOND_NAMESPACE, startRedis, startTemporal } from '../sample-workflows/services';
+import { services } from './global-teardown';
 
 /**
  * Start (or find) the real services once for the whole run and hand their addresses to every
@@ -7,13 +8,12 @@ import { FAST_DEV_SERVER, SECOND_NAMESPACE, startRedis, startTemporal, type Redi
  * fallback): a suite that silently built its own Redis would hide a missing install.
  */
 export default async function globalSetup(): Promise<void> {
-  const started: { redis?: RedisService; temporal?: TemporalService } = {};
-  (globalThis as { __fireOnceServices?: typeof started }).__fireOnceServices = started;
-  started.redis = await startRedis();
-  started.temporal = await startTemporal({ dynamicConfig: FAST_DEV_SERVER, namespaces: [SECOND_NAMESPACE] });
-  process.env.REDIS_URL = started.redis.url;
-  process.env.TEMPORAL_ADDRESS = started.temporal.address;
-  process.stdout.write(
-    `\nservices: redis ${started.redis.url} (${started.redis.description}), temporal ${started.temporal.address} (${started.temporal.source})\n`,
-  );
+  // With the Redis-only project selected too, its setup ran first: startRedis finds REDIS_URL.
+  const redis = await startRedis();
+  services().push(redis);
+  process.env.REDIS_URL = redis.url;
+  const temporal = await startTemporal({ dynamicConfig: FAST_DEV_SERVER, namespaces: [SECOND_NAMESPACE] });
+  services().push(temporal);
+  process.env.TEMPORAL_ADDRESS = temporal.address;
+  process.stdout.write(`\nservices: redis ${redis.url} (${redis.description}), temporal ${temporal.address} (${temporal.source})\n`);
 }
