@@ -21,12 +21,12 @@ const escape = (path) => path.replace(/\./g, '\\.');
 const base = {
   testEnvironment: 'node',
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
-  testTimeout: 120_000,
 };
 
 /** @type {import('jest').Config} */
 module.exports = {
   verbose: true,
+  testTimeout: 120_000, // a global option: projects cannot set it
   projects: [
     {
       ...base,

@@ -117,7 +117,7 @@ function idOption(kind: 'namespace', defaultValue: string): OptionSpec<string> {
  * How the guard makes sure its writes reached the replicas, as the `replicaSync` option takes it:
  * - `'auto'`: wait for every replica the primary has (the fewest any Cluster master has), counted
  *   with `INFO replication` at the first write and again each minute; none attached, no wait.
- * - `{ replicas, timeoutMs }`: wait for that many replicas, for at most `timeoutMs` (default 500).
+ * - `{ replicas, timeoutMs }`: wait for that many replicas, for at most `timeoutMs` (default 200).
  * - `false`: never wait (replication stays asynchronous).
  */
 export type ReplicaSyncOption = 'auto' | false | { readonly replicas: number; readonly timeoutMs?: number };
@@ -130,7 +130,7 @@ export interface ReplicaSyncSetting {
 }
 
 /** How long `WAIT` waits for the replicas when the option does not say. */
-export const REPLICA_SYNC_TIMEOUT_MS = 500;
+export const REPLICA_SYNC_TIMEOUT_MS = 200;
 
 /** The check of the `replicaSync` option, for the guard's option table. */
 export function checkReplicaSync(label: string, value: unknown): ReplicaSyncSetting {
@@ -214,7 +214,7 @@ export interface FireOnceGuardOptions {
    * with the retryable `FireOnceStoreUnavailable`, so nothing is dispatched on a lock a failover
    * could lose; a renewal counts as failed; a commit's result is still delivered. `'auto'` waits
    * for every replica attached (none: no wait); `{ replicas, timeoutMs }` for a fixed count
-   * (`timeoutMs` default 500); `false` never waits.
+   * (`timeoutMs` default 200); `false` never waits.
    * @defaultValue `'auto'`
    */
   readonly replicaSync?: ReplicaSyncOption;
