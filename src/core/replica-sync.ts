@@ -75,10 +75,13 @@ export class ReplicaSync {
   }
 }
 
-/** The replicas attached to the primary, or the fewest any Cluster master has. */
+/**
+ * The replicas streaming from the primary (`state=online` in `INFO replication`), or the fewest
+ * any Cluster master has. A replica still in its first sync cannot acknowledge anything yet.
+ */
 export async function countReplicas(redis: RedisClient): Promise<number> {
   const counts = await Promise.all(
-    (await primariesOf(redis)).map(async ({ client }) => Number(/^connected_slaves:(\d+)/m.exec(await client.info('replication'))?.[1] ?? 0)),
+    (await primariesOf(redis)).map(async ({ client }) => (await client.info('replication')).match(/^slave\d+:.*state=online/gm)?.length ?? 0),
   );
   return Math.min(...counts);
 }
