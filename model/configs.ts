@@ -17,7 +17,7 @@ export interface ModelConfig {
 }
 
 /** How a trail ends: the property the model's printf names, or an acceptance cycle. */
-export type Violation = 'no duplicate' | 'no lost result' | 'release safety' | 'fencing' | 'acceptance cycle';
+export type Violation = 'no duplicate' | 'strict no duplicate' | 'no lost result' | 'release safety' | 'fencing' | 'acceptance cycle';
 
 /** Exhaustive sizes, from the issue: 3 invocations, 2 crashes, 2 expiries, 1 invalidation. */
 const SIZES = ['N=3', 'MAX_CRASH=2', 'MAX_EXPIRE=2', 'MAX_INVALIDATE=1'];
@@ -38,13 +38,20 @@ const MODES = [
   { label: 'external mode', defines: ['EXTERNAL'] },
 ];
 
-/** Each weaker strategy, and the properties its shortest counterexample may break. */
-const WEAK: readonly { readonly define: string; readonly fails: readonly Violation[] }[] = [
-  { define: 'NO_GUARD', fails: ['no duplicate', 'no lost result'] }, // every invocation dispatches: whichever comes first
-  { define: 'ARTIFACT_ONLY', fails: ['no duplicate'] }, // (a) in flight
-  { define: 'LOCK_ONLY', fails: ['no lost result'] }, // (c) after the lock's TTL
-  { define: 'RELEASE_ON_ANY', fails: ['no duplicate'] }, // (b) resolved, not written
-  { define: 'PLAIN_DEL', fails: ['release safety'] }, // a stale holder's DEL
+/** No crash, no paused holder, no artifact expiry, no invalidation: the seed's strategies fail without any fault. */
+const NO_FAULTS = ['N=3', 'MAX_CRASH=0', 'MAX_EXPIRE=0', 'MAX_INVALIDATE=0'];
+/** One paused holder whose lease lapses, and nothing else. */
+const ONE_LAPSE = ['N=3', 'MAX_CRASH=0', 'MAX_EXPIRE=1', 'MAX_INVALIDATE=0'];
+
+/** Each weaker strategy, the sizes it needs, and the properties its shortest counterexample may break. */
+const WEAK: readonly { readonly define: string; readonly sizes: readonly string[]; readonly fails: readonly Violation[] }[] = [
+  { define: 'NO_GUARD', sizes: NO_FAULTS, fails: ['no duplicate', 'no lost result'] }, // every invocation dispatches
+  { define: 'ARTIFACT_ONLY', sizes: NO_FAULTS, fails: ['no duplicate'] }, // (a) in flight
+  { define: 'LOCK_ONLY', sizes: NO_FAULTS, fails: ['no lost result'] }, // (c) after the lock's TTL
+  { define: 'RELEASE_ON_ANY', sizes: NO_FAULTS, fails: ['no duplicate'] }, // (b) resolved, not written
+  { define: 'PLAIN_DEL', sizes: ONE_LAPSE, fails: ['release safety'] }, // a stale holder's DEL
+  // Not a strategy: the real protocol against a promise it does not make (docs/model.md).
+  { define: 'STRICT', sizes: ONE_LAPSE, fails: ['strict no duplicate'] },
 ];
 
 export const CONFIGS: readonly ModelConfig[] = [
@@ -70,7 +77,7 @@ export const CONFIGS: readonly ModelConfig[] = [
   ...WEAK.flatMap((w) =>
     MODES.map((m) => ({
       name: `${w.define}, ${m.label}`,
-      defines: [...SIZES, w.define, ...m.defines],
+      defines: [...w.sizes, w.define, ...m.defines],
       cflags: [...SAFETY, 'BFS'],
       panArgs: [],
       fails: w.fails,

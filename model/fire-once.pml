@@ -17,6 +17,10 @@
  *   RELEASE_ON_ANY  the lock is released when the job resolves, success included; the artifact
  *                   is written afterwards: the seed's "(b) resolved, not written" window
  *   PLAIN_DEL       release is a plain DEL instead of compare-and-delete (fails property 3)
+ *   STRICT          a stronger property 1 that the protocol does NOT promise: no dispatch while
+ *                   an earlier job succeeded and its result is not stored yet, even if that
+ *                   holder's lease lapsed. It fails: a lease cannot tell a paused holder from a
+ *                   dead one (docs/model.md, "What it does not promise").
  */
 
 #ifndef N
@@ -96,7 +100,7 @@ bit  held[N];     /* external mode: the lock is held for lockTtlMs after success
 bit  waiting[N];  /* ghost: got HELD, has not fast-forwarded or acquired yet */
 bit  seenNow[N];  /* the invocation's last reply came at the current `now` */
 byte nwait;       /* ghost: how many invocations are waiting */
-byte q;      /* scratch for loops inside one atomic step; always 0 between steps */
+byte q;           /* scratch for loops inside one atomic step; always 0 between steps */
 byte tm;          /* scratch */
 
 /* A dispatch still in flight: running, or resolved with its result not stored yet, and its
@@ -182,6 +186,11 @@ inline acquire(p, r) {
       do
       :: q < N ->
         if
+#ifdef STRICT
+        :: q != p && ph[q] == PEND ->
+          printf("@@ VIOLATION strict no duplicate: inv%d dispatches while inv%d's job succeeded and its result is not stored yet\n", p, q);
+          assert(false)
+#endif
         :: q != p && IN_FLIGHT(q) ->
           printf("@@ VIOLATION no duplicate: inv%d dispatches while inv%d's dispatch still stands\n", p, q);
           assert(false)
@@ -240,7 +249,7 @@ inline hold(p, r) {
     tick(p);
     if
     :: lock == p + 1 -> lockNow = 1; held[p] = 1; r = EXTEND_HELD;
-      printf("@@ inv%d extend -> 1 (lock held for lockTtlMs until the job writes)\n", p)
+      printf("@@ inv%d extend -> 1 (lock held for lockTtlMs, no longer renewed)\n", p)
     :: else -> r = EXTEND_LOST; printf("@@ inv%d extend -> 0 (lost before the hold)\n", p)
     fi;
     renewing[p] = 0
