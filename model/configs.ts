@@ -50,6 +50,7 @@ const WEAK: readonly { readonly define: string; readonly sizes: readonly string[
   { define: 'LOCK_ONLY', sizes: NO_FAULTS, fails: ['no lost result'] }, // (c) after the lock's TTL
   { define: 'RELEASE_ON_ANY', sizes: NO_FAULTS, fails: ['no duplicate'] }, // (b) resolved, not written
   { define: 'PLAIN_DEL', sizes: ONE_LAPSE, fails: ['release safety'] }, // a stale holder's DEL
+  { define: 'COARSE_CLOCK', sizes: NO_FAULTS, fails: ['fencing'] }, // tokens in whole seconds
   // Not a strategy: the real protocol against a promise it does not make (docs/model.md).
   { define: 'STRICT', sizes: ONE_LAPSE, fails: ['strict no duplicate'] },
 ];

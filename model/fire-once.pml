@@ -17,6 +17,7 @@
  *   RELEASE_ON_ANY  the lock is released when the job resolves, success included; the artifact
  *                   is written afterwards: the seed's "(b) resolved, not written" window
  *   PLAIN_DEL       release is a plain DEL instead of compare-and-delete (fails property 3)
+ *   COARSE_CLOCK    the fencing token is TIME in whole seconds, not microseconds (fails property 4)
  *   STRICT          a stronger property 1 that the protocol does NOT promise: no dispatch while
  *                   an earlier job succeeded and its result is not stored yet, even if that
  *                   holder's lease lapsed. It fails: a lease cannot tell a paused holder from a
@@ -116,10 +117,18 @@ inline advance() {
   lockNow = 0; fenceNow = 0
 }
 
+/* The clock must have moved on since a reading taken at the current `now`. With COARSE_CLOCK
+ * (a token of whole seconds) a round trip or a short TTL may end within the same tick. */
+#ifdef COARSE_CLOCK
+#define MUST_ADVANCE(taken) if :: taken -> advance() :: skip fi
+#else
+#define MUST_ADVANCE(taken) if :: taken -> advance() :: else -> skip fi
+#endif
+
 /* A script of invocation p runs a round trip after p's last reply, so at a later server time
  * than that reply; otherwise it may run at the same `now` as the last script. */
 inline tick(p) {
-  if :: seenNow[p] -> advance() :: else -> skip fi;
+  MUST_ADVANCE(seenNow[p]);
   seenNow[p] = 1
 }
 
@@ -369,7 +378,7 @@ end:
    * so a held lock does not expire while the job still owes the artifact. */
   :: atomic {
       lock != 0 && !renewing[lock - 1] && !(held[lock - 1] && ph[lock - 1] == PEND) ->
-      if :: lockNow -> advance() :: else -> skip fi; /* a TTL of >= 1 ms ran out */
+      MUST_ADVANCE(lockNow); /* a TTL of >= 1 ms ran out */
       if :: ph[lock - 1] == RUN || ph[lock - 1] == PEND -> lapsed[lock - 1] = 1 :: else -> skip fi;
       printf("@@ clock: the lock of inv%d expires (no longer renewed)\n", lock - 1);
       lock = 0
@@ -378,7 +387,7 @@ end:
   :: atomic {
       lock != 0 && renewing[lock - 1] && expiries < MAX_EXPIRE ->
       expiries++;
-      if :: lockNow -> advance() :: else -> skip fi; /* a TTL of >= 1 ms ran out */
+      MUST_ADVANCE(lockNow); /* a TTL of >= 1 ms ran out */
       lapsed[lock - 1] = 1;
       printf("@@ clock: the lease of inv%d lapses before its next call (inv%d paused)\n", lock - 1, lock - 1);
       lock = 0
