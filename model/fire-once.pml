@@ -10,7 +10,7 @@
  *   N, MAX_CRASH, MAX_EXPIRE, MAX_INVALIDATE   sizes (below)
  *   EXTERNAL        the external-artifact mode: the job writes the artifact itself, after the
  *                   activity resolved; acquire runs in mode 'x'; success holds the lock (extend)
- *   The seed's weaker strategies, each of which must fail a property:
+ *   Weaker variants, each of which must fail a property (the first four are the seed's strategies):
  *   NO_GUARD        every invocation dispatches
  *   ARTIFACT_ONLY   fast-forward to the artifact, no lock
  *   LOCK_ONLY       lock, no artifact check; the lock is left to its TTL after success
