@@ -29,8 +29,11 @@ const SAFETY = ['NOCLAIM', 'SAFETY'];
 const COLLAPSE = 'COLLAPSE';
 /** Room for every process (invocations, jobs, the world, init) in the fairness bookkeeping. */
 const LIVENESS = ['NFAIR=10'];
-/** A 2^25-bit (4 MiB) bitstate hash: about 15 million states a mode in a minute on one core. */
-const BITSTATE_HASH = '-w25';
+/**
+ * The bitstate hash: 2^24 bits (2 MiB) by default, about 8 million states a mode. A bigger hash
+ * searches further: MODEL_BITSTATE_BITS=26 stored 29.7 million states of result mode in 86 s.
+ */
+const BITSTATE_HASH = `-w${process.env.MODEL_BITSTATE_BITS ?? 24}`;
 const DEPTH = '-m100000';
 
 const MODES = [
