@@ -1,0 +1,419 @@
+/*
+ * fire-once.pml: the fire-once protocol v3 (PROTOCOL.md) for ONE (scope, step), as the Lua
+ * scripts in src/core/scripts/ implement it, checked with spin. docs/model.md explains it;
+ * `npm run model` (model/run.ts) checks every configuration.
+ *
+ * Each Lua script is one `atomic` step (Redis runs a script alone). The network calls between
+ * them are not: any other process may move between an invocation's two calls.
+ *
+ * Switches (spin -D...):
+ *   N, MAX_CRASH, MAX_EXPIRE, MAX_INVALIDATE   sizes (below)
+ *   EXTERNAL        the external-artifact mode: the job writes the artifact itself, after the
+ *                   activity resolved; acquire runs in mode 'x'; success holds the lock (extend)
+ *   Weaker variants, each of which must fail a property (the first four are the seed's strategies):
+ *   NO_GUARD        every invocation dispatches
+ *   ARTIFACT_ONLY   fast-forward to the artifact, no lock
+ *   LOCK_ONLY       lock, no artifact check; the lock is left to its TTL after success
+ *   RELEASE_ON_ANY  the lock is released when the job resolves, success included; the artifact
+ *                   is written afterwards: the seed's "(b) resolved, not written" window
+ *   PLAIN_DEL       release is a plain DEL instead of compare-and-delete (fails property 3)
+ *   COARSE_CLOCK    the fencing token is TIME in whole seconds, not microseconds (fails property 4)
+ *   STRICT          a stronger property 1 that the protocol does NOT promise: no dispatch while
+ *                   an earlier job succeeded and its result is not stored yet, even if that
+ *                   holder's lease lapsed. It fails: a lease cannot tell a paused holder from a
+ *                   dead one (docs/model.md, "What it does not promise").
+ */
+
+#ifndef N
+#define N 3              /* invocations (activity executions) of the one (scope, step) */
+#endif
+#ifndef MAX_CRASH
+#define MAX_CRASH 2      /* holders that crash (stop calling Redis for good) */
+#endif
+#ifndef MAX_EXPIRE
+#define MAX_EXPIRE 2     /* lapses of a live holder's lease (paused past it) + artifact TTLs run out */
+#endif
+#ifndef MAX_INVALIDATE
+#define MAX_INVALIDATE 1 /* invalidate.lua calls by an operator */
+#endif
+
+/* ---- The alphabet: every reply of every modelled script, named as the Lua headers name them.
+ * test/model/protocol-alphabet.test.ts checks this block against src/core/scripts/*.lua and
+ * ACQUIRE_REPLY in src/core/scripts.ts, so the model cannot drift from the code silently.
+ * Codes >= 100 stand for the replies that carry no code (a bulk string, a bare integer). */
+#define ACQUIRE_FAST_FORWARD 100 /* bulk string: the artifact record (mode 'r'/'t') */
+#define ACQUIRE_ACQUIRED     101 /* integer: the lock is ours; the fencing token */
+#define ACQUIRE_EXISTS         1 /* {1, pttl}: the external artifact exists (mode 'x') */
+#define ACQUIRE_HELD           3 /* {3, pttl, lock}: another token holds the lock */
+#define ACQUIRE_CORRUPT        5 /* {5, error}: never here: the model's artifact is always a string */
+#define COMMIT_NOT_OURS        0 /* artifact written; the lock had expired or passed on: left alone */
+#define COMMIT_OURS            1 /* artifact written; our lock deleted in the same step */
+#define RELEASE_REFUSED        0 /* the lock is missing or another holder's: nothing changed */
+#define RELEASE_DELETED        1 /* our lock is deleted */
+#define EXTEND_LOST            0 /* the lock is missing or another holder's: nothing changed */
+#define EXTEND_HELD            1 /* our lock's TTL is set again */
+#define INVALIDATE_NONE        0 /* there was no artifact */
+#define INVALIDATE_DELETED     1 /* the artifact is deleted */
+
+/* ---- Which strategy: what acquire checks, and whether anything takes a lock. */
+#if defined(NO_GUARD)
+#define CHECKS_ARTIFACT 0
+#define USES_LOCK 0
+#elif defined(ARTIFACT_ONLY)
+#define CHECKS_ARTIFACT 1
+#define USES_LOCK 0
+#else
+#define CHECKS_ARTIFACT 1
+#define USES_LOCK 1
+#endif
+#ifdef LOCK_ONLY
+#undef CHECKS_ARTIFACT
+#define CHECKS_ARTIFACT 0
+#define COMMIT_DELETES_LOCK 0 /* success leaves the lock to its TTL */
+#else
+#define COMMIT_DELETES_LOCK 1
+#endif
+
+/* ---- Redis: the keys of the one (scope, step). A token is the invocation's number + 1. */
+byte lock;        /* lock key l:<step>: the token in its record, 0 = no key */
+bit  art;         /* artifact key a:<jobType> (or the external key x:<jobType>) exists */
+
+/* ---- The Redis server clock (TIME), which never goes back. Only the order of its readings
+ * matters, and every reading is at most `now`, so each is kept as one bit, "taken at the
+ * current `now`": a reading taken earlier is smaller than any taken later. */
+bit  lockNow;     /* the lock's TTL started (SET or PEXPIRE) at the current `now` */
+bit  fenceNow;    /* ghost: the greatest fencing token handed out was read at the current `now` */
+
+/* ---- The world's budgets. */
+byte crashes, expiries, invalidations;
+
+/* ---- Each invocation, and ghost state (what happened in the world, for the properties only). */
+#define IDLE    0 /* not dispatched */
+#define RUN     1 /* dispatched: the job is running */
+#define PEND    2 /* the job succeeded; its result is not stored yet */
+#define STORED  3 /* its result is stored in the artifact */
+#define GONE    4 /* its stored result was invalidated or expired */
+#define FAILED  5 /* the job failed (or was cancelled) */
+byte ph[N];       /* ghost: the phase of each invocation's dispatch */
+bit  lapsed[N];   /* ghost: its lock expired while it was RUN or PEND (no renewal in time) */
+bit  renewing[N]; /* alive between acquire and its settling call: renews its lease */
+bit  held[N];     /* external mode: the lock is held for lockTtlMs after success (extend) */
+bit  waiting[N];  /* ghost: got HELD, has not fast-forwarded or acquired yet */
+bit  seenNow[N];  /* the invocation's last reply came at the current `now` */
+byte nwait;       /* ghost: how many invocations are waiting */
+byte q;           /* scratch for loops inside one atomic step; always 0 between steps */
+byte tm;          /* scratch */
+
+/* A dispatch still in flight: running, or resolved with its result not stored yet, and its
+ * lease never expired. (A stored result is property 2's.) */
+#define IN_FLIGHT(i) ((ph[i] == RUN || ph[i] == PEND) && !lapsed[i])
+
+/* The clock moves on: every reading so far is now in the past. */
+inline advance() {
+  do
+  :: q < N -> seenNow[q] = 0; q++
+  :: else -> q = 0; break
+  od;
+  lockNow = 0; fenceNow = 0
+}
+
+/* The clock must have moved on since a reading taken at the current `now`. With COARSE_CLOCK
+ * (a token of whole seconds) a round trip or a short TTL may end within the same tick. */
+#ifdef COARSE_CLOCK
+#define MUST_ADVANCE(taken) if :: taken -> advance() :: skip fi
+#else
+#define MUST_ADVANCE(taken) if :: taken -> advance() :: else -> skip fi
+#endif
+
+/* A script of invocation p runs a round trip after p's last reply, so at a later server time
+ * than that reply; otherwise it may run at the same `now` as the last script. */
+inline tick(p) {
+  MUST_ADVANCE(seenNow[p]);
+  seenNow[p] = 1
+}
+
+/* Every stored result is gone: invalidate.lua, or the artifact's TTL. */
+inline resultsGone() {
+  art = 0;
+  do
+  :: q < N -> if :: ph[q] == STORED -> ph[q] = GONE :: else -> skip fi; q++
+  :: else -> q = 0; break
+  od
+}
+
+/* The artifact record is written: by commit.lua, or by the job itself (external mode). */
+inline storeResult(p) {
+  art = 1;
+  ph[p] = STORED
+}
+
+/* Delete the lock on behalf of invocation p.
+ * PROPERTY 3 (safety of release): a release or commit never deletes a lock another holder owns. */
+inline deleteLock(p) {
+  if
+  :: lock != p + 1 -> printf("@@ VIOLATION release safety: inv%d's release deletes the lock of inv%d\n", p, lock - 1)
+  :: else -> skip
+  fi;
+  assert(lock == p + 1);
+  lock = 0
+}
+
+/* ---- acquire.lua: fast-forward, acquire, or report the holder. */
+inline acquire(p, r) {
+  atomic {
+    if
+    :: CHECKS_ARTIFACT && art ->
+#ifdef EXTERNAL
+      r = ACQUIRE_EXISTS
+#else
+      r = ACQUIRE_FAST_FORWARD
+#endif
+    :: else ->
+      if
+      :: USES_LOCK && lock != 0 -> r = ACQUIRE_HELD
+      :: else -> r = ACQUIRE_ACQUIRED
+      fi
+    fi;
+    /* PROPERTY 2 (no lost result): while a committed result is stored (not invalidated, not
+     * expired), no invocation dispatches again: each one that decides fast-forwards to it. */
+    q = 0;
+    do
+    :: q < N ->
+      if
+      :: ph[q] == STORED && r == ACQUIRE_ACQUIRED ->
+        printf("@@ VIOLATION no lost result: inv%d dispatches again though inv%d's result is stored\n", p, q);
+        assert(false)
+      :: else -> q++
+      fi
+    :: else -> q = 0; break
+    od;
+    if
+    :: r == ACQUIRE_ACQUIRED ->
+      /* PROPERTY 1 (no duplicate): a second dispatch happens only after each earlier one
+       * failed, or its lease expired without renewal, or it stored its result (then property
+       * 2 holds off every dispatch until that result is invalidated or expires). */
+      do
+      :: q < N ->
+        if
+#ifdef STRICT
+        :: q != p && ph[q] == PEND ->
+          printf("@@ VIOLATION strict no duplicate: inv%d dispatches while inv%d's job succeeded and its result is not stored yet\n", p, q);
+          assert(false)
+#endif
+        :: q != p && IN_FLIGHT(q) ->
+          printf("@@ VIOLATION no duplicate: inv%d dispatches while inv%d's dispatch still stands\n", p, q);
+          assert(false)
+        :: else -> q++
+        fi
+      :: else -> q = 0; break
+      od;
+      /* PROPERTY 4 (fencing): tokens handed out for this (scope, step) strictly increase.
+       * The token is TIME. This script runs no earlier than the last one, and a round trip
+       * after p's last reply; nothing else forces the clock forward. So it reads the same
+       * TIME as the greatest token so far exactly when that was read at the current `now`
+       * and p's last reply was not. */
+      if
+      :: fenceNow && !seenNow[p] -> printf("@@ VIOLATION fencing: inv%d gets the same token as the last dispatch\n", p)
+      :: else -> skip
+      fi;
+      assert(!fenceNow || seenNow[p]);
+      tick(p);
+      fenceNow = 1;
+      if :: USES_LOCK -> lock = p + 1; lockNow = 1 :: else -> skip fi;
+      ph[p] = RUN; renewing[p] = 1;
+      if :: waiting[p] -> waiting[p] = 0; nwait-- :: else -> skip fi;
+      printf("@@ inv%d acquire -> ACQUIRED, dispatches the job\n", p)
+    :: r == ACQUIRE_HELD ->
+      if :: !waiting[p] -> waiting[p] = 1; nwait++ :: else -> skip fi;
+      printf("@@ inv%d acquire -> HELD by inv%d, waits\n", p, lock - 1)
+    :: else ->
+      if :: waiting[p] -> waiting[p] = 0; nwait-- :: else -> skip fi;
+      if
+      :: r == ACQUIRE_EXISTS -> printf("@@ inv%d acquire -> EXISTS, fast-forwards to the external artifact\n", p)
+      :: else -> printf("@@ inv%d acquire -> FAST_FORWARD to the stored result\n", p)
+      fi
+    fi
+  }
+}
+
+/* ---- extend.lua: compare-and-expire. A lease renewal, or the hold after an external dispatch. */
+inline extend(p, r) {
+  atomic {
+    tick(p);
+    if
+    :: USES_LOCK && lock == p + 1 -> lockNow = 1; r = EXTEND_HELD
+    :: else -> r = EXTEND_LOST
+    fi;
+    if
+    :: r == EXTEND_HELD -> printf("@@ inv%d extend -> 1 (lease renewed)\n", p)
+    :: else -> printf("@@ inv%d extend -> 0 (lost: the lock is not ours; nothing changed)\n", p)
+    fi
+  }
+}
+
+/* ---- extend.lua once more, after an external dispatch succeeded: hold the lock for lockTtlMs,
+ * no longer renewed, until the job's own artifact takes over. */
+inline hold(p, r) {
+  atomic {
+    tick(p);
+    if
+    :: lock == p + 1 -> lockNow = 1; held[p] = 1; r = EXTEND_HELD;
+      printf("@@ inv%d extend -> 1 (lock held for lockTtlMs, no longer renewed)\n", p)
+    :: else -> r = EXTEND_LOST; printf("@@ inv%d extend -> 0 (lost before the hold)\n", p)
+    fi;
+    renewing[p] = 0
+  }
+}
+
+/* ---- commit.lua: write the artifact and, in the same step, delete the lock if still ours. */
+inline commit(p, r) {
+  atomic {
+    tick(p);
+    storeResult(p);
+    if
+    :: COMMIT_DELETES_LOCK && lock == p + 1 -> deleteLock(p); r = COMMIT_OURS
+    :: else -> r = COMMIT_NOT_OURS
+    fi;
+    renewing[p] = 0;
+    if
+    :: r == COMMIT_OURS -> printf("@@ inv%d commit -> 1 (artifact written, our lock deleted)\n", p)
+    :: else -> printf("@@ inv%d commit -> 0 (artifact written; the lock is not ours: left alone)\n", p)
+    fi
+  }
+}
+
+/* ---- release.lua: compare-and-delete, on failure only (or, RELEASE_ON_ANY, on any resolution). */
+inline release(p, r) {
+  atomic {
+    tick(p);
+    if
+#ifdef PLAIN_DEL
+    :: lock != 0 -> deleteLock(p); r = RELEASE_DELETED /* DEL whoever holds it */
+#else
+    :: lock == p + 1 -> deleteLock(p); r = RELEASE_DELETED
+#endif
+    :: else -> r = RELEASE_REFUSED
+    fi;
+    renewing[p] = 0;
+    if
+    :: r == RELEASE_DELETED -> printf("@@ inv%d release -> 1 (lock deleted)\n", p)
+    :: else -> printf("@@ inv%d release -> 0 (refused: the lock is not ours; nothing changed)\n", p)
+    fi
+  }
+}
+
+/* ---- invalidate.lua: delete the artifact. A lock in flight is not touched. */
+inline invalidate() {
+  tm = (art -> INVALIDATE_DELETED : INVALIDATE_NONE);
+  resultsGone();
+  printf("@@ operator invalidate -> %d\n", tm);
+  tm = 0
+}
+
+/* A holder may crash before any of its calls: it never calls Redis again. */
+#define CRASH_POINT \
+  if \
+  :: crashes < MAX_CRASH -> atomic { crashes++; renewing[p] = 0; printf("@@ inv%d crashes\n", p) }; goto out \
+  :: skip \
+  fi
+
+/* ---- One invocation: an activity execution guarded for the (scope, step). */
+proctype Inv(byte p) {
+  byte r; /* the reply of its last script */
+retry:
+  acquire(p, r);
+  if
+  :: r == ACQUIRE_HELD -> goto retry /* wait in the slot: woken by a publish, or by a poll */
+  :: r == ACQUIRE_FAST_FORWARD || r == ACQUIRE_EXISTS -> goto out /* done */
+  :: r == ACQUIRE_ACQUIRED -> skip
+  fi;
+  /* Dispatched. The job runs; the lease is renewed every third of it. */
+  CRASH_POINT;
+  if
+  :: extend(p, r)
+  :: skip
+  fi;
+  CRASH_POINT;
+  /* The job resolves. A lost lease aborts the signal, but the job may still succeed: then the
+   * commit below is a late commit, and the scripts compare the token. */
+  if
+  :: atomic { ph[p] = PEND; printf("@@ inv%d job resolves: success\n", p) }
+  :: atomic { ph[p] = FAILED; printf("@@ inv%d job resolves: failure\n", p) }
+  fi;
+  CRASH_POINT;
+  if
+  :: ph[p] == FAILED -> release(p, r)
+  :: else ->
+#if defined(RELEASE_ON_ANY)
+    release(p, r);
+#ifndef EXTERNAL
+    CRASH_POINT;
+    atomic { tick(p); storeResult(p); printf("@@ inv%d writes the artifact\n", p) }
+#endif
+#elif defined(EXTERNAL)
+    hold(p, r) /* extend.lua to lockTtlMs: the job's own artifact takes over */
+#else
+    commit(p, r)
+#endif
+  fi;
+out:
+  atomic { r = 0; seenNow[p] = 0 } /* forget what no longer matters, so that states merge */
+}
+
+#ifdef EXTERNAL
+/* The job of invocation p, outside the worker: once it resolved it writes the artifact itself,
+ * whether or not the activity's worker is still alive. */
+proctype Job(byte p) {
+end:
+  atomic { ph[p] == PEND -> storeResult(p); printf("@@ job of inv%d writes the external artifact\n", p) }
+}
+#endif
+
+/* Time passing, and the operator. Each option is one nondeterministic event. */
+active proctype World() {
+end:
+  do
+  /* The lock of a holder that no longer renews it (crashed, or done) expires. Assumption of the
+   * external mode: lockTtlMs outlasts the job's gap between resolving and writing its artifact,
+   * so a held lock does not expire while the job still owes the artifact. */
+  :: atomic {
+      lock != 0 && !renewing[lock - 1] && !(held[lock - 1] && ph[lock - 1] == PEND) ->
+      MUST_ADVANCE(lockNow); /* a TTL of >= 1 ms ran out */
+      if :: ph[lock - 1] == RUN || ph[lock - 1] == PEND -> lapsed[lock - 1] = 1 :: else -> skip fi;
+      printf("@@ clock: the lock of inv%d expires (no longer renewed)\n", lock - 1);
+      lock = 0
+    }
+  /* A live holder's lease lapses: it paused longer than the lease, so no renewal came in time. */
+  :: atomic {
+      lock != 0 && renewing[lock - 1] && expiries < MAX_EXPIRE ->
+      expiries++;
+      MUST_ADVANCE(lockNow); /* a TTL of >= 1 ms ran out */
+      lapsed[lock - 1] = 1;
+      printf("@@ clock: the lease of inv%d lapses before its next call (inv%d paused)\n", lock - 1, lock - 1);
+      lock = 0
+    }
+  /* The artifact's TTL runs out. */
+  :: atomic { art && expiries < MAX_EXPIRE -> expiries++; resultsGone(); printf("@@ clock: the artifact expires\n") }
+  /* An operator invalidates the result (fire-once invalidate). */
+  :: atomic { invalidations < MAX_INVALIDATE -> invalidations++; invalidate() }
+  od
+}
+
+init {
+  atomic {
+    do
+    :: q < N ->
+      run Inv(q);
+#ifdef EXTERNAL
+      run Job(q);
+#endif
+      q++
+    :: else -> q = 0; break
+    od
+  }
+}
+
+/* PROPERTY 5 (liveness under weak fairness, spin -a, pan -a -f): once holders stop crashing,
+ * every waiter eventually fast-forwards or acquires: there is always a later moment with no one
+ * waiting. Checked on the real protocol only. */
+ltl live { [] <> (nwait == 0) }
