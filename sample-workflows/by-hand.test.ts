@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { connectRedis, deletePrefix, testPrefix } from '../test/helpers/redis';
-import { runScript, startScript, type RunningScript, type ScriptRun } from '../test/helpers/scripts';
+import { connectRedis, deletePrefix, testPrefix } from '../test/support/redis';
+import { runScript, startScript, type RunningScript, type ScriptRun } from '../test/support/scripts';
 import { runCli } from '../test/cli/run-cli';
 
 // Each sample's README has a "Run it" recipe: a worker (and for chat-session a job runner) in one

@@ -1,4 +1,4 @@
-import { useSampleHarness } from '../shared/harness';
+import { useSampleHarness } from '../../test/support/sample-harness';
 import { readCount, waitForCount } from '../shared/redis';
 import { FireOnceKeys } from '../../src/core';
 import { DISPATCH_STEP, chatKeys, type JobTimings } from './config';

@@ -1,5 +1,5 @@
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
-import { useSampleHarness } from '../shared/harness';
+import { useSampleHarness } from '../../test/support/sample-harness';
 import { readCount } from '../shared/redis';
 import { RENDER_FAILED, dispatchesKey } from './activities';
 import { requestReport, type ReportOutcome } from './client';

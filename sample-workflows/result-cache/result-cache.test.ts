@@ -1,5 +1,5 @@
 import { FireOnceKeys } from '../../src/core';
-import { useSampleHarness } from '../shared/harness';
+import { useSampleHarness } from '../../test/support/sample-harness';
 import { readCount } from '../shared/redis';
 import { dispatchesKey } from './activities';
 import { requestSummaries } from './client';

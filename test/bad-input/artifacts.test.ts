@@ -3,9 +3,9 @@ import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { FireOnceGuard, fireOnce } from '../../src';
 import { payloadToBytes } from '../../src/worker/artifact';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
-import { storedPayload, writeArtifact } from '../helpers/records';
-import { asFailure, decoded, differences, dispatchCounter, runActivity, seedBystander, settle, snapshot } from './support/harness';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
+import { storedPayload, writeArtifact } from '../support/records';
+import { asFailure, decoded, differences, dispatchCounter, runActivity, seedBystander, settle, snapshot } from '../support/bystander';
 
 // A stored artifact that is not a valid payload must end the call with the non-retryable
 // FireOnceCorruptArtifact: never a crash, never a silent re-dispatch, and the bad artifact is

@@ -4,9 +4,9 @@ import { ApplicationFailure } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { FireOnceConfigError, FireOnceGuard, FireOnceInvalidId, FireOncePlugin, fireOnce } from '../../src';
 import type { Redis } from 'ioredis';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
-import { asFailure, differences, dispatchCounter, runActivity, settle, useBadInputFixture } from './support/harness';
-import { BAD_IDS, GOOD_IDS, problemAs, type IdRow } from './support/id-rows';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
+import { asFailure, differences, dispatchCounter, runActivity, settle, useBadInputFixture } from '../support/bystander';
+import { BAD_IDS, GOOD_IDS, problemAs, type IdRow } from '../support/id-rows';
 
 // One table of IDs (support/id-rows.ts), fed to both sides: the workflow side through a real
 // workflow on the dev server that calls setDispatchScope(id), the worker side through the guard,

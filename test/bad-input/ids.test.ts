@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { FireOnceGuard, fireOnce } from '../../src';
 import { encodeId } from '../../src/core';
-import { BYSTANDER, decoded, differences, dispatchCounter, runActivity, scanKeys, type KeySnapshot, useBadInputFixture } from './support/harness';
+import { BYSTANDER, decoded, differences, dispatchCounter, runActivity, scanKeys, type KeySnapshot, useBadInputFixture } from '../support/bystander';
 
 // IDs with glob characters, separators, braces, control characters or non-ASCII text are
 // accepted: keys.ts percent-encodes them. Each row shows, on a real Redis, that such an ID works,

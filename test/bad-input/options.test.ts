@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { FireOnce, FireOnceConfigError, FireOnceGuard, FireOncePlugin, fireOnce } from '../../src';
 import { createFireOnceActivityInterceptor, fireOnceActivityMap, type FireOnceInterceptorConfig } from '../../src/core';
-import { differences, dispatchCounter, type KeySnapshot, useBadInputFixture } from './support/harness';
+import { differences, dispatchCounter, type KeySnapshot, useBadInputFixture } from '../support/bystander';
 
 /** One bad number per row, with what the error must say about the field it was given to. */
 const BAD_NUMBERS: readonly (readonly [string, unknown, (field: string) => RegExp])[] = [

@@ -1,9 +1,9 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { FireOnceGuard, fireOnce } from '../../src';
 import { freePort } from '../../sample-workflows/services';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
-import { spawnRedisServer, type SpawnedRedis } from './support/redis-server';
-import { asFailure, decoded, differences, dispatchCounter, runActivity, scanKeys, seedBystander, settle, snapshot } from './support/harness';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
+import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
+import { asFailure, decoded, differences, dispatchCounter, runActivity, scanKeys, seedBystander, settle, snapshot } from '../support/bystander';
 
 // A Redis that cannot be used: the guard fails closed with the retryable FireOnceStoreUnavailable
 // and nothing is dispatched. Servers whose state a row changes (password, replica, maxmemory,

@@ -10,7 +10,7 @@ import {
   settle,
   type KeySnapshot,
   useBadInputFixture,
-} from './support/harness';
+} from '../support/bystander';
 
 // Results the guard cannot store. The activity did run (its job was dispatched once), so the
 // row's claim is: a typed outcome, no second dispatch on retry, no artifact, other keys intact.

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { FireOnceGuard, fireOnce } from '../../src';
-import { asFailure, differences, dispatchCounter, runActivity, settle, type KeySnapshot, useBadInputFixture } from './support/harness';
+import { asFailure, differences, dispatchCounter, runActivity, settle, type KeySnapshot, useBadInputFixture } from '../support/bystander';
 
 // Missing scopes, through the real activity interceptor (MockActivityEnvironment passes no headers,
 // so "missing" is the header-less case a prebuilt bundle without the plugin produces). Each row:

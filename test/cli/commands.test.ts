@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { FireOnceGuard } from '../../src';
 import { DispatchLog, holderId, parseEvent, type DispatchEvent } from '../../src/core';
 import { freePort } from '../../sample-workflows/services';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { runCli } from './run-cli';
 
 // Every command of `fire-once`, each run as its own process against the suite's real Redis, on

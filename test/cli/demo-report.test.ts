@@ -1,7 +1,7 @@
 import { join } from 'node:path';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { runCli } from './run-cli';
-import { runScript, type ScriptRun } from '../helpers/scripts';
+import { runScript, type ScriptRun } from '../support/scripts';
 
 /** Run `npm run demo`'s script as a child process; resolve its exit code and output. */
 function runDemo(env: Record<string, string>): Promise<ScriptRun> {

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { main, type Io } from '../../src/cli/main';
 import { EXIT } from '../../src/cli/exit-codes';
-import { spawnRedisServer, type SpawnedRedis } from '../bad-input/support/redis-server';
+import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
 import { runCli } from './run-cli';
 
 // Every command of the CLI refuses a Redis that can evict the guard's keys, as a worker does:

@@ -6,8 +6,8 @@ import type { Redis } from 'ioredis';
 import { FireOnceGuard } from '../../src';
 import { FireOnceKeys, encodeId } from '../../src/core';
 import { payloadToBytes } from '../../src/worker/artifact';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
-import { scanKeys } from '../bad-input/support/harness';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
+import { scanKeys } from '../support/bystander';
 import { runCli } from './run-cli';
 
 // Keys written by the previous release (protocol v2), with its own scripts (test/fixtures/protocol-v2,

@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import { DispatchLog, FireOnceKeys, parseEvent, type DispatchEvent } from '../../src/core';
 import { PAGE_SIZE } from '../../src/cli/log';
 import { buildReport, type Counts } from '../../src/cli/report';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 
 // `fire-once report` reads the log through its own RESP reader, decoding only the fields it
 // counts by, and reads the duplicates' entries in full afterwards. Here its counts and duplicates

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { runScript, type ScriptRun } from '../helpers/scripts';
+import { runScript, type ScriptRun } from '../support/scripts';
 
 /** What one CLI process did. */
 export type CliRun = ScriptRun;

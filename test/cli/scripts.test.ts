@@ -2,8 +2,8 @@ import type { Redis } from 'ioredis';
 import { FireOnceKeys } from '../../src/core';
 import { PAGE_SIZE, findLatest } from '../../src/cli/log';
 import { forceReleaseScript } from '../../src/cli/release';
-import { useGuardFixture } from '../helpers/redis';
-import { lockToken, writeLock } from '../helpers/records';
+import { useGuardFixture } from '../support/redis';
+import { lockToken, writeLock } from '../support/records';
 
 // The CLI's own Lua scripts, called directly against a real Redis, against their headers.
 describe('the CLI scripts', () => {

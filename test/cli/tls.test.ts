@@ -4,10 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort, stopChild } from '../../sample-workflows/services';
-import { HOW_TO_GET_TLS, makeCertificate } from '../helpers/tls';
+import { HOW_TO_GET_TLS, makeCertificate } from '../support/tls';
 import { runCli } from './run-cli';
 import { FireOnceKeys } from '../../src/core';
-import { writeLock } from '../helpers/records';
+import { writeLock } from '../support/records';
 
 // `rediss://` end to end: a redis-server of this test's own with TLS only, a certificate made for
 // it, and the CLI trusting it through NODE_EXTRA_CA_CERTS. The report reads through both of the

@@ -7,9 +7,9 @@ import { holderId } from '../../src/core';
 import { appendEvent } from '../../src/cli/log';
 import { startRedisCluster } from '../../sample-workflows/services';
 import { runCli } from '../cli/run-cli';
-import { testPrefix } from '../helpers/redis';
-import { makeCertificate } from '../helpers/tls';
-import { connectCluster, deletePrefixOnCluster, keySlot, masters } from './helpers/cluster';
+import { testPrefix } from '../support/redis';
+import { makeCertificate } from '../support/tls';
+import { connectCluster, deletePrefixOnCluster, keySlot, masters } from '../support/cluster/cluster';
 
 /** A cluster for the test's own client, and the URL by which the CLI reaches one of its masters. */
 interface ClusterUnderTest {

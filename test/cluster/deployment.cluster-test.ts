@@ -3,7 +3,7 @@ import { FireOnceConfigError, FireOncePlugin } from '../../src';
 import { checkEvictionPolicy } from '../../src/core';
 import type { DoctorReport } from '../../src/cli/doctor/doctor';
 import { runCli } from '../cli/run-cli';
-import { clusterNodes, connectCluster, connectNode } from './helpers/cluster';
+import { clusterNodes, connectCluster, connectNode } from '../support/cluster/cluster';
 
 // The deployment checks on the suite's 3-master cluster: the eviction policy is read from every
 // master, so one evicting master is enough to refuse a worker and the CLI, and doctor names it.

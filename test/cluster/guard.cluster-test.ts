@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { Cluster } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable, type AcquireOutcome, type Lease } from '../../src';
 import { startRenewal } from '../../src/core';
-import { testPrefix } from '../helpers/redis';
-import { connectCluster, deletePrefixOnCluster, masters } from './helpers/cluster';
-import { lockToken, writeLock } from '../helpers/records';
+import { testPrefix } from '../support/redis';
+import { connectCluster, deletePrefixOnCluster, masters } from '../support/cluster/cluster';
+import { lockToken, writeLock } from '../support/records';
 
 // The core guard with an ioredis Cluster as its client, on a real 3-master Redis Cluster: the
 // same guarantees as test/core/guard.test.ts, plus what only a cluster can break (keys of many

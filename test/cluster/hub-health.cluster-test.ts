@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Cluster } from 'ioredis';
 import { FireOnceConfigError, FireOncePlugin } from '../../src';
 import { WakeHub } from '../../src/core';
-import { connectCluster, masters } from './helpers/cluster';
+import { connectCluster, masters } from '../support/cluster/cluster';
 
 // WakeHub.onHealth reports `false` when its subscriber connection closes on a single Redis, and
 // the local artifact cache relies on that to empty itself while invalidations cannot reach it. On

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable, type AcquireOutcome } from '../../src';
-import { testPrefix } from '../helpers/redis';
-import { connectCluster, connectNode, deletePrefixOnCluster, errorCount, keySlot, masters } from './helpers/cluster';
-import { lockToken } from '../helpers/records';
+import { testPrefix } from '../support/redis';
+import { connectCluster, connectNode, deletePrefixOnCluster, errorCount, keySlot, masters } from '../support/cluster/cluster';
+import { lockToken } from '../support/records';
 
 // Resharding: one slot is moved from its master to another one (SETSLOT IMPORTING/MIGRATING,
 // MIGRATE in small batches, SETSLOT NODE), the way `redis-cli --cluster reshard` does it, while

@@ -2,10 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { Cluster } from 'ioredis';
 import { SECOND_NAMESPACE } from '../../sample-workflows/services';
 import { runCli } from '../cli/run-cli';
-import { testPrefix } from '../helpers/redis';
+import { testPrefix } from '../support/redis';
 import { itKeepsNamespacesApart } from '../integration/namespace-guarantees';
-import { connectCluster, deletePrefixOnCluster, masters } from './helpers/cluster';
-import { startClusterWorkers, type ClusterWorkers } from './helpers/workers';
+import { connectCluster, deletePrefixOnCluster, masters } from '../support/cluster/cluster';
+import { startClusterWorkers, type ClusterWorkers } from '../support/cluster/workers';
 
 // test/integration/namespaces.test.ts's scenarios again, with the guard on a 3-master Redis Cluster:
 // two worker processes per namespace, and one per namespace with keyNamespace 'shared'.

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable, type AcquireOutcome, type Lease } from '../../src';
 import { WakeHub, waitForTurn } from '../../src/core';
-import { info, startSentinelGroup, until, type SentinelGroup } from './helpers/sentinel';
-import { lockToken } from '../helpers/records';
+import { info, startSentinelGroup, until, type SentinelGroup } from '../support/cluster/sentinel';
+import { lockToken } from '../support/records';
 
 // The guard on a Redis reached through Sentinel (a master, one replica, three sentinels, all
 // spawned here), across three failovers. docs/deployment.md ("Sentinel") is the prose of what this

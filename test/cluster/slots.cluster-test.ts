@@ -3,8 +3,8 @@ import fc from 'fast-check';
 import type { Cluster } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable, type DispatchTarget } from '../../src';
 import { encodeId } from '../../src/core';
-import { testPrefix } from '../helpers/redis';
-import { connectCluster, deletePrefixOnCluster, errorCount, recordScriptCalls, type ScriptCall } from './helpers/cluster';
+import { testPrefix } from '../support/redis';
+import { connectCluster, deletePrefixOnCluster, errorCount, recordScriptCalls, type ScriptCall } from '../support/cluster/cluster';
 
 // No script ever names keys of two slots: every key list the guard passes to a script is checked
 // with the cluster's own CLUSTER KEYSLOT, for random (hostile) scopes, steps and job types, and

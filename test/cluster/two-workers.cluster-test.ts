@@ -2,10 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { Cluster } from 'ioredis';
 import { FireOnceKeys } from '../../src/core';
 import type * as workflows from '../integration/fixtures/workflows';
-import { testPrefix } from '../helpers/redis';
+import { testPrefix } from '../support/redis';
 import { itKeepsTheGuaranteesWithTwoWorkers } from '../integration/two-worker-guarantees';
-import { connectCluster, deletePrefixOnCluster, errorCount } from './helpers/cluster';
-import { startClusterWorkers, type ClusterWorkers } from './helpers/workers';
+import { connectCluster, deletePrefixOnCluster, errorCount } from '../support/cluster/cluster';
+import { startClusterWorkers, type ClusterWorkers } from '../support/cluster/workers';
 
 // test/integration's guarantees again (the same scenarios, from two-worker-guarantees.ts), with
 // the guard of both worker processes on an ioredis Cluster over a real 3-master Redis Cluster.

@@ -3,9 +3,9 @@ import type { Cluster, Redis } from 'ioredis';
 import { FireOnceGuard, type AcquireOutcome, type DispatchTarget, type Lease } from '../../src';
 import { WakeHub, waitForTurn } from '../../src/core';
 import { counterKey, type JobResult } from '../integration/fixtures/activities';
-import { testPrefix } from '../helpers/redis';
-import { connectCluster, connectNode, deletePrefixOnCluster, masters } from './helpers/cluster';
-import { startClusterWorkers, type ClusterWorkers } from './helpers/workers';
+import { testPrefix } from '../support/redis';
+import { connectCluster, connectNode, deletePrefixOnCluster, masters } from '../support/cluster/cluster';
+import { startClusterWorkers, type ClusterWorkers } from '../support/cluster/workers';
 
 // Pub/sub wake-ups on a Redis Cluster: commit.lua and release.lua PUBLISH from inside a script on
 // the scope's master, the cluster bus carries it to every node, and the WakeHub's subscriber (a

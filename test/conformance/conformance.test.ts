@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { PROTOCOL_SCRIPTS, PROTOCOL_VERSION, SCRIPTS_DIR, type LuaScript } from '../../src/core';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 
 // The language-neutral protocol cases (test/conformance/README.md), run against the scripts as the
 // TypeScript guard calls them. The Python package runs the same file.

@@ -2,8 +2,8 @@ import { createServer, type AddressInfo, type Server } from 'node:net';
 import { Redis } from 'ioredis';
 import { FireOnceConfigError, FireOnceGuard, FireOnceInFlight, FireOnceInvalidId, FireOnceStoreUnavailable, type Lease } from '../../src';
 import { WakeHub, waitForTurn } from '../../src/core';
-import { useGuardFixture } from '../helpers/redis';
-import { lockToken } from '../helpers/records';
+import { useGuardFixture } from '../support/redis';
+import { lockToken } from '../support/records';
 
 describe('FireOnceGuard on Redis alone', () => {
   const fx = useGuardFixture('guard', { lockTtlMs: 30_000, artifactTtlMs: 60_000 });

@@ -1,8 +1,8 @@
 import type { Redis } from 'ioredis';
 import { FireOnceGuard, FireOnceLockLost } from '../../src';
 import { WakeHub, startRenewal, waitForTurn } from '../../src/core';
-import { useGuardFixture } from '../helpers/redis';
-import { lockToken, writeLock } from '../helpers/records';
+import { useGuardFixture } from '../support/redis';
+import { lockToken, writeLock } from '../support/records';
 
 describe('leases, fencing and wake-ups on Redis alone', () => {
   const fx = useGuardFixture('lease');

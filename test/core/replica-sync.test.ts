@@ -1,8 +1,8 @@
 import { Redis } from 'ioredis';
 import { FireOnceConfigError, FireOnceGuard, FireOnceStoreUnavailable, type FireOnceGuardOptions } from '../../src';
-import { until } from '../cluster/helpers/sentinel';
-import { spawnRedisServer, type SpawnedRedis } from '../bad-input/support/redis-server';
-import { testPrefix } from '../helpers/redis';
+import { until } from '../support/cluster/sentinel';
+import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
+import { testPrefix } from '../support/redis';
 
 // replicaSync on a primary with one replica, both spawned here. The replica is cut off with
 // REPLICAOF NO ONE (as a partition or a dead replica would), so WAIT finds nobody to acknowledge.

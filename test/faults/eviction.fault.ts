@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { FireOnceKeys } from '../../src/core';
-import { spawnRedisServer, type SpawnedRedis } from '../bad-input/support/redis-server';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { faultKeys } from './fixtures/activities';
-import { recordResult } from './helpers/report';
-import { FaultClient } from './helpers/temporal';
-import { waitFor } from './helpers/wait';
-import { startFaultWorker, stopAll, type FaultWorker, type FaultWorkerEnv } from './helpers/workers';
+import { recordResult } from '../support/faults/report';
+import { FaultClient } from '../support/faults/temporal';
+import { waitFor } from '../support/faults/wait';
+import { startFaultWorker, stopAll, type FaultWorker, type FaultWorkerEnv } from '../support/faults/workers';
 
 // Eviction. The guard's Redis is a redis-server of this suite's own with a small maxmemory and
 // maxmemory-policy volatile-lru (the default of several managed services): every key the guard

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable, type DispatchTarget } from '../../src';
-import { info, startSentinelGroup, until, type SentinelGroup } from '../cluster/helpers/sentinel';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
-import { recordResult } from './helpers/report';
+import { info, startSentinelGroup, until, type SentinelGroup } from '../support/cluster/sentinel';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
+import { recordResult } from '../support/faults/report';
 
 // Failover right after acquires, with jobs in flight. A primary, one replica and three
 // sentinels (all spawned here, no persistence); the guard reaches them through Sentinel with

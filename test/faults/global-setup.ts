@@ -5,7 +5,7 @@ import { bundleWorkflowCode } from '@temporalio/worker';
 import { Redis } from 'ioredis';
 import { FireOncePlugin } from '../../src';
 import rootGlobalSetup from '../global-setup';
-import { resetResults } from './helpers/report';
+import { resetResults } from '../support/faults/report';
 
 /**
  * The root global setup (one shared redis-server and Temporal dev server, in REDIS_URL and

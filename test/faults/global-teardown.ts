@@ -1,7 +1,7 @@
 import { rmSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import rootGlobalTeardown from '../global-teardown';
-import { TABLE_FILE, resultsTable } from './helpers/report';
+import { TABLE_FILE, resultsTable } from '../support/faults/report';
 
 /** Stop the shared services, delete the bundle, and print the run's table of dispatches. */
 export default async function globalTeardown(): Promise<void> {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { faultKeys } from './fixtures/activities';
-import { recordResult } from './helpers/report';
-import { useTwoFaultWorkers } from './helpers/suite';
+import { recordResult } from '../support/faults/report';
+import { useTwoFaultWorkers } from '../support/faults/suite';
 
 // Fault 5, overlapping attempts: start-to-close (2 s) is shorter than the job (5 s), with
 // retries. Temporal times attempt 1 out, but a timeout does not stop the job, which is still

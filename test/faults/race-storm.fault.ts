@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { faultKeys } from './fixtures/activities';
-import { recordResult } from './helpers/report';
-import { useTwoFaultWorkers } from './helpers/suite';
-import { mapLimit } from './helpers/wait';
+import { recordResult } from '../support/faults/report';
+import { useTwoFaultWorkers } from '../support/faults/suite';
+import { mapLimit } from '../support/faults/wait';
 
 // Fault 1, the race storm: many invocations of one step arrive at once, on two worker processes.
 // Each round runs 200 scopes x 20 workflow runs; the 20 runs of a scope start together, so all

@@ -3,13 +3,13 @@ import { Redis } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable } from '../../src';
 import { FireOnceKeys, parseEvent } from '../../src/core';
 import { faultKeys } from './fixtures/activities';
-import { recordResult } from './helpers/report';
-import { OwnRedis } from './helpers/services';
-import { FaultClient } from './helpers/temporal';
-import { waitFor } from './helpers/wait';
-import { startFaultWorker, stopAll, type FaultWorker } from './helpers/workers';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
-import { lockOf, lockToken } from '../helpers/records';
+import { recordResult } from '../support/faults/report';
+import { OwnRedis } from '../support/faults/services';
+import { FaultClient } from '../support/faults/temporal';
+import { waitFor } from '../support/faults/wait';
+import { startFaultWorker, stopAll, type FaultWorker } from '../support/faults/workers';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
+import { lockOf, lockToken } from '../support/records';
 
 // Fault 3, Redis goes away mid-run. The guard's Redis is a redis-server of the suite's own on a
 // fixed port, killed with SIGKILL (a crash) and started again on the same port and dir. The jobs

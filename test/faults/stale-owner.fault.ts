@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { FireOnceKeys } from '../../src/core';
 import { faultKeys } from './fixtures/activities';
-import { recordResult } from './helpers/report';
-import { FaultClient } from './helpers/temporal';
-import { waitFor } from './helpers/wait';
-import { startFaultWorker, stopAll, type FaultWorker } from './helpers/workers';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
-import { lockOf } from '../helpers/records';
+import { recordResult } from '../support/faults/report';
+import { FaultClient } from '../support/faults/temporal';
+import { waitFor } from '../support/faults/wait';
+import { startFaultWorker, stopAll, type FaultWorker } from '../support/faults/workers';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
+import { lockOf } from '../support/records';
 
 // Fault 6, the stale owner (5 rounds): holder A's lease runs out while A is frozen (SIGSTOP on its worker
 // process: a GC pause, a stalled VM), B takes the lock and dispatches, then A wakes up and fails.

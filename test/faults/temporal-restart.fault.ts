@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { FireOnceKeys } from '../../src/core';
 import { faultKeys } from './fixtures/activities';
-import { recordResult } from './helpers/report';
-import { OwnTemporal } from './helpers/services';
-import { FaultClient } from './helpers/temporal';
-import { waitFor } from './helpers/wait';
-import { startFaultWorker, stopAll, type FaultWorker } from './helpers/workers';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { recordResult } from '../support/faults/report';
+import { OwnTemporal } from '../support/faults/services';
+import { FaultClient } from '../support/faults/temporal';
+import { waitFor } from '../support/faults/wait';
+import { startFaultWorker, stopAll, type FaultWorker } from '../support/faults/workers';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 
 // Fault 4, the Temporal server restarts mid-run: a dev server of the suite's own, on a fixed port
 // with its state in a SQLite file (--db-filename), is stopped while 20 scopes' jobs are in flight

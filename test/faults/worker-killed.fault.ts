@@ -2,11 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { FireOnceKeys, parseLock } from '../../src/core';
 import { faultKeys } from './fixtures/activities';
-import { recordResult } from './helpers/report';
-import { FaultClient } from './helpers/temporal';
-import { waitFor } from './helpers/wait';
-import { startFaultWorker, stopAll, type FaultWorker, type FaultWorkerEnv } from './helpers/workers';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { recordResult } from '../support/faults/report';
+import { FaultClient } from '../support/faults/temporal';
+import { waitFor } from '../support/faults/wait';
+import { startFaultWorker, stopAll, type FaultWorker, type FaultWorkerEnv } from '../support/faults/workers';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 
 // Fault 2, a worker killed mid-dispatch: SIGKILL the worker process that is running a guarded
 // dispatch, 20 times. Nothing releases the lock (the failure branch never runs), and nothing

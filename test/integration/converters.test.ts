@@ -4,7 +4,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Redis } from 'ioredis';
 import type { DataConverter } from '@temporalio/common';
 import { FireOncePlugin, fireOnce } from '../../src';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { AesGcmCodec } from './fixtures/converters/codec';
 import { Money } from './fixtures/converters/money';
 import type { Seen } from './fixtures/converters/workflows';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { FireOncePlugin, fireOnce } from '../../src';
-import { useWorkerFixture } from '../helpers/temporal';
+import { useWorkerFixture } from '../support/temporal';
 
 // The guard runs on local activities too: the workflow interceptor carries the scope into a local
 // activity's header and the worker's activity interceptor guards it. The Temporal-native idiom

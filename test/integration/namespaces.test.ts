@@ -8,8 +8,8 @@ import type { Redis } from 'ioredis';
 import { FireOncePlugin } from '../../src';
 import { SECOND_NAMESPACE } from '../../sample-workflows/services';
 import { runCli } from '../cli/run-cli';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
-import { spawnWorker, type WorkerProcess } from '../helpers/workers';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
+import { spawnWorker, type WorkerProcess } from '../support/workers';
 import { itKeepsNamespacesApart } from './namespace-guarantees';
 
 // One dev server with two namespaces (the global setup creates SECOND_NAMESPACE), one Redis, one

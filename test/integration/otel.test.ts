@@ -8,7 +8,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Redis } from 'ioredis';
 import { FireOncePlugin } from '../../src';
 import { counterKey, createActivities, type JobResult } from './fixtures/activities';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 
 // Tracing and the guard on one worker: Temporal's OpenTelemetryPlugin and the FireOncePlugin both
 // add workflow and activity interceptors and both carry a header from workflow to activity. Each

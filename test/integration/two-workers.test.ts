@@ -9,8 +9,8 @@ import type { Redis } from 'ioredis';
 import { FireOncePlugin } from '../../src';
 import { counterKey, type JobResult } from './fixtures/activities';
 import type * as workflows from './fixtures/workflows';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
-import { spawnWorker, type WorkerProcess } from '../helpers/workers';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
+import { spawnWorker, type WorkerProcess } from '../support/workers';
 import { itKeepsTheGuaranteesWithTwoWorkers } from './two-worker-guarantees';
 
 // The guarantees on a real Temporal dev server and a real Redis, with two worker processes on one

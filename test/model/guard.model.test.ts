@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { FireOnceGuard } from '../../src';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { GUARD_OPTIONS, allCommands, type RealSystem } from './commands';
 import { emptyModel, type ProtocolModel } from './protocol-model';
 

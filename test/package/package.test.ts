@@ -1,7 +1,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { writeConsumer, type ConsumerVersions } from './consumer';
 import { childEnv, lastJsonLine, run } from './run';
 

@@ -1,9 +1,9 @@
 import { Redis } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable } from '../../src';
 import { FireOnceKeys } from '../../src/core';
-import { testPrefix } from '../helpers/redis';
-import { differences, seedBystander, snapshot } from '../bad-input/support/harness';
-import { spawnRedisServer, type SpawnedRedis } from '../bad-input/support/redis-server';
+import { testPrefix } from '../support/redis';
+import { differences, seedBystander, snapshot } from '../support/bystander';
+import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
 import { ACL_USER, aclRules, grantedCommands, parseAclLog, type AclDenial } from './acl-rules';
 import { runWorkerScenario } from './worker-scenario';
 

@@ -4,9 +4,9 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Info } from '@temporalio/activity';
 import type { Redis } from 'ioredis';
 import { FireOncePlugin, fireOnce, fireOnceContext } from '../../src';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
-import { CapturingLogger, jsonSafe, scanKeys, settle } from '../bad-input/support/harness';
-import { lockToken, writeLock } from '../helpers/records';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
+import { CapturingLogger, jsonSafe, scanKeys, settle } from '../support/bystander';
+import { lockToken, writeLock } from '../support/records';
 
 // Logs, errors and the dispatch log carry keys, scope, step and holder, never an argument or
 // result payload. Every path runs guarded activities whose arguments and results hold a secret;

@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable, fireOnce } from '../../src';
-import { testPrefix } from '../helpers/redis';
-import { asFailure, decoded, dispatchCounter, runActivity, settle } from '../bad-input/support/harness';
-import { spawnRedisServer, type SpawnedRedis } from '../bad-input/support/redis-server';
+import { testPrefix } from '../support/redis';
+import { asFailure, decoded, dispatchCounter, runActivity, settle } from '../support/bystander';
+import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
 
 /** Make a CA, and a server and a client certificate signed by it, with the openssl CLI. */
 function makeCertificates(dir: string) {

@@ -2,7 +2,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import type { ActivityInterceptorsFactory, Worker } from '@temporalio/worker';
 import { Redis } from 'ioredis';
 import { FireOncePlugin, fireOnce, fireOnceContext } from '../../src';
-import { CapturingLogger, decoded, settle } from '../bad-input/support/harness';
+import { CapturingLogger, decoded, settle } from '../support/bystander';
 
 /** What one run of the worker scenario saw. */
 export interface ScenarioReport {

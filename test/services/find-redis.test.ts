@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort } from '../../sample-workflows/services';
-import { pathWithout, type StrippedPath } from '../helpers/path';
-import { runScript, type ScriptRun } from '../helpers/scripts';
+import { pathWithout, type StrippedPath } from '../support/path';
+import { runScript, type ScriptRun } from '../support/scripts';
 
 jest.setTimeout(300_000);
 

@@ -7,7 +7,7 @@ import { SCOPE_HEADER } from '../../src/core';
 import { waitUntil } from '../../sample-workflows/shared/redis';
 import { guardedActivities, plainActivities } from './fixtures/activities';
 import { goSignal } from './fixtures/workflows';
-import { newScope, oneResult, useFeatures, type FeatureContext } from './support/features';
+import { newScope, oneResult, useFeatures, type FeatureContext } from '../support/features';
 
 type History = temporal.api.history.v1.IHistory;
 

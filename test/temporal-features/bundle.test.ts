@@ -5,7 +5,7 @@ import { ActivityFailure, ApplicationFailure, WorkflowFailedError } from '@tempo
 import { DefaultLogger, Worker, bundleWorkflowCode } from '@temporalio/worker';
 import { FireOncePlugin } from '../../src';
 import { guardedActivities } from './fixtures/activities';
-import { newScope, oneResult, twoRunsThenOne, useFeatures, type FeatureContext } from './support/features';
+import { newScope, oneResult, twoRunsThenOne, useFeatures, type FeatureContext } from '../support/features';
 
 // A worker that loads a prebuilt bundle (workflowBundle: { codePath }) gets no workflow
 // interceptors of its own: the SDK ignores the plugin's there. So the bundle must be built with

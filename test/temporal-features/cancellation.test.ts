@@ -2,7 +2,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { waitUntil } from '../../sample-workflows/shared/redis';
 import type { JobResult } from './fixtures/activities';
-import { newScope, oneResult, useFeatures } from './support/features';
+import { newScope, oneResult, useFeatures } from '../support/features';
 
 const STARTED = temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED;
 

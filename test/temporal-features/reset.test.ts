@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { JobResult } from './fixtures/activities';
-import { newScope, oneResult, useFeatures, type FeatureContext } from './support/features';
+import { newScope, oneResult, useFeatures, type FeatureContext } from '../support/features';
 
 /**
  * Reset `handle`'s run to the end of its first workflow task (before it scheduled anything), as

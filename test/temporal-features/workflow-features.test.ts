@@ -1,7 +1,7 @@
 import { ScheduleOverlapPolicy } from '@temporalio/client';
 import type { JobResult } from './fixtures/activities';
 import { dispatchSignal, dispatchUpdate, finishSignal } from './fixtures/workflows';
-import { newScope, oneResult, twoRunsThenOne, useFeatures } from './support/features';
+import { newScope, oneResult, twoRunsThenOne, useFeatures } from '../support/features';
 
 // Workflow features that schedule a guarded job, on the dev server: continue-as-new, child
 // workflows, local activities, signal and update handlers, schedules. Each test: the job body

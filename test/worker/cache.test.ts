@@ -2,7 +2,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
 import { FireOnceGuard, fireOnce } from '../../src';
 import { ArtifactCache, ARTIFACT_CACHE_DEFAULTS, WakeHub, createFireOnceActivityInterceptor, fireOnceActivityMap } from '../../src/core';
-import { connectRedis, deletePrefix, testPrefix } from '../helpers/redis';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 
 describe('local artifact cache', () => {
   let redis: Redis;

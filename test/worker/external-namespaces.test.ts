@@ -3,7 +3,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
 import { FireOnceGuard, fireOnce, type FireOnceOptions } from '../../src';
 import { createFireOnceActivityInterceptor, fireOnceActivityMap } from '../../src/core';
-import { useGuardFixture } from '../helpers/redis';
+import { useGuardFixture } from '../support/redis';
 
 // External-artifact mode across namespaces: the `external` option is told the call's namespace,
 // and a key under the guard's prefix that is not this scope's and namespace's is refused before

@@ -5,8 +5,8 @@ import type { Redis } from 'ioredis';
 import { FireOnce, FireOnceConfigError, FireOnceGuard, fireOnce, type FireOnceOptions } from '../../src';
 import { createFireOnceActivityInterceptor, fireOnceActivityMap, type InFlightPolicy } from '../../src/core';
 import { payloadToBytes } from '../../src/worker/artifact';
-import { useGuardFixture } from '../helpers/redis';
-import { writeArtifact, writeLock } from '../helpers/records';
+import { useGuardFixture } from '../support/redis';
+import { writeArtifact, writeLock } from '../support/records';
 
 // MockActivityEnvironment passes empty headers, so these tests give the scope through options;
 // header propagation is covered by the integration suite on a real server.

@@ -3,7 +3,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
 import { FireOnceGuard, fireOnce } from '../../src';
 import { DispatchLog, METRICS, createFireOnceActivityInterceptor, fireOnceActivityMap, parseEvent } from '../../src/core';
-import { connectRedis, deletePrefix, testPrefix, useGuardFixture } from '../helpers/redis';
+import { connectRedis, deletePrefix, testPrefix, useGuardFixture } from '../support/redis';
 
 /** A MetricMeter that records every data point with its merged tags. */
 function recordingMeter(points: { name: string; value: number; tags: MetricTags }[], base: MetricTags = {}): MetricMeter {

@@ -2,7 +2,7 @@ import { Runtime, type Worker } from '@temporalio/worker';
 import { Redis } from 'ioredis';
 import { FIRE_ONCE_DEFAULTS, FireOnceConfigError, FireOncePlugin, FireOnceStoreUnavailable } from '../../src';
 import { freePort } from '../../sample-workflows/services';
-import { spawnRedisServer, type SpawnedRedis } from '../bad-input/support/redis-server';
+import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
 
 // The plugin's start check: FireOncePlugin.runWorker (what Worker.run goes through) refuses a
 // Redis that can evict the guard's keys before the worker runs, unless allowEvictingRedis is

@@ -3,8 +3,8 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
 import { FireOnceGuard, FireOncePlugin, fireOnce, fireOnceContext } from '../../src';
 import { createFireOnceActivityInterceptor, fireOnceActivityMap, type FireOnceInterceptorConfig } from '../../src/core';
-import { useGuardFixture } from '../helpers/redis';
-import { storedPayload, writeLock } from '../helpers/records';
+import { useGuardFixture } from '../support/redis';
+import { storedPayload, writeLock } from '../support/records';
 
 /** A codec that XORs every byte and marks the payload, standing in for an encryption codec. */
 const xorCodec: PayloadCodec = {

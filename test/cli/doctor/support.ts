@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import type { DoctorReport } from '../../../src/cli/doctor/doctor';
 import type { Verdict } from '../../../src/cli/doctor/verdict';
 import { main } from '../../../src/cli/main';
-import { spawnRedisServer, type SpawnedRedis } from '../../bad-input/support/redis-server';
+import { spawnRedisServer, type SpawnedRedis } from '../../support/redis-server';
 
 /** What one in-process `fire-once doctor` run printed and returned. */
 export interface DoctorRun {

@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import { FireOnceConfigError, FireOnceStoreUnavailable } from '../../../src';
 import { checkEvictionPolicy, readEvictionPolicies } from '../../../src/core';
 import { freePort } from '../../../sample-workflows/services';
-import { spawnRedisServer, type SpawnedRedis } from '../../bad-input/support/redis-server';
+import { spawnRedisServer, type SpawnedRedis } from '../../support/redis-server';
 import { ACL_USER, aclRules, parseAclLog } from '../../security/acl-rules';
 
 // The eviction policy check, against redis-servers spawned with each policy: every policy but

@@ -1,4 +1,4 @@
-import { spawnWorker, type WorkerProcess } from '../../helpers/workers';
+import { spawnWorker, type WorkerProcess } from '../workers';
 
 /** One entry the worker logged (see fixtures/worker-process.ts). */
 export interface LogLine {

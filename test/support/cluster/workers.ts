@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { FireOncePlugin } from '../../../src';
-import { spawnWorker, type WorkerProcess } from '../../helpers/workers';
+import { spawnWorker, type WorkerProcess } from '../workers';
 import { connectCluster } from './cluster';
 
 /** Two worker processes with the guard on the cluster, on one task queue, and a client of their namespace. */

@@ -2,10 +2,10 @@ import type { Info } from '@temporalio/activity';
 import { ApplicationFailure, RawValue, defaultPayloadConverter, type LogLevel, type LogMetadata, type Logger } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
-import { type FireOnceGuard } from '../../../src';
-import { createFireOnceActivityInterceptor, fireOnceActivityMap, type FireOnceInterceptorConfig } from '../../../src/core';
-import { payloadToBytes } from '../../../src/worker/artifact';
-import { useGuardFixture, type GuardFixture } from '../../helpers/redis';
+import { type FireOnceGuard } from '../../src';
+import { createFireOnceActivityInterceptor, fireOnceActivityMap, type FireOnceInterceptorConfig } from '../../src/core';
+import { payloadToBytes } from '../../src/worker/artifact';
+import { useGuardFixture, type GuardFixture } from './redis';
 
 /** Another scope's finished work: its artifact must survive every bad input byte for byte. */
 export const BYSTANDER = { scope: 'bystander', step: 'report', jobType: 'report' } as const;

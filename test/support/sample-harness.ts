@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, type WorkflowBundle } from '@temporalio/worker';
 import type { Redis } from 'ioredis';
-import { connectRedis, deletePrefix, testPrefix } from '../../test/helpers/redis';
-import { bundleSampleWorkflows, quietTemporalLogs } from './temporal';
+import { connectRedis, deletePrefix, testPrefix } from './redis';
+import { bundleSampleWorkflows, quietTemporalLogs } from '../../sample-workflows/shared/temporal';
 
 /** What a sample's worker factory takes from the harness: connections, queue, prefix, bundle. */
 export interface SampleWorkerBase {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { connectRedis, deletePrefix, testPrefix } from '../../helpers/redis';
+import { connectRedis, deletePrefix, testPrefix } from '../redis';
 import { FaultClient } from './temporal';
 import { startFaultWorker, stopAll, type FaultWorker } from './workers';
 

@@ -2,11 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { Worker, type WorkerOptions } from '@temporalio/worker';
 import type { Redis } from 'ioredis';
-import { FireOncePlugin, type FireOncePluginOptions } from '../../../src';
-import { useSampleHarness, type SampleWorkerBase } from '../../../sample-workflows/shared/harness';
-import { readCount, waitUntil } from '../../../sample-workflows/shared/redis';
-import { counterKey, guardedActivities, type JobName, type JobResult } from '../fixtures/activities';
-import type * as workflows from '../fixtures/workflows';
+import { FireOncePlugin, type FireOncePluginOptions } from '../../src';
+import { useSampleHarness, type SampleWorkerBase } from './sample-harness';
+import { readCount, waitUntil } from '../../sample-workflows/shared/redis';
+import { counterKey, guardedActivities, type JobName, type JobResult } from '../temporal-features/fixtures/activities';
+import type * as workflows from '../temporal-features/fixtures/workflows';
 
 type Workflows = typeof workflows;
 type WorkflowName = { [K in keyof Workflows]: Workflows[K] extends (...args: never[]) => Promise<unknown> ? K : never }[keyof Workflows];

@@ -2,7 +2,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, stopChild } from '../../../sample-workflows/services';
+import { freePort, stopChild } from '../../sample-workflows/services';
 
 /** A redis-server this test spawned itself, on a free loopback port. */
 export interface SpawnedRedis {
