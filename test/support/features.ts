@@ -34,7 +34,7 @@ export const newScope = (name: string) => `${name}-${randomUUID()}`;
  * which runs one scenario against a worker with the plugin and the guarded fixture activities.
  */
 export function useFeatures(name: string) {
-  const h = useSampleHarness(name, require.resolve('../fixtures/workflows'), 'ERROR');
+  const h = useSampleHarness(name, require.resolve('../temporal-features/fixtures/workflows'), 'ERROR');
 
   /** A context on a fresh prefix and task queue, for a worker the caller creates itself. */
   function context(): { ctx: FeatureContext; base: SampleWorkerBase } {
