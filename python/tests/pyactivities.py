@@ -1,0 +1,40 @@
+"""Python activities of the tests. Each guarded job INCRs a counter the guard does not own."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from redis.asyncio import Redis
+from temporalio import activity
+
+from temporal_fire_once import fire_once
+
+
+def counter_key(prefix: str, counter_id: str) -> str:
+    """The same key as counterKey() in test/integration/fixtures/activities.ts."""
+    return f"{prefix}:counter:{counter_id}"
+
+
+def make_activities(redis: Redis, prefix: str) -> list[Any]:
+    @fire_once()
+    @activity.defn(name="crossJob")
+    async def cross_job(counter_id: str, ms: int) -> dict[str, Any]:
+        await redis.incr(counter_key(prefix, counter_id))
+        await asyncio.sleep(ms / 1000)
+        return {"counterId": counter_id, "nonce": str(uuid.uuid4()), "by": "python"}
+
+    @fire_once(step="flaky")
+    @activity.defn(name="flakyJob")
+    async def flaky_job(counter_id: str) -> dict[str, Any]:
+        count = await redis.incr(counter_key(prefix, counter_id))
+        if count == 1:
+            raise RuntimeError("the first dispatch fails")
+        return {"counterId": counter_id, "count": count}
+
+    @activity.defn(name="plainJob")
+    async def plain_job(counter_id: str) -> int:
+        return int(await redis.incr(counter_key(prefix, counter_id)))
+
+    return [cross_job, flaky_job, plain_job]
