@@ -37,4 +37,15 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
     async def plain_job(counter_id: str) -> int:
         return int(await redis.incr(counter_key(prefix, counter_id)))
 
-    return [cross_job, flaky_job, plain_job]
+    @fire_once(step="busy", on_in_flight="fail")
+    @activity.defn(name="failWhileBusy")
+    async def fail_while_busy(counter_id: str) -> str:
+        await redis.incr(counter_key(prefix, counter_id))
+        return "ran"
+
+    @fire_once(step="busy", on_in_flight="skip")
+    @activity.defn(name="skipWhileBusy")
+    async def skip_while_busy(counter_id: str) -> None:
+        await redis.incr(counter_key(prefix, counter_id))
+
+    return [cross_job, flaky_job, plain_job, fail_while_busy, skip_while_busy]

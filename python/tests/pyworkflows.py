@@ -10,12 +10,10 @@ from temporalio.common import RetryPolicy
 
 from temporal_fire_once.workflow import get_dispatch_scope, set_dispatch_scope
 
-_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(milliseconds=100))
-
-
-async def _run(activity: str, args: list[Any], task_queue: str | None = None) -> Any:
+async def _run(activity: str, args: list[Any], task_queue: str | None = None, attempts: int = 5) -> Any:
+    retry = RetryPolicy(maximum_attempts=attempts, initial_interval=timedelta(milliseconds=100))
     return await workflow.execute_activity(
-        activity, args=args, start_to_close_timeout=timedelta(seconds=30), retry_policy=_RETRY, task_queue=task_queue
+        activity, args=args, start_to_close_timeout=timedelta(seconds=30), retry_policy=retry, task_queue=task_queue
     )
 
 
@@ -24,10 +22,10 @@ class GuardedCall:
     """Sets the scope (unless empty), then calls one activity by name, maybe on another task queue."""
 
     @workflow.run
-    async def run(self, scope: str, activity: str, args: list[Any], task_queue: str | None = None) -> Any:
+    async def run(self, scope: str, activity: str, args: list[Any], task_queue: str | None = None, attempts: int = 5) -> Any:
         if scope != "":
             set_dispatch_scope(scope)
-        return await _run(activity, args, task_queue)
+        return await _run(activity, args, task_queue, attempts)
 
 
 @workflow.defn

@@ -15,6 +15,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import Worker
 
 from temporal_fire_once import FireOncePlugin
+from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceGuard, GuardOptions
 
 from .pyactivities import counter_key, make_activities
 from .pyworkflows import ContinuedCall, GuardedCall, ParentCall
@@ -82,3 +83,23 @@ async def test_a_guarded_activity_without_a_scope_fails_with_its_type_and_dispat
     assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
     assert (cause.cause.type, cause.cause.non_retryable) == ("FireOnceMissingScope", True)
     assert await client.get(counter_key(prefix, "none")) is None
+
+
+async def test_while_another_holds_the_lock_fail_raises_retryable_in_flight_and_skip_returns_none(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    held = await guard.acquire(DispatchTarget("s-busy", "busy", "busy", "default", holder="another run"), lock_ttl_ms=60_000)
+    assert isinstance(held, Acquired)
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        skipped = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-busy", "skipWhileBusy", ["busy"]], id=f"{queue}-s", task_queue=queue)
+        with pytest.raises(WorkflowFailureError) as caught:
+            await temporal_env.client.execute_workflow(
+                GuardedCall.run, args=["s-busy", "failWhileBusy", ["busy"], None, 1], id=f"{queue}-f", task_queue=queue
+            )
+    assert skipped is None
+    cause = caught.value.cause
+    assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
+    assert (cause.cause.type, cause.cause.non_retryable) == ("FireOnceInFlight", False)
+    assert await client.get(counter_key(prefix, "busy")) is None
