@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .core.guard import FireOnceGuard
     from .core.keys import PROTOCOL_VERSION, FireOnceKeys
     from .core.options import GuardOptions
+    from .worker.context import FireOnceContext, fire_once_context
     from .worker.decorator import fire_once
     from .worker.interceptor import FireOnceInterceptor
     from .worker.options import ExternalArtifact, WorkerDefaults
@@ -59,6 +60,8 @@ _EXPORTS = {
     "PROTOCOL_VERSION": "core.keys",
     "GuardOptions": "core.options",
     "fire_once": "worker.decorator",
+    "FireOnceContext": "worker.context",
+    "fire_once_context": "worker.context",
     "FireOnceInterceptor": "worker.interceptor",
     "ExternalArtifact": "worker.options",
     "WorkerDefaults": "worker.options",
@@ -73,6 +76,7 @@ __all__ = [
     "ExternalArtifact",
     "FireOnceArtifactTooLarge",
     "FireOnceConfigError",
+    "FireOnceContext",
     "FireOnceCorruptArtifact",
     "FireOnceError",
     "FireOnceGuard",
@@ -94,6 +98,7 @@ __all__ = [
     "SCOPE_HEADER",
     "WorkerDefaults",
     "fire_once",
+    "fire_once_context",
     "get_dispatch_scope",
     "set_dispatch_scope",
 ]

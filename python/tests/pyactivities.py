@@ -9,7 +9,7 @@ from typing import Any
 from redis.asyncio import Redis
 from temporalio import activity
 
-from temporal_fire_once import fire_once
+from temporal_fire_once import ExternalArtifact, FireOnceKeys, fire_once, fire_once_context
 
 
 def counter_key(prefix: str, counter_id: str) -> str:
@@ -48,4 +48,31 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
     async def skip_while_busy(counter_id: str) -> None:
         await redis.incr(counter_key(prefix, counter_id))
 
-    return [cross_job, flaky_job, plain_job, fail_while_busy, skip_while_busy]
+    @fire_once(lease_ms=1_000)
+    @activity.defn(name="longJob")
+    async def long_job(counter_id: str, ms: int) -> dict[str, Any]:
+        """Outlives its 1 s lease several times over: only renewal keeps it the only one."""
+        await redis.incr(counter_key(prefix, counter_id))
+        await asyncio.sleep(ms / 1000)
+        return {"counterId": counter_id, "nonce": str(uuid.uuid4())}
+
+    @fire_once()
+    @activity.defn(name="cancellableJob")
+    async def cancellable_job(counter_id: str) -> str:
+        await redis.incr(counter_key(prefix, counter_id))
+        while True:  # until cancelled
+            activity.heartbeat()
+            await asyncio.sleep(0.1)
+
+    @fire_once(artifact=ExternalArtifact(external=lambda ids: FireOnceKeys(prefix).external(ids.scope, ids.job_type)))
+    @activity.defn(name="externalJob")
+    async def external_job(counter_id: str) -> None:
+        await redis.incr(counter_key(prefix, counter_id))
+
+    @fire_once()
+    @activity.defn(name="contextJob")
+    async def context_job() -> dict[str, Any]:
+        context = fire_once_context()
+        return {"lockKey": context.lock_key, "fencing": context.fencing_token, "lost": context.lost.is_set()}
+
+    return [context_job, cross_job, flaky_job, plain_job, fail_while_busy, skip_while_busy, long_job, cancellable_job, external_job]

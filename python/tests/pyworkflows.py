@@ -7,6 +7,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, CancelledError
 
 from temporal_fire_once.workflow import get_dispatch_scope, set_dispatch_scope
 
@@ -49,3 +50,27 @@ class ContinuedCall:
             workflow.continue_as_new(args=[scope, activity, args, True])
         assert get_dispatch_scope() == scope
         return await _run(activity, args)
+
+
+@workflow.defn
+class CancelledCall:
+    """Starts a guarded activity, cancels it after a while, and waits for it to finish cancelling."""
+
+    @workflow.run
+    async def run(self, scope: str, activity: str, args: list[Any]) -> str:
+        set_dispatch_scope(scope)
+        handle = workflow.start_activity(
+            activity,
+            args=args,
+            start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=timedelta(seconds=2),
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+        await workflow.sleep(timedelta(seconds=1))
+        handle.cancel()
+        try:
+            await handle
+        except ActivityError as err:
+            return "cancelled" if isinstance(err.cause, CancelledError) else f"failed: {err.cause}"
+        return "completed"

@@ -15,10 +15,10 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import Worker
 
 from temporal_fire_once import FireOncePlugin
-from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceGuard, GuardOptions
+from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceGuard, FireOnceKeys, GuardOptions
 
 from .pyactivities import counter_key, make_activities
-from .pyworkflows import ContinuedCall, GuardedCall, ParentCall
+from .pyworkflows import CancelledCall, ContinuedCall, GuardedCall, ParentCall
 
 
 async def run_worker(env: Any, client: Redis, prefix: str) -> tuple[Worker, str]:
@@ -26,7 +26,7 @@ async def run_worker(env: Any, client: Redis, prefix: str) -> tuple[Worker, str]
     worker = Worker(
         env.client,
         task_queue=queue,
-        workflows=[GuardedCall, ParentCall, ContinuedCall],
+        workflows=[GuardedCall, ParentCall, ContinuedCall, CancelledCall],
         activities=make_activities(client, prefix),
         plugins=[FireOncePlugin(client, key_prefix=prefix, poll_interval_ms=50)],
     )
@@ -103,3 +103,81 @@ async def test_while_another_holds_the_lock_fail_raises_retryable_in_flight_and_
     assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
     assert (cause.cause.type, cause.cause.non_retryable) == ("FireOnceInFlight", False)
     assert await client.get(counter_key(prefix, "busy")) is None
+
+
+async def test_a_job_five_leases_long_with_racing_runs_dispatches_once(temporal_env: Any, client: Redis, prefix: str) -> None:
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+
+        async def run(i: int, delay: float) -> Any:
+            await asyncio.sleep(delay)
+            return await temporal_env.client.execute_workflow(
+                GuardedCall.run, args=["s-long", "longJob", ["long", 5_000]], id=f"{queue}-{i}", task_queue=queue
+            )
+
+        # A new run every lease while the first job runs: each finds the renewed lock.
+        results = await asyncio.gather(*(run(i, i * 1.0) for i in range(5)))
+    assert all(r == results[0] for r in results)
+    assert await client.get(counter_key(prefix, "long")) == b"1"
+
+
+async def test_a_cancelled_dispatch_releases_its_lock(temporal_env: Any, client: Redis, prefix: str) -> None:
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        outcome = await temporal_env.client.execute_workflow(CancelledCall.run, args=["s-cancel", "cancellableJob", ["cancel"]], id=queue, task_queue=queue)
+    assert outcome == "cancelled"
+    assert await client.get(counter_key(prefix, "cancel")) == b"1"
+    assert await client.exists(FireOnceKeys(prefix).lock("s-cancel", "cancellableJob")) == 0
+
+
+async def test_an_external_artifact_holds_the_lock_then_fast_forwards_once_the_job_wrote_it(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    keys = FireOnceKeys(prefix)
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        first = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-ext", "externalJob", ["ext"]], id=f"{queue}-1", task_queue=queue)
+        held = await client.pttl(keys.lock("s-ext", "externalJob"))
+        await client.set(keys.external("s-ext", "externalJob"), "written by the job", px=60_000)
+        await client.delete(keys.lock("s-ext", "externalJob"))
+        again = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-ext", "externalJob", ["ext"]], id=f"{queue}-2", task_queue=queue)
+    assert first is None and again is None
+    assert held > 60_000  # held for lock_ttl_ms (15 min) after the dispatch, not left to its lease
+    assert await client.get(counter_key(prefix, "ext")) == b"1"
+
+
+async def test_with_redis_down_a_guarded_activity_fails_closed_and_retryable(temporal_env: Any, client: Redis, prefix: str) -> None:
+    from redis.asyncio import Redis as AsyncRedis
+
+    from temporal_fire_once import FireOnceInterceptor, WorkerDefaults
+
+    from .conftest import free_port
+
+    dead = AsyncRedis(port=free_port(), socket_connect_timeout=0.5)
+    queue = f"py-{uuid.uuid4().hex[:8]}"
+    guard = FireOnceGuard(dead, GuardOptions(key_prefix=prefix, store_timeout_ms=1_000))
+    worker = Worker(
+        temporal_env.client,
+        task_queue=queue,
+        workflows=[GuardedCall],
+        activities=make_activities(client, prefix),
+        interceptors=[FireOnceInterceptor(guard, WorkerDefaults(dispatch_log=False))],
+    )
+    async with worker:
+        with pytest.raises(WorkflowFailureError) as caught:
+            await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-down", "crossJob", ["down", 0], None, 1], id=queue, task_queue=queue)
+    cause = caught.value.cause
+    assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
+    assert (cause.cause.type, cause.cause.non_retryable) == ("FireOnceStoreUnavailable", False)
+    assert await client.get(counter_key(prefix, "down")) is None
+    await dead.aclose()
+
+
+async def test_a_dispatch_sees_its_own_lock_and_fencing_token(temporal_env: Any, client: Redis, prefix: str) -> None:
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        seen = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-ctx", "contextJob", []], id=queue, task_queue=queue)
+    assert seen["lockKey"] == FireOnceKeys(prefix).lock("s-ctx", "contextJob") and seen["lost"] is False
+    entries: Any = await client.xrange(f"{prefix}:v3:default:log")
+    dispatched = [fields for _, fields in entries if fields[b"decision"] == b"dispatched"]
+    assert [int(fields[b"fencingToken"]) for fields in dispatched] == [seen["fencing"]]

@@ -14,8 +14,9 @@ from temporalio import activity
 from temporalio.api.common.v1 import Payload
 
 from ..core.errors import FireOnceUnstorableResult
-from ..core.guard import FireOnceGuard, Lease
+from ..core.guard import Lease
 from .artifact import encode_artifact
+from .context import FireOnceContext, _current
 from .setup import CallSetup
 
 _logger = logging.getLogger("temporal_fire_once")
@@ -27,7 +28,7 @@ _COMPLETE_ASYNC: type[BaseException] = getattr(activity, "_CompleteAsyncError", 
 class Renewal:
     """Renews the lease every third of it; ``lost`` is set when a renewal finds the lock gone."""
 
-    guard: FireOnceGuard
+    call: CallSetup
     lease: Lease
     lease_ms: int
     lost: asyncio.Event
@@ -40,8 +41,9 @@ class Renewal:
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
             try:
-                if not await self.guard.extend(self.lease, self.lease_ms):
+                if not await self.call.guard.extend(self.lease, self.lease_ms):
                     self.lost.set()
+                    self.call.decision("lock-lost", lease=self.lease)
                     _logger.warning("fire-once: lockLost %s", self.lease.lock_key)
                     return
             except Exception as err:  # one failed renewal is retried at the next period
@@ -59,10 +61,13 @@ class Renewal:
 async def dispatch(call: CallSetup, lease: Lease, run: Callable[[], Awaitable[Any]]) -> Any:
     """Run ``run`` under ``lease``; see the module docstring."""
     call.decision("dispatched", lease=lease)
+    lost = asyncio.Event()
     renewal = None
     if call.lock_mode == "lease":
-        renewal = Renewal(call.guard, lease, call.lease_ms, asyncio.Event())
+        renewal = Renewal(call, lease, call.lease_ms, lost)
         renewal.start()
+    target = lease.target
+    token = _current.set(FireOnceContext(target.scope, target.step, target.job_type, lease.lock_key, lease.fencing_token, lost))
     try:
         result = await run()
     except _COMPLETE_ASYNC:
@@ -75,6 +80,8 @@ async def dispatch(call: CallSetup, lease: Lease, run: Callable[[], Awaitable[An
             await renewal.stop()
         await _release(call, lease)
         raise
+    finally:
+        _current.reset(token)
     if renewal is not None:
         await renewal.stop()
     if lease.target.external_artifact_key is not None:
