@@ -181,3 +181,50 @@ async def test_a_dispatch_sees_its_own_lock_and_fencing_token(temporal_env: Any,
     entries: Any = await client.xrange(f"{prefix}:v3:default:log")
     dispatched = [fields for _, fields in entries if fields[b"decision"] == b"dispatched"]
     assert [int(fields[b"fencingToken"]) for fields in dispatched] == [seen["fencing"]]
+
+
+async def test_a_worker_refuses_to_start_on_a_prefix_of_another_protocol_version(temporal_env: Any, client: Redis, prefix: str) -> None:
+    from temporal_fire_once import FireOnceProtocolMismatch
+
+    await client.set(f"{prefix}:protocol", "2")
+    worker, _ = await run_worker(temporal_env, client, prefix)
+    with pytest.raises(FireOnceProtocolMismatch, match="protocol '2'"):
+        await worker.run()
+
+
+async def test_a_sync_activity_is_guarded_too(temporal_env: Any, client: Redis, prefix: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from temporalio import activity
+
+    from temporal_fire_once import fire_once
+
+    runs: list[str] = []
+
+    @fire_once(job_type="sync")
+    @activity.defn(name="syncJob")
+    def sync_job(text: str) -> str:
+        runs.append(text)  # a counter the guard does not own
+        import time
+
+        time.sleep(0.5)
+        return text.upper()
+
+    queue = f"py-{uuid.uuid4().hex[:8]}"
+    with ThreadPoolExecutor(8) as executor:
+        worker = Worker(
+            temporal_env.client,
+            task_queue=queue,
+            workflows=[GuardedCall],
+            activities=[sync_job],
+            activity_executor=executor,
+            plugins=[FireOncePlugin(client, key_prefix=prefix, poll_interval_ms=50)],
+        )
+        async with worker:
+            results = await asyncio.gather(
+                *(
+                    temporal_env.client.execute_workflow(GuardedCall.run, args=["s-sync", "syncJob", ["hi"]], id=f"{queue}-{i}", task_queue=queue)
+                    for i in range(5)
+                )
+            )
+    assert results == ["HI"] * 5 and runs == ["hi"]
