@@ -33,13 +33,15 @@ def cluster_nodes() -> Iterator[list[tuple[str, int]]]:
     if server is None or cli is None:
         pytest.fail("redis-server and redis-cli are needed (apt-get install -y redis-server), or set REDIS_CLUSTER_NODES")
     ports = [free_port() for _ in range(3)]
+    bus_ports = [free_port() for _ in ports]  # the default, port + 10000, may be taken or above 65535
     dirs = [tempfile.mkdtemp(prefix="fire-once-py-cluster-") for _ in ports]
     procs = [
         subprocess.Popen(
-            [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes", "--save", "", "--appendonly", "no", "--dir", d],
+            [server, "--port", str(port), "--cluster-port", str(bus), "--bind", "127.0.0.1", "--cluster-enabled", "yes"]
+            + ["--save", "", "--appendonly", "no", "--dir", d],
             stdout=subprocess.DEVNULL,
         )
-        for port, d in zip(ports, dirs)
+        for port, bus, d in zip(ports, bus_ports, dirs)
     ]
     try:
         for port in ports:

@@ -220,7 +220,9 @@ class FireOnceGuard:
         """One store call, failing closed: no answer in ``store_timeout_ms`` or a connection error
         is ``FireOnceStoreUnavailable``."""
         try:
-            return await asyncio.wait_for(call(), self.options.store_timeout_ms / 1000)
+            # asyncio.timeout bounds the call in this task: no extra task per call, as wait_for makes
+            async with asyncio.timeout(self.options.store_timeout_ms / 1000):
+                return await call()
         except (asyncio.TimeoutError, RedisTimeoutError) as err:
             if on_timeout is not None:
                 on_timeout()
