@@ -5,6 +5,7 @@ counted by the jobs themselves (an INCR both languages' crossJob do), never by t
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 from typing import Any, AsyncIterator
@@ -20,6 +21,7 @@ from temporal_fire_once import FireOncePlugin
 from temporal_fire_once.core import FireOnceKeys, parse_artifact
 
 from .codec import ENCODING, AesGcmCodec
+from .conftest import REPO
 from .pyactivities import counter_key, make_activities
 from .pyworkflows import GuardedCall
 from .ts_worker import TsWorker, start_ts_worker
@@ -84,12 +86,37 @@ def codec_client(env: Any) -> Client:
     return Client(env.client.service_client, namespace="default", data_converter=DataConverter(payload_codec=AesGcmCodec(CODEC_KEY)))
 
 
+async def fire_once_report(redis_url: str) -> Any:
+    """`fire-once report --json` of the TypeScript CLI over this module's prefix."""
+    proc = await asyncio.create_subprocess_exec(
+        "node",
+        "-r",
+        "ts-node/register/transpile-only",
+        str(REPO / "src" / "cli" / "main.ts"),
+        "report",
+        "--redis",
+        redis_url,
+        "--prefix",
+        PREFIX,
+        "--since",
+        "all",
+        "--json",
+        cwd=str(REPO),
+        env={**os.environ, "TS_NODE_PROJECT": str(REPO / "tsconfig.json")},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return json.loads(out)
+
+
 def wf_id() -> str:
     return f"x-{uuid.uuid4().hex[:12]}"
 
 
 async def test_20_racing_typescript_runs_served_by_both_languages_dispatch_once(
-    temporal_env: Any, ts_worker: TsWorker, client: Redis
+    temporal_env: Any, ts_worker: TsWorker, client: Redis, redis_url: str
 ) -> None:
     # A Python worker polls the TypeScript worker's task queue for activities; half of the runs
     # call there, the other half on a queue only Python serves, so both languages surely race.
@@ -109,6 +136,12 @@ async def test_20_racing_typescript_runs_served_by_both_languages_dispatch_once(
     assert all(r == results[0] for r in results)
     assert count.tasks >= 10  # Python served at least the runs of its own queue
     print(f"activity tasks served: python {count.tasks}, typescript {20 - count.tasks}; dispatched by {results[0]['by']}")
+    # Both languages logged their decisions to one stream, and the TypeScript CLI reads them all.
+    await asyncio.sleep(0.2)  # Python appends its log entries in the background
+    report = await fire_once_report(redis_url)
+    (race,) = [row for row in report["byScope"] if row["scope"] == "s-race"]
+    assert (race["counts"]["dispatched"], race["counts"]["committed"], race["counts"]["fast-forwarded"]) == (1, 1, 19)
+    assert report["duplicates"] == []
 
 
 async def test_a_python_workflow_gets_a_typescript_dispatch_and_python_fast_forwards_to_it(
