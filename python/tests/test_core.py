@@ -100,3 +100,26 @@ def test_a_top_level_none_hashes_as_typescript_undefined_not_as_null() -> None:
 
     ts_undefined, ts_null = "-P0sPEn2p6rnpaikL1TZi9HjZgyKTe-uMfUdaLTfT3g", "uCHBWjLWnZIgVJNa5NGVDUcL3QMKNDy1kSFHvz69XNs"
     assert args_hash([None], PayloadConverter.default) == ts_undefined != ts_null
+
+
+async def test_a_commit_or_release_rings_the_waiters_of_its_scope_and_no_other(client: Redis, prefix: str) -> None:
+    from temporal_fire_once.core.wake import WakeHub
+
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    hub = WakeHub(client)
+    channels = [guard.keys.wake_channel("s"), guard.keys.wake_channel("t")]
+    s_bell, t_bell = [await hub.join(channel) for channel in channels]
+    while [n for _, n in await client.pubsub_numsub(*channels)] != [1, 1]:  # SUBSCRIBE is not acknowledged
+        await asyncio.sleep(0.01)
+    committed = await guard.acquire(DispatchTarget("s", "step", "job"))
+    assert isinstance(committed, Acquired)
+    await guard.commit(committed.lease, b"r")
+    await asyncio.wait_for(s_bell.wait(), 10)  # the bound only keeps a broken hub from hanging the suite
+    assert not t_bell.is_set()
+    released = await guard.acquire(DispatchTarget("t", "step", "job"))
+    assert isinstance(released, Acquired)
+    await guard.release(released.lease)
+    await asyncio.wait_for(t_bell.wait(), 10)
+    await hub.leave(channels[0], s_bell)
+    await hub.leave(channels[1], t_bell)
+    await hub.close()

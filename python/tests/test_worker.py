@@ -228,3 +228,25 @@ async def test_a_sync_activity_is_guarded_too(temporal_env: Any, client: Redis, 
                 )
             )
     assert results == ["HI"] * 5 and runs == ["hi"]
+
+
+async def test_waiters_with_a_one_minute_poll_all_get_the_one_result(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """End to end with wake-ups on. That the commit is what wakes them is shown in test_core
+    (a waiter that only polled would also get the result here, at its attempt's deadline)."""
+    queue = f"py-{uuid.uuid4().hex[:8]}"
+    worker = Worker(
+        temporal_env.client,
+        task_queue=queue,
+        workflows=[GuardedCall],
+        activities=make_activities(client, prefix),
+        plugins=[FireOncePlugin(client, key_prefix=prefix, poll_interval_ms=60_000)],
+    )
+    async with worker:
+        results = await asyncio.gather(
+            *(
+                temporal_env.client.execute_workflow(GuardedCall.run, args=["s-wake", "crossJob", ["wake", 1_000]], id=f"{queue}-{i}", task_queue=queue)
+                for i in range(4)
+            )
+        )
+    assert all(r == results[0] for r in results)
+    assert await client.get(counter_key(prefix, "wake")) == b"1"

@@ -19,6 +19,7 @@ from temporalio.worker import WorkflowInboundInterceptor
 from .._header import scope_from_headers
 from ..core.errors import FireOnceError, FireOnceInFlight, FireOnceKeyConflict, FireOnceMissingScope
 from ..core.guard import Acquired, DispatchTarget, FastForward, FireOnceGuard, Held
+from ..core.wake import WakeHub
 from ..workflow.interceptor import FireOnceWorkflowInterceptor
 from .args_hash import args_hash
 from .artifact import decode_artifact
@@ -44,8 +45,12 @@ class FireOnceInterceptor(Interceptor):
         defaults: WorkerDefaults | None = None,
         payload_codec: PayloadCodec | None = None,
         activities: Mapping[str, FireOnceOptions] | None = None,
+        wake: WakeHub | None = None,
     ) -> None:
+        """``wake``: wakes ``'wait'``ers by pub/sub; without it they only poll. The caller
+        closes it (``FireOncePlugin`` makes one and closes it when the worker stops)."""
         self.guard = guard
+        self.wake = wake
         self.defaults = defaults or WorkerDefaults()
         self.payload_codec = payload_codec
         self.activities = dict(activities or {})
@@ -84,7 +89,7 @@ class _GuardedActivity(ActivityInboundInterceptor):
             return await self.next.execute_activity(input)
         try:
             first = await root.guard.acquire(call.target, call.lock_ttl_ms)
-            outcome = await _on_held(call, first, info) if isinstance(first, Held) else first
+            outcome = await _on_held(call, first, info, root.wake) if isinstance(first, Held) else first
         except FireOnceKeyConflict:
             call.decision("conflict")
             raise
@@ -120,7 +125,7 @@ def _target(input: ExecuteActivityInput, options: FireOnceOptions, info: activit
     return DispatchTarget(scope, step, job_type, namespace, external, holder, hashed)
 
 
-async def _on_held(call: CallSetup, held: Held, info: activity.Info) -> FastForward | Acquired | None:
+async def _on_held(call: CallSetup, held: Held, info: activity.Info, hub: WakeHub | None) -> FastForward | Acquired | None:
     policy = call.options.on_in_flight or call.defaults.on_in_flight
     if policy == "skip":
         call.decision("in-flight-skipped", fencing=held.fencing_token)
@@ -132,24 +137,60 @@ async def _on_held(call: CallSetup, held: Held, info: activity.Info) -> FastForw
     poll = call.defaults.poll_interval_ms / 1000
     if info.heartbeat_timeout is not None:
         poll = min(poll, max(info.heartbeat_timeout.total_seconds() / 2, 0.001))
+    channel = call.guard.keys_for(call.target.namespace).wake_channel(call.target.scope)
+    bell = await _join(call, hub, channel)
     ttl_ms = held.ttl_ms
-    while True:
-        remaining = deadline - datetime.now(timezone.utc).timestamp()
-        if remaining <= 0:
-            call.decision("in-flight-failed", fencing=held.fencing_token)
-            raise FireOnceInFlight(
-                f"gave up waiting for the in-flight dispatch of step {call.target.step!r} in scope {call.target.scope!r}",
-                max(min(ttl_ms, call.defaults.poll_interval_ms), 0),
-                {"key": held.lock_key, **call.ids},
-            )
-        if info.heartbeat_timeout is not None:
-            activity.heartbeat()
-        await asyncio.sleep(min(poll, remaining))
-        outcome = await call.guard.acquire(call.target, call.lock_ttl_ms)
-        if not isinstance(outcome, Held):
-            call.decision("in-flight-waited", fencing=held.fencing_token)
-            return outcome
-        ttl_ms = outcome.ttl_ms
+    # Re-check at once once subscribed: a commit between the first acquire and the subscription
+    # would otherwise go unnoticed until the next poll.
+    first = bell is not None
+    try:
+        while True:
+            if not first:
+                remaining = deadline - datetime.now(timezone.utc).timestamp()
+                if remaining <= 0:
+                    call.decision("in-flight-failed", fencing=held.fencing_token)
+                    raise FireOnceInFlight(
+                        f"gave up waiting for the in-flight dispatch of step {call.target.step!r} in scope {call.target.scope!r}",
+                        max(min(ttl_ms, call.defaults.poll_interval_ms), 0),
+                        {"key": held.lock_key, **call.ids},
+                    )
+                if info.heartbeat_timeout is not None:
+                    activity.heartbeat()
+                await _sleep(bell, min(poll, remaining))
+            first = False
+            outcome = await call.guard.acquire(call.target, call.lock_ttl_ms)
+            if not isinstance(outcome, Held):
+                call.decision("in-flight-waited", fencing=held.fencing_token)
+                return outcome
+            ttl_ms = outcome.ttl_ms
+    finally:
+        if hub is not None and bell is not None:
+            await hub.leave(channel, bell)
+
+
+async def _join(call: CallSetup, hub: WakeHub | None, channel: str) -> asyncio.Event | None:
+    """Subscribe to the scope's wake channel within ``store_timeout_ms``, or poll alone."""
+    if hub is None or not call.guard.options.publish_wake_ups:
+        return None
+    try:
+        async with asyncio.timeout(call.guard.options.store_timeout_ms / 1000):
+            return await hub.join(channel)
+    except Exception as err:
+        _logger.warning("fire-once: could not subscribe to the wake channel, polling only: %s", err)
+        return None
+
+
+async def _sleep(bell: asyncio.Event | None, seconds: float) -> None:
+    """Until the next poll, or until a commit or release in the scope rings the bell."""
+    if bell is None:
+        await asyncio.sleep(seconds)
+        return
+    try:
+        async with asyncio.timeout(seconds):
+            await bell.wait()
+    except TimeoutError:
+        pass
+    bell.clear()
 
 
 def _deadline(info: activity.Info) -> float:

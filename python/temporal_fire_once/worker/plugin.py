@@ -13,6 +13,7 @@ from temporalio.worker import WorkerConfig
 from ..core.guard import FireOnceGuard
 from ..core.options import GuardOptions
 from ..core.scripts import RedisClient
+from ..core.wake import WakeHub
 from .interceptor import FireOnceInterceptor
 from .options import InFlightPolicy, LockMode, WorkerDefaults
 
@@ -49,15 +50,23 @@ class FireOncePlugin(SimplePlugin):
         self.defaults = WorkerDefaults(
             on_in_flight, poll_interval_ms, lock_mode, lease_ms, max_artifact_bytes, key_namespace, dispatch_log, dispatch_log_max_len
         )
+        self._wake: WakeHub | None = None
         super().__init__("temporal-fire-once", run_context=self._claim)
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         config = super().configure_worker(config)
         codec = config["client"].data_converter.payload_codec
-        config["interceptors"] = [*config.get("interceptors", []), FireOnceInterceptor(self.guard, self.defaults, codec)]
+        if self._wake is None and self.guard.options.publish_wake_ups:
+            self._wake = WakeHub(self.guard.redis)
+        interceptor = FireOnceInterceptor(self.guard, self.defaults, codec, wake=self._wake)
+        config["interceptors"] = [*config.get("interceptors", []), interceptor]
         return config
 
     @asynccontextmanager
     async def _claim(self) -> AsyncIterator[None]:
         await self.guard.claim_protocol()
-        yield
+        try:
+            yield
+        finally:
+            if self._wake is not None:
+                await self._wake.close()
