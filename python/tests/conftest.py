@@ -3,6 +3,7 @@ port), a key prefix of each test's own, deleted after it (never FLUSHALL)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import socket
@@ -17,6 +18,14 @@ import pytest
 from redis.asyncio import Redis
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def collect_garbage() -> None:
+    """Run the garbage collector before a Worker validates its workflows in the sandbox. On
+    Python 3.10/3.11 a finalizer that imports while the sandbox loads a workflow module can trip
+    CPython bug 91351 (KeyError: <thread id>, "Failed validating workflow"; temporalio/sdk-python
+    issue 585): collecting first leaves no finalizer for the collector to run during the load."""
+    gc.collect()
 
 
 def free_port() -> int:

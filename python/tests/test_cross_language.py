@@ -21,7 +21,7 @@ from temporal_fire_once import FireOncePlugin
 from temporal_fire_once.core import FireOnceKeys, parse_artifact
 
 from .codec import ENCODING, AesGcmCodec
-from .conftest import REPO
+from .conftest import REPO, collect_garbage
 from .pyactivities import counter_key, make_activities
 from .pyworkflows import GuardedCall
 from .ts_worker import TsWorker, start_ts_worker
@@ -71,6 +71,7 @@ class CountTasks(Interceptor):
 
 
 def python_worker(client: Client, redis: Redis, task_queue: str, workflows: bool = True, count: CountTasks | None = None) -> Worker:
+    collect_garbage()
     return Worker(
         client,
         task_queue=task_queue,

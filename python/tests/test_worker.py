@@ -17,11 +17,13 @@ from temporalio.worker import Worker
 from temporal_fire_once import FireOncePlugin
 from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceGuard, FireOnceKeys, GuardOptions
 
+from .conftest import collect_garbage
 from .pyactivities import counter_key, make_activities
 from .pyworkflows import CancelledCall, ContinuedCall, GuardedCall, ParentCall
 
 
 async def run_worker(env: Any, client: Redis, prefix: str) -> tuple[Worker, str]:
+    collect_garbage()
     queue = f"py-{uuid.uuid4().hex[:8]}"
     worker = Worker(
         env.client,
@@ -156,6 +158,7 @@ async def test_with_redis_down_a_guarded_activity_fails_closed_and_retryable(tem
     dead = AsyncRedis(port=free_port(), socket_connect_timeout=0.5)
     queue = f"py-{uuid.uuid4().hex[:8]}"
     guard = FireOnceGuard(dead, GuardOptions(key_prefix=prefix, store_timeout_ms=1_000))
+    collect_garbage()
     worker = Worker(
         temporal_env.client,
         task_queue=queue,
@@ -212,6 +215,7 @@ async def test_a_sync_activity_is_guarded_too(temporal_env: Any, client: Redis, 
 
     queue = f"py-{uuid.uuid4().hex[:8]}"
     with ThreadPoolExecutor(8) as executor:
+        collect_garbage()
         worker = Worker(
             temporal_env.client,
             task_queue=queue,
@@ -234,6 +238,7 @@ async def test_waiters_with_a_one_minute_poll_all_get_the_one_result(temporal_en
     """End to end with wake-ups on. That the commit is what wakes them is shown in test_core
     (a waiter that only polled would also get the result here, at its attempt's deadline)."""
     queue = f"py-{uuid.uuid4().hex[:8]}"
+    collect_garbage()
     worker = Worker(
         temporal_env.client,
         task_queue=queue,
@@ -250,3 +255,18 @@ async def test_waiters_with_a_one_minute_poll_all_get_the_one_result(temporal_en
         )
     assert all(r == results[0] for r in results)
     assert await client.get(counter_key(prefix, "wake")) == b"1"
+
+
+def test_the_workflow_side_imports_no_redis_and_the_plugin_passes_it_through_the_sandbox() -> None:
+    import subprocess
+    import sys
+
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+    from temporal_fire_once.worker.plugin import _pass_through
+
+    probe = "import sys, temporal_fire_once.workflow; print(sorted(m for m in sys.modules if m.split('.')[0] in ('redis', 'temporal_fire_once')))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert "redis" not in loaded and "temporal_fire_once.worker" not in loaded and "temporal_fire_once.core" not in loaded
+    runner = _pass_through(SandboxedWorkflowRunner())
+    assert isinstance(runner, SandboxedWorkflowRunner) and "temporal_fire_once" in runner.restrictions.passthrough_modules

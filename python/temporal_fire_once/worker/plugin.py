@@ -4,11 +4,13 @@ claims the key prefix for protocol v3, and refuses to start on a mismatch."""
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import WorkerConfig
+from temporalio.worker import WorkerConfig, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from ..core.guard import FireOnceGuard
 from ..core.options import GuardOptions
@@ -51,7 +53,7 @@ class FireOncePlugin(SimplePlugin):
             on_in_flight, poll_interval_ms, lock_mode, lease_ms, max_artifact_bytes, key_namespace, dispatch_log, dispatch_log_max_len
         )
         self._wake: WakeHub | None = None
-        super().__init__("temporal-fire-once", run_context=self._claim)
+        super().__init__("temporal-fire-once", run_context=self._claim, workflow_runner=_pass_through)
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         config = super().configure_worker(config)
@@ -70,3 +72,13 @@ class FireOncePlugin(SimplePlugin):
         finally:
             if self._wake is not None:
                 await self._wake.close()
+
+
+def _pass_through(runner: WorkflowRunner | None) -> WorkflowRunner:
+    """Pass ``temporal_fire_once`` through the workflow sandbox: its workflow side is
+    deterministic (it only reads headers and sets an attribute on the workflow instance), so each
+    workflow run need not re-import it."""
+    runner = runner or SandboxedWorkflowRunner()
+    if not isinstance(runner, SandboxedWorkflowRunner):
+        return runner
+    return dataclasses.replace(runner, restrictions=runner.restrictions.with_passthrough_modules("temporal_fire_once"))
