@@ -47,10 +47,16 @@ def test_an_id_of_512_bytes_and_one_of_unicode_control_spaces_are_accepted() -> 
 
 
 def test_option_errors_name_the_field() -> None:
+    from temporal_fire_once import FireOncePlugin, fire_once
+
     with pytest.raises(FireOnceConfigError, match="lock_ttl_ms must be a positive integer"):
         GuardOptions(lock_ttl_ms=-5)
     with pytest.raises(FireOnceConfigError, match="key_prefix"):
         GuardOptions(key_prefix="{bad}")
+    with pytest.raises(FireOnceConfigError, match="lease_ms must be at most 600000"):
+        fire_once(lease_ms=600_001)
+    with pytest.raises(FireOnceConfigError, match="on_in_flight must be one of wait, fail, skip"):
+        FireOncePlugin(Redis(), on_in_flight="later")  # type: ignore[arg-type]
 
 
 async def test_the_marker_is_claimed_once_and_another_version_is_refused(client: Redis, prefix: str) -> None:

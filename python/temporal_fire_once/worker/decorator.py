@@ -23,14 +23,15 @@ def fire_once(
     lease_ms: int | None = None,
     lock_ttl_ms: int | None = None,
     artifact_ttl_ms: int | None = None,
-    artifact: Literal["result"] | ExternalArtifact = "result",
-    on_conflict: ConflictPolicy = "fail",
+    artifact: Literal["result"] | ExternalArtifact | None = None,
+    on_conflict: ConflictPolicy | None = None,
     conflict_key: Callable[[Sequence[Any]], Any] | None = None,
-    observe_only: bool = False,
+    observe_only: bool | None = None,
 ) -> Callable[[F], F]:
     """Guard an activity: it dispatches at most once per (scope, step); later calls fast-forward
     to its stored result. Put it above or below ``@activity.defn``. Options are checked here, so
-    a bad one fails at import with ``FireOnceConfigError`` naming it.
+    a bad one fails at import with ``FireOnceConfigError`` naming it. The options and their
+    defaults are :class:`FireOnceOptions`'s.
 
     >>> from temporalio import activity
     >>> @fire_once(job_type="summary")
@@ -40,20 +41,8 @@ def fire_once(
     >>> options_of(summarise).job_type
     'summary'
     """
-    options = FireOnceOptions(
-        step=step,
-        job_type=job_type,
-        scope=scope,
-        on_in_flight=on_in_flight,
-        lock_mode=lock_mode,
-        lease_ms=lease_ms,
-        lock_ttl_ms=lock_ttl_ms,
-        artifact_ttl_ms=artifact_ttl_ms,
-        artifact=artifact,
-        on_conflict=on_conflict,
-        conflict_key=conflict_key,
-        observe_only=observe_only,
-    )
+    # Each option left None takes its default, declared once in FireOnceOptions.
+    options = FireOnceOptions(**{name: value for name, value in locals().items() if value is not None})
 
     def mark(fn: F) -> F:
         setattr(fn, _ATTR, options)

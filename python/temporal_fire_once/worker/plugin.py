@@ -33,25 +33,26 @@ class FireOncePlugin(SimplePlugin):
         self,
         redis: RedisClient,
         *,
-        key_prefix: str = "fire-once",
-        lock_ttl_ms: int = 15 * 60 * 1000,
-        artifact_ttl_ms: int = 7 * 24 * 60 * 60 * 1000,
-        store_timeout_ms: int = 5_000,
-        publish_wake_ups: bool = True,
-        on_in_flight: InFlightPolicy = "wait",
-        poll_interval_ms: int = 250,
-        lock_mode: LockMode = "lease",
-        lease_ms: int = 30_000,
-        max_artifact_bytes: int = 1024 * 1024,
+        key_prefix: str | None = None,
+        lock_ttl_ms: int | None = None,
+        artifact_ttl_ms: int | None = None,
+        store_timeout_ms: int | None = None,
+        publish_wake_ups: bool | None = None,
+        on_in_flight: InFlightPolicy | None = None,
+        poll_interval_ms: int | None = None,
+        lock_mode: LockMode | None = None,
+        lease_ms: int | None = None,
+        max_artifact_bytes: int | None = None,
         key_namespace: str | None = None,
-        dispatch_log: bool = True,
-        dispatch_log_max_len: int = 100_000,
+        dispatch_log: bool | None = None,
+        dispatch_log_max_len: int | None = None,
     ) -> None:
-        options = GuardOptions(key_prefix, "default", lock_ttl_ms, artifact_ttl_ms, store_timeout_ms, publish_wake_ups)
-        self.guard = FireOnceGuard(redis, options)
-        self.defaults = WorkerDefaults(
-            on_in_flight, poll_interval_ms, lock_mode, lease_ms, max_artifact_bytes, key_namespace, dispatch_log, dispatch_log_max_len
-        )
+        """Each option left ``None`` takes its default, declared once in :class:`GuardOptions`
+        or :class:`WorkerDefaults`; a bad value raises ``FireOnceConfigError`` naming it."""
+        given = {name: value for name, value in locals().items() if name not in ("self", "redis", "__class__") and value is not None}
+        guard_fields = {f.name for f in dataclasses.fields(GuardOptions)} - {"namespace"}
+        self.guard = FireOnceGuard(redis, GuardOptions(**{k: v for k, v in given.items() if k in guard_fields}))
+        self.defaults = WorkerDefaults(**{k: v for k, v in given.items() if k not in guard_fields})
         self._wake: WakeHub | None = None
         super().__init__("temporal-fire-once", run_context=self._claim, workflow_runner=_pass_through)
 
