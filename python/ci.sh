@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The Python package's CI: install it with its test extras, type-check it (mypy --strict, and the
+# TypeScript side of the cross-language tests), and run its pytest: unit tests, the protocol
+# conformance cases, the worker tests and the cross-language tests. Needs redis-server, the
+# Temporal CLI (TEMPORAL_CLI_PATH, or temporal on PATH), and node with the repository's
+# node_modules (npm ci at the root). Run from anywhere.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$SECONDS
+step() { printf '\n== %s (%ss)\n' "$1" "$((SECONDS - start))"; }
+
+step "pip install -e 'python[test]'"
+python3 -m pip install -q -e 'python[test]'
+
+step "mypy --strict"
+(cd python && python3 -m mypy --strict)
+
+step "tsc: the TypeScript worker of the cross-language tests"
+npx tsc -p python/tests/ts
+
+step "pytest"
+(cd python && python3 -m pytest -q -p no:cacheprovider)
+
+step "done"

@@ -1,0 +1,62 @@
+"""The core guard: keys, records, the Lua scripts and the guard on Redis alone, with no Temporal."""
+
+from .errors import (
+    FireOnceArtifactTooLarge,
+    FireOnceConfigError,
+    FireOnceCorruptArtifact,
+    FireOnceError,
+    FireOnceInFlight,
+    FireOnceInvalidId,
+    FireOnceKeyConflict,
+    FireOnceLockLost,
+    FireOnceMissingScope,
+    FireOnceProtocolError,
+    FireOnceProtocolMismatch,
+    FireOnceStoreUnavailable,
+    FireOnceUnstorableResult,
+)
+from .guard import Acquired, AcquireOutcome, DispatchTarget, FastForward, FireOnceGuard, Held, Lease, Settled, holder_id
+from .keys import DEFAULT_NAMESPACE, PROTOCOL_VERSION, FireOnceKeys, encode_id
+from .options import GuardOptions
+from .protocol import claim_protocol
+from .records import ArtifactRecord, LockRecord, format_artifact, parse_artifact, parse_lock
+from .scripts import PROTOCOL_SCRIPTS, LuaScript, scripts_dir
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "PROTOCOL_SCRIPTS",
+    "PROTOCOL_VERSION",
+    "Acquired",
+    "AcquireOutcome",
+    "ArtifactRecord",
+    "DispatchTarget",
+    "FastForward",
+    "FireOnceArtifactTooLarge",
+    "FireOnceConfigError",
+    "FireOnceCorruptArtifact",
+    "FireOnceError",
+    "FireOnceGuard",
+    "FireOnceInFlight",
+    "FireOnceInvalidId",
+    "FireOnceKeyConflict",
+    "FireOnceKeys",
+    "FireOnceLockLost",
+    "FireOnceMissingScope",
+    "FireOnceProtocolError",
+    "FireOnceProtocolMismatch",
+    "FireOnceStoreUnavailable",
+    "FireOnceUnstorableResult",
+    "GuardOptions",
+    "Held",
+    "Lease",
+    "LockRecord",
+    "LuaScript",
+    "Settled",
+    "claim_protocol",
+    "encode_id",
+    "format_artifact",
+    "holder_id",
+    "parse_artifact",
+    "parse_lock",
+    "scripts_dir",
+]

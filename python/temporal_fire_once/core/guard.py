@@ -1,0 +1,271 @@
+"""The fire-once guard on Redis alone, with no Temporal in it (``src/core/guard.ts``): the
+artifact check, the lock, the commit on success and the compare-and-delete on failure, each one
+round trip through the protocol's Lua scripts."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import uuid
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, TypeVar
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .errors import FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable
+from .keys import FireOnceKeys, encode_id
+from .options import GuardOptions, positive_int
+from .protocol import claim_protocol
+from .records import format_artifact, lock_tail, parse_artifact, parse_lock
+from .scripts import ACQUIRE, COMMIT, EXTEND, INVALIDATE, LOG_APPEND, RELEASE, AcquireReply, RedisClient
+
+WAITERS_GRACE_MS = 60_000
+"""How long a parked waiter's registration outlives the lock (PROTOCOL.md section 7)."""
+
+T = TypeVar("T")
+
+
+def holder_id(token: str) -> str:
+    """A short hash of a lock token, safe to log (PROTOCOL.md section 9)."""
+    return hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class DispatchTarget:
+    """What one dispatch is guarded on."""
+
+    scope: str
+    step: str
+    job_type: str
+    namespace: str | None = None
+    external_artifact_key: str | None = None
+    holder: str = ""
+    args_hash: str = ""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A held lock: what commit, release and extend need."""
+
+    target: DispatchTarget
+    lock_key: str
+    artifact_key: str
+    waiters_key: str
+    token: str
+    fencing_token: int
+
+
+@dataclass(frozen=True)
+class FastForward:
+    """The artifact exists: ``artifact`` is its payload bytes (empty for an external artifact)."""
+
+    artifact: bytes
+    artifact_key: str
+    ttl_ms: int | None = None
+    kind: str = "fast-forward"
+
+
+@dataclass(frozen=True)
+class Acquired:
+    lease: Lease
+    kind: str = "acquired"
+
+
+@dataclass(frozen=True)
+class Held:
+    """Another token holds the lock."""
+
+    ttl_ms: int
+    lock_key: str
+    holder: str
+    same_holder: bool
+    fencing_token: int
+    kind: str = "held"
+
+
+AcquireOutcome = FastForward | Acquired | Held
+
+
+@dataclass(frozen=True)
+class Settled:
+    """Whether the lock was still ours, and the task tokens of the waiters parked on it."""
+
+    ours: bool
+    waiters: tuple[bytes, ...] = ()
+
+
+class FireOnceGuard:
+    """The guard. The caller owns the ``redis.asyncio`` client (``Redis`` or ``RedisCluster``,
+    created with ``decode_responses=False``); the guard never closes it.
+
+    >>> import asyncio, redis.asyncio
+    >>> guard = FireOnceGuard(redis.asyncio.Redis(), GuardOptions(key_prefix="doc"))
+    >>> guard.keys.lock("session-42", "summarise")
+    'doc:v3:{default/session-42}:l:summarise'
+    """
+
+    def __init__(self, redis: RedisClient, options: GuardOptions | None = None) -> None:
+        self.redis = redis
+        self.options = options or GuardOptions()
+        self.keys = FireOnceKeys(self.options.key_prefix, self.options.namespace)
+
+    def keys_for(self, namespace: str | None) -> FireOnceKeys:
+        return self.keys if namespace is None else self.keys.for_namespace(namespace)
+
+    async def claim_protocol(self) -> None:
+        """Claim the prefix for protocol v3 or refuse (PROTOCOL.md section 1)."""
+        await self._run({"key": self.keys.protocol_marker()}, lambda: claim_protocol(self.redis, self.keys))
+
+    async def acquire(self, target: DispatchTarget, lock_ttl_ms: int | None = None, read_ttl: bool = False) -> AcquireOutcome:
+        """One round trip: fast-forward, acquire with a fresh token, or report the holder."""
+        ttl = self.options.lock_ttl_ms if lock_ttl_ms is None else positive_int("lock_ttl_ms", lock_ttl_ms)
+        base = self.keys_for(target.namespace).scope_base(target.scope)
+        step = encode_id("step", target.step)
+        job_type = encode_id("jobType", target.job_type)
+        lock_key, waiters_key = f"{base}:l:{step}", f"{base}:w:{step}"
+        artifact_key = target.external_artifact_key or f"{base}:a:{job_type}"
+        token = str(uuid.uuid4())
+        mode = "x" if target.external_artifact_key is not None else ("t" if read_ttl else "r")
+        context = _context(target, lock_key)
+        tail = lock_tail(target.args_hash, target.holder)
+
+        def release_same_token() -> None:
+            _background(RELEASE(self.redis, [lock_key, waiters_key], [token, ""]))
+
+        reply = await self._run(context, lambda: ACQUIRE(self.redis, [artifact_key, lock_key], [token, ttl, mode, tail]), release_same_token)
+        if isinstance(reply, int):
+            return Acquired(Lease(target, lock_key, artifact_key, waiters_key, token, reply))
+        if isinstance(reply, bytes):
+            return FastForward(self._stored_result(reply, target, artifact_key), artifact_key)
+        if isinstance(reply, list) and reply and isinstance(reply[0], bytes):
+            return FastForward(self._stored_result(reply[0], target, artifact_key), artifact_key, int(reply[1]))
+        code = reply[0] if isinstance(reply, list) and reply else reply
+        if code == AcquireReply.EXISTS:
+            return FastForward(b"", artifact_key, int(reply[1]))
+        if code == AcquireReply.HELD:
+            lock = parse_lock(reply[2])
+            if lock is None:
+                raise FireOnceProtocolError("the lock holds a value this protocol never writes", context)
+            same = lock.holder != "" and lock.holder == target.holder
+            if not same and _differs(target.args_hash, lock.args_hash):
+                raise _conflict(target, lock_key, "the dispatch in flight was started")
+            return Held(int(reply[1]), lock_key, lock.holder, same, lock.fencing_token)
+        if code == AcquireReply.CORRUPT:
+            detail = reply[1].decode("utf-8", "replace") if isinstance(reply[1], bytes) else str(reply[1])
+            raise FireOnceCorruptArtifact(f"stored artifact is not one this library wrote: {detail}", _context(target, artifact_key))
+        raise FireOnceProtocolError(f"unexpected reply from {ACQUIRE.command}: {code!r}", context)
+
+    async def commit(self, lease: Lease, artifact: bytes, artifact_ttl_ms: int | None = None) -> Settled:
+        """Store the artifact; in the same step delete the lock if still ours."""
+        ttl = self.options.artifact_ttl_ms if artifact_ttl_ms is None else positive_int("artifact_ttl_ms", artifact_ttl_ms)
+        record = format_artifact(lease.target.args_hash, artifact)
+        keys = [lease.artifact_key, lease.lock_key, lease.waiters_key]
+        args: list[str | bytes | int] = [lease.token, record, ttl, self._channel(lease.target)]
+        return _settled(await self._run(_context(lease.target, lease.artifact_key, lease.token), lambda: COMMIT(self.redis, keys, args)))
+
+    async def release(self, lease: Lease) -> Settled:
+        """Compare-and-delete after a failure; ``ours`` is false when refused."""
+        keys = [lease.lock_key, lease.waiters_key]
+        args = [lease.token, self._channel(lease.target)]
+        return _settled(await self._run(_context(lease.target, lease.lock_key, lease.token), lambda: RELEASE(self.redis, keys, args)))
+
+    async def extend(self, lease: Lease, lock_ttl_ms: int) -> bool:
+        """Compare-and-expire: renew a lease, or hold the lock after a dispatch."""
+        ttl = positive_int("lock_ttl_ms", lock_ttl_ms)
+        keys = [lease.lock_key, lease.waiters_key]
+        reply = await self._run(
+            _context(lease.target, lease.lock_key, lease.token), lambda: EXTEND(self.redis, keys, [lease.token, ttl, ttl + WAITERS_GRACE_MS])
+        )
+        return bool(reply == 1)
+
+    async def invalidate(self, scope: str, job_type: str, namespace: str | None = None) -> bool:
+        """Delete the artifact of (scope, job type) and publish its key to local caches."""
+        keys = self.keys_for(namespace)
+        key = keys.artifact(scope, job_type)
+        reply = await self._run({"key": key, "scope": scope, "jobType": job_type}, lambda: INVALIDATE(self.redis, [key], [keys.invalidations()]))
+        return bool(reply == 1)
+
+    async def log_append(self, namespace: str | None, max_len: int, entries: list[list[tuple[str, str]]]) -> int:
+        """Append dispatch-log entries (PROTOCOL.md section 9) in one round trip."""
+        key = self.keys_for(namespace).log()
+        args: list[str | bytes | int] = [max_len]
+        for entry in entries:
+            args.append(len(entry) * 2)
+            for name, value in entry:
+                args.extend((name, value))
+        return int(await self._run({"key": key}, lambda: LOG_APPEND(self.redis, [key], args)))
+
+    def artifact_key(self, target: DispatchTarget) -> str:
+        if target.external_artifact_key is None:
+            return self.keys_for(target.namespace).artifact(target.scope, target.job_type)
+        encode_id("jobType", target.job_type)
+        return target.external_artifact_key
+
+    def _channel(self, target: DispatchTarget) -> str:
+        return self.keys_for(target.namespace).wake_channel(target.scope) if self.options.publish_wake_ups else ""
+
+    def _stored_result(self, record: bytes, target: DispatchTarget, artifact_key: str) -> bytes:
+        artifact = parse_artifact(record)
+        if artifact is None:
+            raise FireOnceCorruptArtifact("stored artifact is not one this library wrote: not an artifact record", _context(target, artifact_key))
+        if _differs(target.args_hash, artifact.args_hash):
+            raise _conflict(target, artifact_key, "the stored artifact was produced")
+        return artifact.payload
+
+    async def _run(
+        self, context: dict[str, str], call: Callable[[], Awaitable[T]], on_timeout: Callable[[], None] | None = None
+    ) -> T:
+        """One store call, failing closed: no answer in ``store_timeout_ms`` or a connection error
+        is ``FireOnceStoreUnavailable``."""
+        try:
+            # asyncio.timeout bounds the call in this task: no extra task per call, as wait_for makes
+            async with asyncio.timeout(self.options.store_timeout_ms / 1000):
+                return await call()
+        except (asyncio.TimeoutError, RedisTimeoutError) as err:
+            if on_timeout is not None:
+                on_timeout()
+            raise FireOnceStoreUnavailable(f"Redis did not answer within {self.options.store_timeout_ms} ms", context) from err
+        except RedisConnectionError as err:
+            raise FireOnceStoreUnavailable(f"Redis is unavailable: {err}", context) from err
+        except RedisError as err:
+            raise FireOnceStoreUnavailable(f"Redis call failed: {err}", context) from err
+
+
+_background_tasks: set[asyncio.Task[Any]] = set()
+
+
+def _background(call: Awaitable[Any]) -> None:
+    async def quiet() -> None:
+        try:
+            await call
+        except Exception:
+            pass
+
+    task = asyncio.ensure_future(quiet())
+    _background_tasks.add(task)
+    task.add_done_callback(_background_tasks.discard)
+
+
+def _differs(mine: str, stored: str) -> bool:
+    return mine != "" and stored != "" and mine != stored
+
+
+def _conflict(target: DispatchTarget, key: str, what: str) -> FireOnceKeyConflict:
+    return FireOnceKeyConflict(
+        f"step {target.step!r} in scope {target.scope!r} was called with other arguments than {what} with", _context(target, key)
+    )
+
+
+def _settled(reply: Any) -> Settled:
+    if isinstance(reply, int):
+        return Settled(reply == 1)
+    return Settled(reply[0] == 1, tuple(reply[1:]))
+
+
+def _context(target: DispatchTarget, key: str, token: str | None = None) -> dict[str, str]:
+    context = {"key": key, "scope": target.scope, "step": target.step, "jobType": target.job_type}
+    if token is not None:
+        context["holder"] = holder_id(token)
+    return context

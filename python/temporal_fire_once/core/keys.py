@@ -1,0 +1,76 @@
+"""The one place keys are built (PROTOCOL.md sections 2 and 3), as ``src/core/keys.ts`` does."""
+
+from __future__ import annotations
+
+import re
+
+from .._ids import IdKind, id_problem
+from .errors import FireOnceInvalidId
+
+PROTOCOL_VERSION = 3
+"""The protocol version: the ``v3`` segment of every key and the value of the protocol marker."""
+
+DEFAULT_NAMESPACE = "default"
+KEY_PREFIX_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
+
+_PLAIN = re.compile(r"[A-Za-z0-9._~-]{1,512}")
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-")
+
+
+def encode_id(kind: IdKind, value: object) -> str:
+    """UTF-8, then every byte outside ``[A-Za-z0-9._~-]`` as ``%XX``; injective and glob-free.
+
+    >>> encode_id("scope", "chat:7*")
+    'chat%3A7%2A'
+    """
+    if isinstance(value, str) and _PLAIN.fullmatch(value):
+        return value
+    problem = id_problem(kind, value)
+    if problem is not None:
+        raise FireOnceInvalidId(problem)
+    assert isinstance(value, str)
+    return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in value.encode("utf-8"))
+
+
+class FireOnceKeys:
+    """Keys of one prefix and namespace, protocol v3.
+
+    >>> FireOnceKeys("fire-once").lock("session-42", "dispatch-summary")
+    'fire-once:v3:{default/session-42}:l:dispatch-summary'
+    """
+
+    def __init__(self, prefix: str, namespace: str = DEFAULT_NAMESPACE) -> None:
+        self.prefix = prefix
+        self.namespace = namespace
+        self.root = f"{prefix}:v{PROTOCOL_VERSION}:"
+        self._ns = encode_id("namespace", namespace)
+
+    def for_namespace(self, namespace: str) -> FireOnceKeys:
+        return self if namespace == self.namespace else FireOnceKeys(self.prefix, namespace)
+
+    def scope_base(self, scope: str) -> str:
+        return f"{self.root}{{{self._ns}/{encode_id('scope', scope)}}}"
+
+    def artifact(self, scope: str, job_type: str) -> str:
+        return f"{self.scope_base(scope)}:a:{encode_id('jobType', job_type)}"
+
+    def lock(self, scope: str, step: str) -> str:
+        return f"{self.scope_base(scope)}:l:{encode_id('step', step)}"
+
+    def waiters(self, scope: str, step: str) -> str:
+        return f"{self.scope_base(scope)}:w:{encode_id('step', step)}"
+
+    def external(self, scope: str, job_type: str) -> str:
+        return f"{self.scope_base(scope)}:x:{encode_id('jobType', job_type)}"
+
+    def wake_channel(self, scope: str) -> str:
+        return f"{self.scope_base(scope)}:wake"
+
+    def log(self) -> str:
+        return f"{self.root}{self._ns}:log"
+
+    def invalidations(self) -> str:
+        return f"{self.root}{self._ns}:invalidations"
+
+    def protocol_marker(self) -> str:
+        return f"{self.prefix}:protocol"

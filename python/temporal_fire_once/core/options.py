@@ -1,0 +1,64 @@
+"""Options of the core guard, with the TypeScript package's defaults and bounds
+(``src/core/options.ts``), each checked once with a message that names the field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import FireOnceConfigError
+from .keys import DEFAULT_NAMESPACE, KEY_PREFIX_PATTERN, encode_id
+
+MAX_DURATION_MS = 365 * 24 * 60 * 60 * 1000
+
+
+def positive_int(label: str, value: object, maximum: int = MAX_DURATION_MS, unit: str = "ms") -> int:
+    """``value`` as a whole number from 1 to ``maximum``, or ``FireOnceConfigError`` naming ``label``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise FireOnceConfigError(f"{label} must be a positive integer (got {value!r})")
+    if value > maximum:
+        raise FireOnceConfigError(f"{label} must be at most {maximum} {unit} (got {value})")
+    return value
+
+
+def one_of(label: str, value: object, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise FireOnceConfigError(f"{label} must be one of {', '.join(allowed)} (got {value!r})")
+    assert isinstance(value, str)
+    return value
+
+
+@dataclass(frozen=True)
+class GuardOptions:
+    """The core guard's options.
+
+    >>> GuardOptions().lock_ttl_ms
+    900000
+    """
+
+    key_prefix: str = "fire-once"
+    """Prefix of every key. 1-64 characters of ``[A-Za-z0-9._:-]``."""
+    namespace: str = DEFAULT_NAMESPACE
+    """The namespace keys are filed under unless a call names its own."""
+    lock_ttl_ms: int = 15 * 60 * 1000
+    """TTL of the lock in ``'fixed'`` mode, and the hold after an external-artifact dispatch."""
+    artifact_ttl_ms: int = 7 * 24 * 60 * 60 * 1000
+    """TTL of a stored result artifact."""
+    store_timeout_ms: int = 5_000
+    """How long one Redis call may take before the guard fails closed."""
+    publish_wake_ups: bool = True
+    """Publish on the scope's wake channel on commit and release."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key_prefix, str) or not KEY_PREFIX_PATTERN.fullmatch(self.key_prefix):
+            raise FireOnceConfigError(
+                f"key_prefix must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit (got {self.key_prefix!r})"
+            )
+        try:
+            encode_id("namespace", self.namespace)
+        except Exception as err:
+            raise FireOnceConfigError(f"namespace: {err}") from err
+        positive_int("lock_ttl_ms", self.lock_ttl_ms)
+        positive_int("artifact_ttl_ms", self.artifact_ttl_ms)
+        positive_int("store_timeout_ms", self.store_timeout_ms, 60_000)
+        if not isinstance(self.publish_wake_ups, bool):
+            raise FireOnceConfigError(f"publish_wake_ups must be a boolean (got {self.publish_wake_ups!r})")

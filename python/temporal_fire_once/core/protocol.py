@@ -1,0 +1,41 @@
+"""The protocol marker (PROTOCOL.md section 1): claim the prefix for v3, or refuse."""
+
+from __future__ import annotations
+
+from redis.exceptions import ResponseError
+
+from .errors import FireOnceConfigError, FireOnceProtocolMismatch
+from .keys import PROTOCOL_VERSION, FireOnceKeys
+from .scripts import RedisClient
+
+
+async def claim_protocol(redis: RedisClient, keys: FireOnceKeys) -> None:
+    """Read ``<prefix>:protocol``; if unset, ``SET <prefix>:protocol 3 NX GET``.
+
+    Raises :class:`FireOnceProtocolMismatch` (a ``FireOnceConfigError``) when another version
+    writes the prefix, and ``FireOnceConfigError`` when the marker is unset and this Redis user
+    may not write it.
+    """
+    marker = keys.protocol_marker()
+    found: object = await redis.get(marker)
+    if found is None:
+        try:
+            found = await redis.set(marker, str(PROTOCOL_VERSION), nx=True, get=True)
+        except ResponseError as err:
+            if "NOPERM" not in str(err):
+                raise
+            raise FireOnceConfigError(
+                f"key prefix {keys.prefix!r} has no protocol marker ({marker}) and this Redis user may not write it: "
+                f"have an admin run SET {marker} {PROTOCOL_VERSION} once",
+                {"key": marker},
+            ) from err
+    if found is None or found == str(PROTOCOL_VERSION).encode():
+        return
+    shown = found.decode("utf-8", "replace") if isinstance(found, bytes) else str(found)
+    raise FireOnceProtocolMismatch(
+        f"key prefix {keys.prefix!r} is written with fire-once protocol {shown!r} ({marker}); this worker speaks protocol "
+        f"{PROTOCOL_VERSION}. Stop the workers of the other version and migrate (npx fire-once migrate), or give this worker "
+        "another key_prefix",
+        found=shown,
+        context={"key": marker},
+    )

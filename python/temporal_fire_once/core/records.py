@@ -1,0 +1,64 @@
+"""The stored values (PROTOCOL.md section 4), byte for byte as ``src/core/records.ts``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_LOCK = re.compile(rb"(\S+) (\d+) (\S*) (.*)", re.DOTALL)
+_MAGIC = b"3:"
+_MAX_HASH = 64
+
+
+@dataclass(frozen=True)
+class LockRecord:
+    token: str
+    fencing_token: int
+    args_hash: str
+    holder: str
+
+
+@dataclass(frozen=True)
+class ArtifactRecord:
+    args_hash: str
+    payload: bytes
+
+
+def lock_tail(args_hash: str, holder: str) -> str:
+    """The part of a lock record after ``<token> <fencing> ``, which acquire.lua appends."""
+    return f"{args_hash} {holder}"
+
+
+def parse_lock(value: bytes) -> LockRecord | None:
+    """
+    >>> parse_lock(b"token-1 1796288676577574 h1 wf-1 run-1 act-1").holder
+    'wf-1 run-1 act-1'
+    """
+    match = _LOCK.fullmatch(value)
+    if match is None:
+        return None
+    token, fencing, args_hash, holder = match.groups()
+    return LockRecord(token.decode(), int(fencing), args_hash.decode(), holder.decode("utf-8", "replace"))
+
+
+def format_artifact(args_hash: str, payload: bytes) -> bytes:
+    """
+    >>> format_artifact("", b"result")
+    b'3::result'
+    """
+    return _MAGIC + args_hash.encode("latin-1") + b":" + payload
+
+
+def parse_artifact(value: bytes) -> ArtifactRecord | None:
+    """
+    >>> parse_artifact(b"3:h1:result").args_hash
+    'h1'
+    >>> parse_artifact(b"not a record") is None
+    True
+    """
+    if len(value) < 3 or not value.startswith(_MAGIC):
+        return None
+    end = value.find(b":", 2)
+    if end < 0 or end - 2 > _MAX_HASH:
+        return None
+    return ArtifactRecord(value[2:end].decode("latin-1"), value[end + 1 :])

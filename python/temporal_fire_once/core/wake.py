@@ -1,0 +1,86 @@
+"""Wake-ups by pub/sub (PROTOCOL.md section 8, ``src/core/wake.ts``): one subscription
+connection per worker, shared by every waiter; a commit or release published on a scope's wake
+channel sets the events of the waiters that joined it, so they re-run ``acquire`` at once
+instead of at their next poll. Polling stays the fallback: a lost message costs one poll."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from .scripts import RedisClient
+
+_logger = logging.getLogger("temporal_fire_once")
+
+
+class WakeHub:
+    """Shared subscriptions. ``join`` returns an event set on every message of the channel;
+    ``leave`` gives it back. ``close`` ends the subscription connection.
+
+    >>> import redis.asyncio
+    >>> hub = WakeHub(redis.asyncio.Redis())
+    """
+
+    def __init__(self, redis: RedisClient) -> None:
+        self._redis = redis
+        self._pubsub: Any = None
+        self._reader: asyncio.Task[None] | None = None
+        self._events: dict[bytes, set[asyncio.Event]] = {}
+
+    async def join(self, channel: str) -> asyncio.Event:
+        event = asyncio.Event()
+        key = channel.encode()
+        events = self._events.setdefault(key, set())
+        events.add(event)
+        if len(events) == 1:
+            try:
+                if self._pubsub is None:
+                    self._pubsub = self._redis.pubsub()
+                await self._pubsub.subscribe(channel)
+            except BaseException:
+                await self.leave(channel, event)
+                raise
+            if self._reader is None or self._reader.done():
+                self._reader = asyncio.get_running_loop().create_task(self._read())
+        return event
+
+    async def leave(self, channel: str, event: asyncio.Event) -> None:
+        key = channel.encode()
+        events = self._events.get(key)
+        if events is None:
+            return
+        events.discard(event)
+        if not events:
+            del self._events[key]
+            try:
+                await self._pubsub.unsubscribe(channel)
+            except Exception as err:  # a dead connection unsubscribes by itself
+                _logger.debug("fire-once: unsubscribe from %s failed: %s", channel, err)
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            try:
+                await self._reader
+            except asyncio.CancelledError:
+                pass
+        if self._pubsub is not None:
+            await self._pubsub.aclose()
+        # A later join starts over with a new connection.
+        self._pubsub, self._reader = None, None
+        self._events.clear()
+
+    async def _read(self) -> None:
+        while True:
+            try:
+                message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # redis-py reconnects and resubscribes on the next read
+                _logger.debug("fire-once: wake subscription read failed: %s", err)
+                await asyncio.sleep(0.5)
+                continue
+            if message is not None and message.get("type") == "message":
+                for event in self._events.get(message["channel"], ()):
+                    event.set()

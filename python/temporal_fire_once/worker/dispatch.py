@@ -1,0 +1,147 @@
+"""Run the activity under a held lock (``src/worker/dispatch.ts``): renew the lease while it
+runs; on failure (cancellation included) release by compare-and-delete and re-raise; on success
+commit the artifact, which takes over from the lock in one atomic step, or hold the lock for
+``lock_ttl_ms`` (external artifacts)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from temporalio import activity
+from temporalio.api.common.v1 import Payload
+
+from ..core.errors import FireOnceUnstorableResult
+from ..core.guard import Lease
+from .artifact import encode_artifact
+from .context import FireOnceContext, _current
+from .setup import CallSetup
+
+_logger = logging.getLogger("temporal_fire_once")
+# Raised by activity.raise_complete_async(): neither success nor failure, the job goes on.
+_COMPLETE_ASYNC: type[BaseException] = getattr(activity, "_CompleteAsyncError", type("_Never", (BaseException,), {}))
+
+
+@dataclass
+class Renewal:
+    """Renews the lease every third of it; ``lost`` is set when a renewal finds the lock gone."""
+
+    call: CallSetup
+    lease: Lease
+    lease_ms: int
+    lost: asyncio.Event
+    task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease_ms / 3000)
+            try:
+                if not await self.call.guard.extend(self.lease, self.lease_ms):
+                    self.lost.set()
+                    self.call.decision("lock-lost", lease=self.lease)
+                    _logger.warning("fire-once: lockLost %s", self.lease.lock_key)
+                    return
+            except Exception as err:  # one failed renewal is retried at the next period
+                _logger.warning("fire-once: lease renewal failed: %s", err)
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except asyncio.CancelledError:
+                pass
+
+
+async def dispatch(call: CallSetup, lease: Lease, run: Callable[[], Awaitable[Any]]) -> Any:
+    """Run ``run`` under ``lease``; see the module docstring."""
+    call.decision("dispatched", lease=lease)
+    lost = asyncio.Event()
+    renewal = None
+    if call.lock_mode == "lease":
+        renewal = Renewal(call, lease, call.lease_ms, lost)
+        renewal.start()
+    target = lease.target
+    token = _current.set(FireOnceContext(target.scope, target.step, target.job_type, lease.lock_key, lease.fencing_token, lost))
+    try:
+        result = await run()
+    except _COMPLETE_ASYNC:
+        if renewal is not None:
+            await renewal.stop()
+        await _hold(call, lease, renewal)
+        raise
+    except BaseException:
+        if renewal is not None:
+            await renewal.stop()
+        await _release(call, lease)
+        raise
+    finally:
+        _current.reset(token)
+    if renewal is not None:
+        await renewal.stop()
+    if lease.target.external_artifact_key is not None:
+        await _hold(call, lease, renewal)
+        return result
+    return await _commit(call, lease, renewal, result)
+
+
+async def _commit(call: CallSetup, lease: Lease, renewal: Renewal | None, result: Any) -> Any:
+    try:
+        payload: Payload = call.payload_converter.to_payloads([result])[0]
+    except Exception as err:
+        await _hold(call, lease, renewal)
+        raise FireOnceUnstorableResult(
+            f"the result of {activity.info().activity_type} cannot be serialised by the payload converter ({type(err).__name__}); "
+            "the lock is kept until its TTL",
+            {"key": lease.lock_key, "jobType": lease.target.job_type},
+        ) from None  # the converter's message may quote the result
+    try:
+        data = await encode_artifact(payload, call.payload_codec)
+    except Exception as err:
+        _logger.error("fire-once: the payload codec failed on the result; result delivered, not stored: %s", err)
+        await _hold(call, lease, renewal)
+        return result
+    if len(data) > call.defaults.max_artifact_bytes:
+        _logger.error(
+            "fire-once: FireOnceArtifactTooLarge: artifact of %d bytes exceeds max_artifact_bytes (%d); not stored, lock held for lock_ttl_ms",
+            len(data),
+            call.defaults.max_artifact_bytes,
+        )
+        await _hold(call, lease, renewal)
+        return result
+    try:
+        settled = await call.guard.commit(lease, data, call.options.artifact_ttl_ms)
+    except Exception as err:
+        _logger.error("fire-once: could not store the artifact; result delivered, lock left to its TTL: %s", err)
+        return result
+    call.decision("committed", lease=lease)
+    if not settled.ours:
+        _logger.warning("fire-once: artifact written after the lock had expired; raise lock_ttl_ms or lease_ms above the job time")
+    return result
+
+
+async def _hold(call: CallSetup, lease: Lease, renewal: Renewal | None) -> None:
+    """Keep the lock for ``lock_ttl_ms`` after a dispatch that stored no artifact of ours."""
+    if renewal is None:
+        return  # 'fixed' mode: the lock already has lock_ttl_ms
+    ttl = call.options.lock_ttl_ms or call.guard.options.lock_ttl_ms
+    try:
+        if not await call.guard.extend(lease, ttl):
+            _logger.warning("fire-once: lock lost before it could be held after the dispatch")
+    except Exception as err:
+        _logger.error("fire-once: could not hold the lock after the dispatch; it expires with its lease: %s", err)
+
+
+async def _release(call: CallSetup, lease: Lease) -> None:
+    """Compare-and-delete after a failure; never raises."""
+    try:
+        settled = await asyncio.shield(call.guard.release(lease))
+    except BaseException as err:  # the release runs on even if this task is cancelled again
+        _logger.error("fire-once: dispatch failed and releasing the lock failed too; it expires by its TTL: %s", err)
+        return
+    call.decision("released-on-failure" if settled.ours else "release-refused", lease=lease)

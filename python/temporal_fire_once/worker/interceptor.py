@@ -1,0 +1,200 @@
+"""The activity interceptor (``src/worker/interceptor.ts``): for an activity marked with
+``@fire_once`` (or listed in ``activities``), one decision per call: fast-forward to the stored
+result, dispatch under the lock, or apply the in-flight policy. Every guard error leaves the
+activity as an ``ApplicationError`` of the same ``type`` as on the TypeScript side."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from temporalio import activity
+from temporalio.common import RawValue
+from temporalio.converter import PayloadCodec
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, WorkflowInterceptorClassInput
+from temporalio.worker import WorkflowInboundInterceptor
+
+from .._header import scope_from_headers
+from ..core.errors import FireOnceError, FireOnceInFlight, FireOnceKeyConflict, FireOnceMissingScope
+from ..core.guard import Acquired, DispatchTarget, FastForward, FireOnceGuard, Held
+from ..core.wake import WakeHub
+from ..workflow.interceptor import FireOnceWorkflowInterceptor
+from .args_hash import args_hash
+from .artifact import decode_artifact
+from .decorator import options_of
+from .dispatch import dispatch
+from .failures import to_application_error
+from .log import DispatchLog
+from .options import ArtifactIds, FireOnceOptions, WorkerDefaults
+from .setup import CallSetup
+
+_logger = logging.getLogger("temporal_fire_once")
+
+
+class FireOnceInterceptor(Interceptor):
+    """Guards activities marked with ``@fire_once``, and carries the dispatch scope in workflows.
+
+    :class:`FireOncePlugin` installs it; a worker wired by hand passes it in ``interceptors``.
+    """
+
+    def __init__(
+        self,
+        guard: FireOnceGuard,
+        defaults: WorkerDefaults | None = None,
+        payload_codec: PayloadCodec | None = None,
+        activities: Mapping[str, FireOnceOptions] | None = None,
+        wake: WakeHub | None = None,
+    ) -> None:
+        """``wake``: wakes ``'wait'``ers by pub/sub; without it they only poll. The caller
+        closes it (``FireOncePlugin`` makes one and closes it when the worker stops)."""
+        self.guard = guard
+        self.wake = wake
+        self.defaults = defaults or WorkerDefaults()
+        self.payload_codec = payload_codec
+        self.activities = dict(activities or {})
+        self.log = DispatchLog(guard, self.defaults.dispatch_log_max_len) if self.defaults.dispatch_log else None
+        self._workflow = FireOnceWorkflowInterceptor()
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _GuardedActivity(next, self)
+
+    def workflow_interceptor_class(self, input: WorkflowInterceptorClassInput) -> type[WorkflowInboundInterceptor] | None:
+        return self._workflow.workflow_interceptor_class(input)
+
+
+class _GuardedActivity(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, root: FireOnceInterceptor) -> None:
+        super().__init__(next)
+        self._root = root
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        info = activity.info()
+        options = options_of(input.fn) or self._root.activities.get(info.activity_type)
+        if options is None:
+            return await self.next.execute_activity(input)
+        try:
+            return await self._guarded(input, options, info)
+        except FireOnceError as err:
+            raise to_application_error(err, {"activityType": info.activity_type}) from None
+
+    async def _guarded(self, input: ExecuteActivityInput, options: FireOnceOptions, info: activity.Info) -> Any:
+        root = self._root
+        call = CallSetup(
+            root.guard, root.defaults, options, activity.payload_converter(), root.payload_codec, _target(input, options, info, root), root.log
+        )
+        if options.observe_only:
+            call.decision("dispatched")
+            return await self.next.execute_activity(input)
+        try:
+            first = await root.guard.acquire(call.target, call.lock_ttl_ms)
+            outcome = await _on_held(call, first, info, root.wake) if isinstance(first, Held) else first
+        except FireOnceKeyConflict:
+            call.decision("conflict")
+            raise
+        if outcome is None:
+            return None  # skipped
+        if isinstance(outcome, Acquired):
+            return await dispatch(call, outcome.lease, lambda: self.next.execute_activity(input))
+        call.decision("fast-forwarded")
+        if call.target.external_artifact_key is not None:
+            return None
+        context = {"key": outcome.artifact_key, **call.ids}
+        return RawValue(await decode_artifact(outcome.artifact, root.payload_codec, context))
+
+
+def _target(input: ExecuteActivityInput, options: FireOnceOptions, info: activity.Info, root: FireOnceInterceptor) -> DispatchTarget:
+    scope = options.scope(input.args, info) if options.scope is not None else scope_from_headers(input.headers)
+    if scope is None:
+        raise FireOnceMissingScope(
+            f"activity {info.activity_type!r} has no dispatch scope: call set_dispatch_scope() in the workflow, or give fire_once a scope option",
+            {"activityType": info.activity_type},
+        )
+    step = options.step or info.activity_type
+    job_type = options.job_type or step
+    holder = f"{info.workflow_id or ''} {info.workflow_run_id or ''} {info.activity_id}"
+    hashed = ""
+    if options.on_conflict != "ignore":
+        values = list(input.args) if options.conflict_key is None else [options.conflict_key(input.args)]
+        hashed = args_hash(values, activity.payload_converter())
+    external = None
+    if options.artifact != "result":
+        external = options.artifact.external(ArtifactIds(scope, job_type))
+    namespace = root.defaults.key_namespace or info.namespace
+    return DispatchTarget(scope, step, job_type, namespace, external, holder, hashed)
+
+
+async def _on_held(call: CallSetup, held: Held, info: activity.Info, hub: WakeHub | None) -> FastForward | Acquired | None:
+    policy = call.options.on_in_flight or call.defaults.on_in_flight
+    if policy == "skip":
+        call.decision("in-flight-skipped", fencing=held.fencing_token)
+        return None
+    if policy == "fail":
+        call.decision("in-flight-failed", fencing=held.fencing_token)
+        raise FireOnceInFlight(f"step {call.target.step!r} is in flight in scope {call.target.scope!r}", held.ttl_ms, {"key": held.lock_key, **call.ids})
+    deadline = _deadline(info)
+    poll = call.defaults.poll_interval_ms / 1000
+    if info.heartbeat_timeout is not None:
+        poll = min(poll, max(info.heartbeat_timeout.total_seconds() / 2, 0.001))
+    channel = call.guard.keys_for(call.target.namespace).wake_channel(call.target.scope)
+    bell = await _join(call, hub, channel)
+    ttl_ms = held.ttl_ms
+    # Re-check at once once subscribed: a commit between the first acquire and the subscription
+    # would otherwise go unnoticed until the next poll.
+    first = bell is not None
+    try:
+        while True:
+            if not first:
+                remaining = deadline - datetime.now(timezone.utc).timestamp()
+                if remaining <= 0:
+                    call.decision("in-flight-failed", fencing=held.fencing_token)
+                    raise FireOnceInFlight(
+                        f"gave up waiting for the in-flight dispatch of step {call.target.step!r} in scope {call.target.scope!r}",
+                        max(min(ttl_ms, call.defaults.poll_interval_ms), 0),
+                        {"key": held.lock_key, **call.ids},
+                    )
+                if info.heartbeat_timeout is not None:
+                    activity.heartbeat()
+                await _sleep(bell, min(poll, remaining))
+            first = False
+            outcome = await call.guard.acquire(call.target, call.lock_ttl_ms)
+            if not isinstance(outcome, Held):
+                call.decision("in-flight-waited", fencing=held.fencing_token)
+                return outcome
+            ttl_ms = outcome.ttl_ms
+    finally:
+        if hub is not None and bell is not None:
+            await hub.leave(channel, bell)
+
+
+async def _join(call: CallSetup, hub: WakeHub | None, channel: str) -> asyncio.Event | None:
+    """Subscribe to the scope's wake channel within ``store_timeout_ms``, or poll alone."""
+    if hub is None or not call.guard.options.publish_wake_ups:
+        return None
+    try:
+        async with asyncio.timeout(call.guard.options.store_timeout_ms / 1000):
+            return await hub.join(channel)
+    except Exception as err:
+        _logger.warning("fire-once: could not subscribe to the wake channel, polling only: %s", err)
+        return None
+
+
+async def _sleep(bell: asyncio.Event | None, seconds: float) -> None:
+    """Until the next poll, or until a commit or release in the scope rings the bell."""
+    if bell is None:
+        await asyncio.sleep(seconds)
+        return
+    try:
+        async with asyncio.timeout(seconds):
+            await bell.wait()
+    except TimeoutError:
+        pass
+    bell.clear()
+
+
+def _deadline(info: activity.Info) -> float:
+    """Give up before Temporal times this attempt out, so the failure is ours and says why."""
+    start_to_close = info.start_to_close_timeout.total_seconds() if info.start_to_close_timeout else 3600.0
+    margin = min(1.0, start_to_close * 0.2)
+    return info.current_attempt_scheduled_time.timestamp() + start_to_close - margin

@@ -1,0 +1,62 @@
+"""The dispatch log (PROTOCOL.md section 9): one stream entry per decision, written in the
+background so a decision never waits for its log line, and batched per event-loop turn."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from temporalio import activity
+
+from ..core.guard import FireOnceGuard, Lease, holder_id
+
+_FIELDS = ("decision", "namespace", "scope", "step", "jobType", "workflowId", "runId", "activityId", "activityType", "attempt")
+_logger = logging.getLogger("temporal_fire_once")
+
+
+class DispatchLog:
+    """Appends decisions through log-append.lua; a failure to log is logged, never raised."""
+
+    def __init__(self, guard: FireOnceGuard, max_len: int) -> None:
+        self._guard = guard
+        self._max_len = max_len
+        self._pending: dict[str, list[list[tuple[str, str]]]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def decision(self, decision: str, namespace: str, ids: dict[str, str], lease: Lease | None = None, fencing: int | None = None) -> None:
+        info = activity.info()
+        values = {
+            "decision": decision,
+            "namespace": namespace,
+            "scope": ids.get("scope", ""),
+            "step": ids.get("step", ""),
+            "jobType": ids.get("jobType", ""),
+            "workflowId": info.workflow_id or "",
+            "runId": info.workflow_run_id or "",
+            "activityId": info.activity_id,
+            "activityType": info.activity_type,
+            "attempt": str(info.attempt),
+        }
+        entry = [(name, values[name]) for name in _FIELDS if values[name] != ""]
+        if lease is not None:
+            entry.append(("holder", holder_id(lease.token)))
+        token = lease.fencing_token if lease is not None else fencing
+        if token is not None:
+            entry.append(("fencingToken", str(token)))
+        entry.append(("ts", str(int(time.time() * 1000))))
+        batch = self._pending.setdefault(namespace, [])
+        batch.append(entry)
+        if len(batch) == 1:
+            task = asyncio.get_running_loop().create_task(self._flush(namespace))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _flush(self, namespace: str) -> None:
+        await asyncio.sleep(0)
+        entries = self._pending.pop(namespace, [])
+        try:
+            await self._guard.log_append(namespace, self._max_len, entries)
+        except Exception as err:
+            _logger.warning("fire-once: could not append %d dispatch-log entries: %s", len(entries), err)

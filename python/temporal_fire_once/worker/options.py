@@ -1,0 +1,109 @@
+"""Options of guarded activities: per activity (``@fire_once``) and worker-wide defaults, with the
+TypeScript package's names (snake_cased), defaults and bounds (``src/worker/options.ts``,
+``src/worker/activity-options.ts``), each checked once with a message naming the field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Sequence
+
+from temporalio import activity
+
+from ..core.errors import FireOnceConfigError
+from ..core.keys import encode_id
+from ..core.options import one_of, positive_int
+
+InFlightPolicy = Literal["wait", "fail", "skip"]
+LockMode = Literal["lease", "fixed"]
+ConflictPolicy = Literal["fail", "ignore"]
+MAX_LEASE_MS = 10 * 60 * 1000
+
+
+@dataclass(frozen=True)
+class ArtifactIds:
+    scope: str
+    job_type: str
+
+
+@dataclass(frozen=True)
+class ExternalArtifact:
+    """The job writes its artifact itself under ``external(ids)``; the guard only tests it exists."""
+
+    external: Callable[[ArtifactIds], str]
+
+
+@dataclass(frozen=True)
+class FireOnceOptions:
+    """Options of one guarded activity. ``None`` means the worker-wide default (see
+    :class:`WorkerDefaults`); the per-activity defaults are those of the TypeScript side."""
+
+    step: str | None = None
+    """Step the lock is named after. Default: the activity type."""
+    job_type: str | None = None
+    """Job type the artifact is named after. Default: ``step``."""
+    scope: Callable[[Sequence[Any], activity.Info], str] | None = None
+    """The scope of a call from its arguments. Default: the scope the workflow set."""
+    on_in_flight: InFlightPolicy | None = None
+    lock_mode: LockMode | None = None
+    lease_ms: int | None = None
+    lock_ttl_ms: int | None = None
+    artifact_ttl_ms: int | None = None
+    artifact: Literal["result"] | ExternalArtifact = "result"
+    on_conflict: ConflictPolicy = "fail"
+    conflict_key: Callable[[Sequence[Any]], Any] | None = None
+    observe_only: bool = False
+
+    def __post_init__(self) -> None:
+        try:
+            if self.step is not None:
+                encode_id("step", self.step)
+            if self.job_type is not None:
+                encode_id("jobType", self.job_type)
+        except Exception as err:
+            raise FireOnceConfigError(str(err)) from err
+        if self.scope is not None and not callable(self.scope):
+            raise FireOnceConfigError(f"scope must be a function (args, info) -> str (got {self.scope!r})")
+        if self.on_in_flight is not None:
+            one_of("on_in_flight", self.on_in_flight, ("wait", "fail", "skip"))
+        if self.lock_mode is not None:
+            one_of("lock_mode", self.lock_mode, ("lease", "fixed"))
+        if self.lease_ms is not None:
+            positive_int("lease_ms", self.lease_ms, MAX_LEASE_MS)
+        if self.lock_ttl_ms is not None:
+            positive_int("lock_ttl_ms", self.lock_ttl_ms)
+        if self.artifact_ttl_ms is not None:
+            positive_int("artifact_ttl_ms", self.artifact_ttl_ms)
+        if self.artifact != "result" and not isinstance(self.artifact, ExternalArtifact):
+            raise FireOnceConfigError(f"artifact must be 'result' or ExternalArtifact(external=...) (got {self.artifact!r})")
+        one_of("on_conflict", self.on_conflict, ("fail", "ignore"))
+        if self.conflict_key is not None and not callable(self.conflict_key):
+            raise FireOnceConfigError(f"conflict_key must be a function (args) -> value (got {self.conflict_key!r})")
+        if not isinstance(self.observe_only, bool):
+            raise FireOnceConfigError(f"observe_only must be a boolean (got {self.observe_only!r})")
+
+
+@dataclass(frozen=True)
+class WorkerDefaults:
+    """Worker-wide defaults of guarded activities (the plugin's options of the same names)."""
+
+    on_in_flight: InFlightPolicy = "wait"
+    poll_interval_ms: int = 250
+    lock_mode: LockMode = "lease"
+    lease_ms: int = 30_000
+    max_artifact_bytes: int = 1024 * 1024
+    key_namespace: str | None = None
+    dispatch_log: bool = True
+    dispatch_log_max_len: int = 100_000
+
+    def __post_init__(self) -> None:
+        one_of("on_in_flight", self.on_in_flight, ("wait", "fail", "skip"))
+        positive_int("poll_interval_ms", self.poll_interval_ms, 60_000)
+        one_of("lock_mode", self.lock_mode, ("lease", "fixed"))
+        positive_int("lease_ms", self.lease_ms, MAX_LEASE_MS)
+        positive_int("max_artifact_bytes", self.max_artifact_bytes, 512 * 1024 * 1024, "bytes")
+        positive_int("dispatch_log_max_len", self.dispatch_log_max_len, 100_000_000, "entries")
+        if self.key_namespace is not None:
+            try:
+                encode_id("namespace", self.key_namespace)
+            except Exception as err:
+                raise FireOnceConfigError(f"key_namespace: {err}") from err

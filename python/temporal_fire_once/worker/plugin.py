@@ -1,0 +1,85 @@
+"""``FireOncePlugin``: one object that guards a worker's ``@fire_once`` activities and carries the
+dispatch scope in its workflows (``src/worker/plugin.ts``). Before the worker takes tasks it
+claims the key prefix for protocol v3, and refuses to start on a mismatch."""
+
+from __future__ import annotations
+
+import dataclasses
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import WorkerConfig, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from ..core.guard import FireOnceGuard
+from ..core.options import GuardOptions
+from ..core.scripts import RedisClient
+from ..core.wake import WakeHub
+from .interceptor import FireOnceInterceptor
+from .options import InFlightPolicy, LockMode, WorkerDefaults
+
+
+class FireOncePlugin(SimplePlugin):
+    """Pass it in ``Worker(..., plugins=[FireOncePlugin(redis)])``.
+
+    ``redis`` is a ``redis.asyncio.Redis`` or ``RedisCluster`` made with
+    ``decode_responses=False``; the caller owns it. Options and defaults are the TypeScript
+    plugin's, snake_cased. The worker's payload codec (``client.data_converter.payload_codec``)
+    is applied to artifacts at rest.
+    """
+
+    def __init__(
+        self,
+        redis: RedisClient,
+        *,
+        key_prefix: str | None = None,
+        lock_ttl_ms: int | None = None,
+        artifact_ttl_ms: int | None = None,
+        store_timeout_ms: int | None = None,
+        publish_wake_ups: bool | None = None,
+        on_in_flight: InFlightPolicy | None = None,
+        poll_interval_ms: int | None = None,
+        lock_mode: LockMode | None = None,
+        lease_ms: int | None = None,
+        max_artifact_bytes: int | None = None,
+        key_namespace: str | None = None,
+        dispatch_log: bool | None = None,
+        dispatch_log_max_len: int | None = None,
+    ) -> None:
+        """Each option left ``None`` takes its default, declared once in :class:`GuardOptions`
+        or :class:`WorkerDefaults`; a bad value raises ``FireOnceConfigError`` naming it."""
+        given = {name: value for name, value in locals().items() if name not in ("self", "redis", "__class__") and value is not None}
+        guard_fields = {f.name for f in dataclasses.fields(GuardOptions)} - {"namespace"}
+        self.guard = FireOnceGuard(redis, GuardOptions(**{k: v for k, v in given.items() if k in guard_fields}))
+        self.defaults = WorkerDefaults(**{k: v for k, v in given.items() if k not in guard_fields})
+        self._wake: WakeHub | None = None
+        super().__init__("temporal-fire-once", run_context=self._claim, workflow_runner=_pass_through)
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        config = super().configure_worker(config)
+        codec = config["client"].data_converter.payload_codec
+        if self._wake is None and self.guard.options.publish_wake_ups:
+            self._wake = WakeHub(self.guard.redis)
+        interceptor = FireOnceInterceptor(self.guard, self.defaults, codec, wake=self._wake)
+        config["interceptors"] = [*config.get("interceptors", []), interceptor]
+        return config
+
+    @asynccontextmanager
+    async def _claim(self) -> AsyncIterator[None]:
+        await self.guard.claim_protocol()
+        try:
+            yield
+        finally:
+            if self._wake is not None:
+                await self._wake.close()
+
+
+def _pass_through(runner: WorkflowRunner | None) -> WorkflowRunner:
+    """Pass ``temporal_fire_once`` through the workflow sandbox: its workflow side is
+    deterministic (it only reads headers and sets an attribute on the workflow instance), so each
+    workflow run need not re-import it."""
+    runner = runner or SandboxedWorkflowRunner()
+    if not isinstance(runner, SandboxedWorkflowRunner):
+        return runner
+    return dataclasses.replace(runner, restrictions=runner.restrictions.with_passthrough_modules("temporal_fire_once"))

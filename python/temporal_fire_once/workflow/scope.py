@@ -1,0 +1,35 @@
+"""``set_dispatch_scope()`` for Python workflows (``src/workflow/scope.ts``). Sandbox-safe: it
+imports nothing but ``temporalio.workflow`` and the shared ID check."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+from .._ids import id_problem
+
+# Kept on the workflow's own instance, so a scope never leaks between workflows, whatever the
+# sandbox shares between them.
+_SLOT = "__temporal_fire_once_dispatch_scope"
+
+
+def set_dispatch_scope(scope: str) -> None:
+    """Set the dispatch scope of this workflow: every activity, local activity and child workflow
+    scheduled from now on carries it in the ``temporal-fire-once-scope`` header, and so does a
+    continue-as-new. Use the session or job ID that many runs share, never the workflow or run ID.
+
+    Raises a non-retryable ``ApplicationError`` of type ``FireOnceInvalidId`` for a scope the
+    worker would refuse, failing the workflow before it schedules anything under a bad scope.
+
+    Needs :class:`FireOnceWorkflowInterceptor` (or ``FireOncePlugin``) on the worker.
+    """
+    problem = id_problem("scope", scope)
+    if problem is not None:
+        raise ApplicationError(problem, type="FireOnceInvalidId", non_retryable=True)
+    setattr(workflow.instance(), _SLOT, scope)
+
+
+def get_dispatch_scope() -> str | None:
+    """The dispatch scope set in (or inherited by) this workflow, or ``None``."""
+    scope = getattr(workflow.instance(), _SLOT, None)
+    return scope if isinstance(scope, str) else None

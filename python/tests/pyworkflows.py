@@ -1,0 +1,76 @@
+"""Python workflows of the tests. Imported in the workflow sandbox: nothing here touches Redis."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, CancelledError
+
+from temporal_fire_once.workflow import get_dispatch_scope, set_dispatch_scope
+
+async def _run(activity: str, args: list[Any], task_queue: str | None = None, attempts: int = 5) -> Any:
+    retry = RetryPolicy(maximum_attempts=attempts, initial_interval=timedelta(milliseconds=100))
+    return await workflow.execute_activity(
+        activity, args=args, start_to_close_timeout=timedelta(seconds=30), retry_policy=retry, task_queue=task_queue
+    )
+
+
+@workflow.defn
+class GuardedCall:
+    """Sets the scope (unless empty), then calls one activity by name, maybe on another task queue."""
+
+    @workflow.run
+    async def run(self, scope: str, activity: str, args: list[Any], task_queue: str | None = None, attempts: int = 5) -> Any:
+        if scope != "":
+            set_dispatch_scope(scope)
+        return await _run(activity, args, task_queue, attempts)
+
+
+@workflow.defn
+class ParentCall:
+    """Sets the scope and leaves the call to a child that sets none: the child inherits it."""
+
+    @workflow.run
+    async def run(self, scope: str, activity: str, args: list[Any]) -> Any:
+        set_dispatch_scope(scope)
+        return await workflow.execute_child_workflow(GuardedCall.run, args=["", activity, args], id=f"{workflow.info().workflow_id}-child")
+
+
+@workflow.defn
+class ContinuedCall:
+    """Sets the scope, continues as new, and calls in the new run, which sets none."""
+
+    @workflow.run
+    async def run(self, scope: str, activity: str, args: list[Any], continued: bool = False) -> Any:
+        if not continued:
+            set_dispatch_scope(scope)
+            workflow.continue_as_new(args=[scope, activity, args, True])
+        assert get_dispatch_scope() == scope
+        return await _run(activity, args)
+
+
+@workflow.defn
+class CancelledCall:
+    """Starts a guarded activity, cancels it after a while, and waits for it to finish cancelling."""
+
+    @workflow.run
+    async def run(self, scope: str, activity: str, args: list[Any]) -> str:
+        set_dispatch_scope(scope)
+        handle = workflow.start_activity(
+            activity,
+            args=args,
+            start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=timedelta(seconds=2),
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+        await workflow.sleep(timedelta(seconds=1))
+        handle.cancel()
+        try:
+            await handle
+        except ActivityError as err:
+            return "cancelled" if isinstance(err.cause, CancelledError) else f"failed: {err.cause}"
+        return "completed"

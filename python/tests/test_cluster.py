@@ -1,0 +1,104 @@
+"""The guard on a real 3-master Redis Cluster through ``redis.asyncio.RedisCluster``: every key of
+a scope shares one slot (the hash tag), scripts load on whichever node a scope lives on (EVALSHA
+falls back to EVAL), and the conformance decisions hold for scopes spread over the slots.
+Uses REDIS_CLUSTER_NODES (host:port,...) when set, else spawns the nodes itself."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from typing import AsyncIterator, Iterator
+
+import pytest
+from redis.asyncio import RedisCluster
+from redis.asyncio.cluster import ClusterNode
+
+from temporal_fire_once.core import Acquired, DispatchTarget, FastForward, FireOnceGuard, GuardOptions, Held
+
+from .conftest import free_port
+
+
+@pytest.fixture(scope="module")
+def cluster_nodes() -> Iterator[list[tuple[str, int]]]:
+    given = os.environ.get("REDIS_CLUSTER_NODES")
+    if given:
+        yield [(h, int(p)) for h, p in (entry.strip().rsplit(":", 1) for entry in given.split(","))]
+        return
+    server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
+    if server is None or cli is None:
+        pytest.fail("redis-server and redis-cli are needed (apt-get install -y redis-server), or set REDIS_CLUSTER_NODES")
+    ports = [free_port() for _ in range(3)]
+    bus_ports = [free_port() for _ in ports]  # the default, port + 10000, may be taken or above 65535
+    dirs = [tempfile.mkdtemp(prefix="fire-once-py-cluster-") for _ in ports]
+    procs = [
+        subprocess.Popen(
+            [server, "--port", str(port), "--cluster-port", str(bus), "--bind", "127.0.0.1", "--cluster-enabled", "yes"]
+            + ["--save", "", "--appendonly", "no", "--dir", d],
+            stdout=subprocess.DEVNULL,
+        )
+        for port, bus, d in zip(ports, bus_ports, dirs)
+    ]
+    try:
+        for port in ports:
+            _wait_for(lambda: subprocess.run([cli, "-p", str(port), "ping"], capture_output=True).stdout.strip() == b"PONG")
+        nodes = [f"127.0.0.1:{port}" for port in ports]
+        subprocess.run([cli, "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"], check=True, capture_output=True)
+        for port in ports:
+            _wait_for(lambda: b"cluster_state:ok" in subprocess.run([cli, "-p", str(port), "cluster", "info"], capture_output=True).stdout)
+        yield [("127.0.0.1", port) for port in ports]
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait()
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _wait_for(check: object, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not callable(check) or not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the cluster did not come up")
+        time.sleep(0.1)
+
+
+@pytest.fixture
+async def cluster(cluster_nodes: list[tuple[str, int]]) -> AsyncIterator[RedisCluster]:
+    client = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in cluster_nodes])
+    yield client
+    await client.aclose()
+
+
+async def test_the_guard_decides_alike_on_a_cluster_for_scopes_on_every_master(cluster: RedisCluster) -> None:
+    prefix = f"pyc-{uuid.uuid4().hex[:8]}"
+    guard = FireOnceGuard(cluster, GuardOptions(key_prefix=prefix))
+    await guard.claim_protocol()
+    scopes = [f"scope-{i}" for i in range(24)]
+    slots = {cluster.keyslot(guard.keys.lock(s, "step")) for s in scopes}
+    owners = {cluster.get_node_from_key(guard.keys.lock(s, "step")).name for s in scopes}  # type: ignore[union-attr]
+    assert len(owners) == 3, "the scopes should spread over every master"
+    for scope in scopes:
+        keys = [guard.keys.artifact(scope, "job"), guard.keys.lock(scope, "step"), guard.keys.waiters(scope, "step"), guard.keys.wake_channel(scope)]
+        assert len({cluster.keyslot(k) for k in keys}) == 1, keys
+
+    async def one_scope(scope: str) -> None:
+        target = DispatchTarget(scope, "step", "job", args_hash="h")
+        outcomes = await asyncio.gather(*(guard.acquire(target) for _ in range(10)))
+        winners = [o for o in outcomes if isinstance(o, Acquired)]
+        assert len(winners) == 1 and sum(isinstance(o, Held) for o in outcomes) == 9
+        assert await guard.extend(winners[0].lease, 60_000)
+        assert (await guard.commit(winners[0].lease, b"result of " + scope.encode())).ours
+        again = await guard.acquire(target)
+        assert isinstance(again, FastForward) and again.artifact == b"result of " + scope.encode()
+        assert await guard.invalidate(scope, "job")
+
+    await asyncio.gather(*(one_scope(s) for s in scopes))
+    assert len(slots) > 3
+    for scope in scopes:
+        await cluster.delete(guard.keys.lock(scope, "step"))
+    await cluster.delete(guard.keys.protocol_marker())

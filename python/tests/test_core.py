@@ -1,0 +1,131 @@
+"""The core guard on a real Redis, with no Temporal: keys, records, the protocol marker, and the
+guard's decisions."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from redis.asyncio import Redis
+
+from temporal_fire_once.core import (
+    Acquired,
+    DispatchTarget,
+    FastForward,
+    FireOnceConfigError,
+    FireOnceGuard,
+    FireOnceInvalidId,
+    FireOnceKeyConflict,
+    FireOnceKeys,
+    FireOnceProtocolMismatch,
+    GuardOptions,
+    Held,
+    encode_id,
+    parse_artifact,
+)
+
+
+
+def test_keys_match_the_typescript_layout() -> None:
+    keys = FireOnceKeys("fire-once")
+    assert keys.lock("session-42", "dispatch-summary") == "fire-once:v3:{default/session-42}:l:dispatch-summary"
+    assert keys.artifact("chat:7", "summary") == "fire-once:v3:{default/chat%3A7}:a:summary"
+    assert FireOnceKeys("fire-once", "tenant-b").log() == "fire-once:v3:tenant-b:log"
+    assert encode_id("scope", "é*/{x} %") == "%C3%A9%2A%2F%7Bx%7D%20%25"
+    assert keys.protocol_marker() == "fire-once:protocol"
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "\ufeff", "x" * 513, "\ud800", 7])
+def test_ids_the_typescript_side_refuses_are_refused(bad: object) -> None:
+    with pytest.raises(FireOnceInvalidId):
+        encode_id("scope", bad)
+
+
+def test_an_id_of_512_bytes_and_one_of_unicode_control_spaces_are_accepted() -> None:
+    assert encode_id("scope", "é" * 256).count("%") == 512
+    assert encode_id("scope", "\x1c") == "%1C"  # Python strips it as whitespace; JavaScript does not
+
+
+def test_option_errors_name_the_field() -> None:
+    from temporal_fire_once import FireOncePlugin, fire_once
+
+    with pytest.raises(FireOnceConfigError, match="lock_ttl_ms must be a positive integer"):
+        GuardOptions(lock_ttl_ms=-5)
+    with pytest.raises(FireOnceConfigError, match="key_prefix"):
+        GuardOptions(key_prefix="{bad}")
+    with pytest.raises(FireOnceConfigError, match="lease_ms must be at most 600000"):
+        fire_once(lease_ms=600_001)
+    with pytest.raises(FireOnceConfigError, match="on_in_flight must be one of wait, fail, skip"):
+        FireOncePlugin(Redis(), on_in_flight="later")  # type: ignore[arg-type]
+
+
+async def test_the_marker_is_claimed_once_and_another_version_is_refused(client: Redis, prefix: str) -> None:
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    await guard.claim_protocol()
+    assert await client.get(f"{prefix}:protocol") == b"3"
+    await guard.claim_protocol()
+    await client.set(f"{prefix}:protocol", "4")
+    with pytest.raises(FireOnceProtocolMismatch) as caught:
+        await guard.claim_protocol()
+    assert caught.value.found == "4" and caught.value.type == "FireOnceConfigError"
+
+
+async def test_100_concurrent_acquires_make_one_owner(client: Redis, prefix: str) -> None:
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    target = DispatchTarget("s", "step", "job")
+    outcomes = await asyncio.gather(*(guard.acquire(target) for _ in range(100)))
+    assert sum(isinstance(o, Acquired) for o in outcomes) == 1
+    assert sum(isinstance(o, Held) for o in outcomes) == 99
+
+
+async def test_commit_fast_forwards_and_release_refuses_a_stale_token(client: Redis, prefix: str) -> None:
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    target = DispatchTarget("s", "step", "job", args_hash="h1")
+    first = await guard.acquire(target)
+    assert isinstance(first, Acquired)
+    assert (await guard.release(first.lease)).ours
+    second = await guard.acquire(target)
+    assert isinstance(second, Acquired) and second.lease.fencing_token > first.lease.fencing_token
+    assert not (await guard.release(first.lease)).ours  # the first holder's token no longer holds it
+    assert (await guard.commit(second.lease, b"\x00payload\xff")).ours
+    again = await guard.acquire(target)
+    assert isinstance(again, FastForward) and again.artifact == b"\x00payload\xff"
+    record = await client.get(guard.keys.artifact("s", "job"))
+    assert isinstance(record, bytes) and parse_artifact(record) is not None
+    with pytest.raises(FireOnceKeyConflict):
+        await guard.acquire(DispatchTarget("s", "step", "job", args_hash="h2"))
+
+
+def test_a_top_level_none_hashes_as_typescript_undefined_not_as_null() -> None:
+    """PROTOCOL.md section 5, "A top-level null argument": the known cross-SDK gap, pinned so that
+    closing it is a visible change. The two hashes are TypeScript's argsHash of [undefined] and
+    of [null] (default payload converter)."""
+    from temporalio.converter import PayloadConverter
+
+    from temporal_fire_once.worker import args_hash
+
+    ts_undefined, ts_null = "-P0sPEn2p6rnpaikL1TZi9HjZgyKTe-uMfUdaLTfT3g", "uCHBWjLWnZIgVJNa5NGVDUcL3QMKNDy1kSFHvz69XNs"
+    assert args_hash([None], PayloadConverter.default) == ts_undefined != ts_null
+
+
+async def test_a_commit_or_release_rings_the_waiters_of_its_scope_and_no_other(client: Redis, prefix: str) -> None:
+    from temporal_fire_once.core.wake import WakeHub
+
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    hub = WakeHub(client)
+    channels = [guard.keys.wake_channel("s"), guard.keys.wake_channel("t")]
+    s_bell, t_bell = [await hub.join(channel) for channel in channels]
+    while [n for _, n in await client.pubsub_numsub(*channels)] != [1, 1]:  # SUBSCRIBE is not acknowledged
+        await asyncio.sleep(0.01)
+    committed = await guard.acquire(DispatchTarget("s", "step", "job"))
+    assert isinstance(committed, Acquired)
+    await guard.commit(committed.lease, b"r")
+    await asyncio.wait_for(s_bell.wait(), 10)  # the bound only keeps a broken hub from hanging the suite
+    assert not t_bell.is_set()
+    released = await guard.acquire(DispatchTarget("t", "step", "job"))
+    assert isinstance(released, Acquired)
+    await guard.release(released.lease)
+    await asyncio.wait_for(t_bell.wait(), 10)
+    await hub.leave(channels[0], s_bell)
+    await hub.leave(channels[1], t_bell)
+    await hub.close()

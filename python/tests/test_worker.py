@@ -1,0 +1,272 @@
+"""The Python worker side on a real dev server and a real Redis: racing runs dispatch once,
+failure releases, scopes reach activities through children and continue-as-new, and guard
+errors reach the workflow with their type."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.worker import Worker
+
+from temporal_fire_once import FireOncePlugin
+from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceGuard, FireOnceKeys, GuardOptions
+
+from .conftest import collect_garbage
+from .pyactivities import counter_key, make_activities
+from .pyworkflows import CancelledCall, ContinuedCall, GuardedCall, ParentCall
+
+
+async def run_worker(env: Any, client: Redis, prefix: str) -> tuple[Worker, str]:
+    collect_garbage()
+    queue = f"py-{uuid.uuid4().hex[:8]}"
+    worker = Worker(
+        env.client,
+        task_queue=queue,
+        workflows=[GuardedCall, ParentCall, ContinuedCall, CancelledCall],
+        activities=make_activities(client, prefix),
+        plugins=[FireOncePlugin(client, key_prefix=prefix, poll_interval_ms=50)],
+    )
+    return worker, queue
+
+
+async def test_ten_racing_runs_of_one_scope_dispatch_once(temporal_env: Any, client: Redis, prefix: str) -> None:
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        runs = [
+            temporal_env.client.execute_workflow(GuardedCall.run, args=["s-race", "crossJob", ["race", 300]], id=f"{queue}-{i}", task_queue=queue)
+            for i in range(10)
+        ]
+        results = await asyncio.gather(*runs)
+        later = await temporal_env.client.execute_workflow(
+            GuardedCall.run, args=["s-race", "crossJob", ["race", 300]], id=f"{queue}-later", task_queue=queue
+        )
+    assert await client.get(counter_key(prefix, "race")) == b"1"
+    assert all(r == results[0] for r in results) and later == results[0]
+    await asyncio.sleep(0.1)  # the log is written in the background
+    entries: Any = await client.xrange(f"{prefix}:v3:default:log")
+    decisions = [fields[b"decision"] for _, fields in entries]
+    assert decisions.count(b"dispatched") == 1 and decisions.count(b"committed") == 1
+    assert decisions.count(b"fast-forwarded") == 10  # 9 after waiting (in-flight-waited), 1 later
+
+
+async def test_a_failed_dispatch_releases_and_the_retry_dispatches_again(temporal_env: Any, client: Redis, prefix: str) -> None:
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        result = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-flaky", "flakyJob", ["flaky"]], id=queue, task_queue=queue)
+    assert result == {"counterId": "flaky", "count": 2}
+
+
+async def test_the_scope_reaches_a_child_and_a_continued_run(temporal_env: Any, client: Redis, prefix: str) -> None:
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        first = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-carry", "crossJob", ["carry", 0]], id=queue, task_queue=queue)
+        child = await temporal_env.client.execute_workflow(ParentCall.run, args=["s-carry", "crossJob", ["carry", 0]], id=f"{queue}-p", task_queue=queue)
+        continued = await temporal_env.client.execute_workflow(
+            ContinuedCall.run, args=["s-carry", "crossJob", ["carry", 0]], id=f"{queue}-c", task_queue=queue
+        )
+    assert child == first and continued == first
+    assert await client.get(counter_key(prefix, "carry")) == b"1"
+
+
+async def test_a_guarded_activity_without_a_scope_fails_with_its_type_and_dispatches_nothing(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        with pytest.raises(WorkflowFailureError) as caught:
+            await temporal_env.client.execute_workflow(GuardedCall.run, args=["", "crossJob", ["none", 0]], id=queue, task_queue=queue)
+    cause = caught.value.cause
+    assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
+    assert (cause.cause.type, cause.cause.non_retryable) == ("FireOnceMissingScope", True)
+    assert await client.get(counter_key(prefix, "none")) is None
+
+
+async def test_while_another_holds_the_lock_fail_raises_retryable_in_flight_and_skip_returns_none(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    held = await guard.acquire(DispatchTarget("s-busy", "busy", "busy", "default", holder="another run"), lock_ttl_ms=60_000)
+    assert isinstance(held, Acquired)
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        skipped = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-busy", "skipWhileBusy", ["busy"]], id=f"{queue}-s", task_queue=queue)
+        with pytest.raises(WorkflowFailureError) as caught:
+            await temporal_env.client.execute_workflow(
+                GuardedCall.run, args=["s-busy", "failWhileBusy", ["busy"], None, 1], id=f"{queue}-f", task_queue=queue
+            )
+    assert skipped is None
+    cause = caught.value.cause
+    assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
+    assert (cause.cause.type, cause.cause.non_retryable) == ("FireOnceInFlight", False)
+    assert await client.get(counter_key(prefix, "busy")) is None
+
+
+async def test_a_job_five_leases_long_with_racing_runs_dispatches_once(temporal_env: Any, client: Redis, prefix: str) -> None:
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+
+        async def run(i: int, delay: float) -> Any:
+            await asyncio.sleep(delay)
+            return await temporal_env.client.execute_workflow(
+                GuardedCall.run, args=["s-long", "longJob", ["long", 5_000]], id=f"{queue}-{i}", task_queue=queue
+            )
+
+        # A new run every lease while the first job runs: each finds the renewed lock.
+        results = await asyncio.gather(*(run(i, i * 1.0) for i in range(5)))
+    assert all(r == results[0] for r in results)
+    assert await client.get(counter_key(prefix, "long")) == b"1"
+
+
+async def test_a_cancelled_dispatch_releases_its_lock(temporal_env: Any, client: Redis, prefix: str) -> None:
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        outcome = await temporal_env.client.execute_workflow(CancelledCall.run, args=["s-cancel", "cancellableJob", ["cancel"]], id=queue, task_queue=queue)
+    assert outcome == "cancelled"
+    assert await client.get(counter_key(prefix, "cancel")) == b"1"
+    assert await client.exists(FireOnceKeys(prefix).lock("s-cancel", "cancellableJob")) == 0
+
+
+async def test_an_external_artifact_holds_the_lock_then_fast_forwards_once_the_job_wrote_it(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    keys = FireOnceKeys(prefix)
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        first = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-ext", "externalJob", ["ext"]], id=f"{queue}-1", task_queue=queue)
+        held = await client.pttl(keys.lock("s-ext", "externalJob"))
+        await client.set(keys.external("s-ext", "externalJob"), "written by the job", px=60_000)
+        await client.delete(keys.lock("s-ext", "externalJob"))
+        again = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-ext", "externalJob", ["ext"]], id=f"{queue}-2", task_queue=queue)
+    assert first is None and again is None
+    assert held > 60_000  # held for lock_ttl_ms (15 min) after the dispatch, not left to its lease
+    assert await client.get(counter_key(prefix, "ext")) == b"1"
+
+
+async def test_with_redis_down_a_guarded_activity_fails_closed_and_retryable(temporal_env: Any, client: Redis, prefix: str) -> None:
+    from redis.asyncio import Redis as AsyncRedis
+
+    from temporal_fire_once import FireOnceInterceptor, WorkerDefaults
+
+    from .conftest import free_port
+
+    dead = AsyncRedis(port=free_port(), socket_connect_timeout=0.5)
+    queue = f"py-{uuid.uuid4().hex[:8]}"
+    guard = FireOnceGuard(dead, GuardOptions(key_prefix=prefix, store_timeout_ms=1_000))
+    collect_garbage()
+    worker = Worker(
+        temporal_env.client,
+        task_queue=queue,
+        workflows=[GuardedCall],
+        activities=make_activities(client, prefix),
+        interceptors=[FireOnceInterceptor(guard, WorkerDefaults(dispatch_log=False))],
+    )
+    async with worker:
+        with pytest.raises(WorkflowFailureError) as caught:
+            await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-down", "crossJob", ["down", 0], None, 1], id=queue, task_queue=queue)
+    cause = caught.value.cause
+    assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
+    assert (cause.cause.type, cause.cause.non_retryable) == ("FireOnceStoreUnavailable", False)
+    assert await client.get(counter_key(prefix, "down")) is None
+    await dead.aclose()
+
+
+async def test_a_dispatch_sees_its_own_lock_and_fencing_token(temporal_env: Any, client: Redis, prefix: str) -> None:
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        seen = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-ctx", "contextJob", []], id=queue, task_queue=queue)
+    assert seen["lockKey"] == FireOnceKeys(prefix).lock("s-ctx", "contextJob") and seen["lost"] is False
+    entries: Any = await client.xrange(f"{prefix}:v3:default:log")
+    dispatched = [fields for _, fields in entries if fields[b"decision"] == b"dispatched"]
+    assert [int(fields[b"fencingToken"]) for fields in dispatched] == [seen["fencing"]]
+
+
+async def test_a_worker_refuses_to_start_on_a_prefix_of_another_protocol_version(temporal_env: Any, client: Redis, prefix: str) -> None:
+    from temporal_fire_once import FireOnceProtocolMismatch
+
+    await client.set(f"{prefix}:protocol", "2")
+    worker, _ = await run_worker(temporal_env, client, prefix)
+    with pytest.raises(FireOnceProtocolMismatch, match="protocol '2'"):
+        await worker.run()
+
+
+async def test_a_sync_activity_is_guarded_too(temporal_env: Any, client: Redis, prefix: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from temporalio import activity
+
+    from temporal_fire_once import fire_once
+
+    runs: list[str] = []
+
+    @fire_once(job_type="sync")
+    @activity.defn(name="syncJob")
+    def sync_job(text: str) -> str:
+        runs.append(text)  # a counter the guard does not own
+        import time
+
+        time.sleep(0.5)
+        return text.upper()
+
+    queue = f"py-{uuid.uuid4().hex[:8]}"
+    with ThreadPoolExecutor(8) as executor:
+        collect_garbage()
+        worker = Worker(
+            temporal_env.client,
+            task_queue=queue,
+            workflows=[GuardedCall],
+            activities=[sync_job],
+            activity_executor=executor,
+            plugins=[FireOncePlugin(client, key_prefix=prefix, poll_interval_ms=50)],
+        )
+        async with worker:
+            results = await asyncio.gather(
+                *(
+                    temporal_env.client.execute_workflow(GuardedCall.run, args=["s-sync", "syncJob", ["hi"]], id=f"{queue}-{i}", task_queue=queue)
+                    for i in range(5)
+                )
+            )
+    assert results == ["HI"] * 5 and runs == ["hi"]
+
+
+async def test_waiters_with_a_one_minute_poll_all_get_the_one_result(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """End to end with wake-ups on. That the commit is what wakes them is shown in test_core
+    (a waiter that only polled would also get the result here, at its attempt's deadline)."""
+    queue = f"py-{uuid.uuid4().hex[:8]}"
+    collect_garbage()
+    worker = Worker(
+        temporal_env.client,
+        task_queue=queue,
+        workflows=[GuardedCall],
+        activities=make_activities(client, prefix),
+        plugins=[FireOncePlugin(client, key_prefix=prefix, poll_interval_ms=60_000)],
+    )
+    async with worker:
+        results = await asyncio.gather(
+            *(
+                temporal_env.client.execute_workflow(GuardedCall.run, args=["s-wake", "crossJob", ["wake", 1_000]], id=f"{queue}-{i}", task_queue=queue)
+                for i in range(4)
+            )
+        )
+    assert all(r == results[0] for r in results)
+    assert await client.get(counter_key(prefix, "wake")) == b"1"
+
+
+def test_the_workflow_side_imports_no_redis_and_the_plugin_passes_it_through_the_sandbox() -> None:
+    import subprocess
+    import sys
+
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+    from temporal_fire_once.worker.plugin import _pass_through
+
+    probe = "import sys, temporal_fire_once.workflow; print(sorted(m for m in sys.modules if m.split('.')[0] in ('redis', 'temporal_fire_once')))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert "redis" not in loaded and "temporal_fire_once.worker" not in loaded and "temporal_fire_once.core" not in loaded
+    runner = _pass_through(SandboxedWorkflowRunner())
+    assert isinstance(runner, SandboxedWorkflowRunner) and "temporal_fire_once" in runner.restrictions.passthrough_modules
