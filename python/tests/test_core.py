@@ -96,16 +96,15 @@ async def test_commit_fast_forwards_and_release_refuses_a_stale_token(client: Re
         await guard.acquire(DispatchTarget("s", "step", "job", args_hash="h2"))
 
 
-def test_a_top_level_none_hashes_as_typescript_undefined_not_as_null() -> None:
-    """PROTOCOL.md section 5, "A top-level null argument": the known cross-SDK gap, pinned so that
-    closing it is a visible change. The two hashes are TypeScript's argsHash of [undefined] and
-    of [null] (default payload converter)."""
+def test_a_top_level_none_hashes_as_typescript_null() -> None:
+    """PROTOCOL.md section 5: a binary/null payload (Python's None) counts as JSON null, so a
+    TypeScript workflow's null argument hashes alike on a Python and a TypeScript worker. The hash
+    is TypeScript's argsHash of [null], and of [undefined] (default payload converter)."""
     from temporalio.converter import PayloadConverter
 
     from temporal_fire_once.worker import args_hash
 
-    ts_undefined, ts_null = "-P0sPEn2p6rnpaikL1TZi9HjZgyKTe-uMfUdaLTfT3g", "uCHBWjLWnZIgVJNa5NGVDUcL3QMKNDy1kSFHvz69XNs"
-    assert args_hash([None], PayloadConverter.default) == ts_undefined != ts_null
+    assert args_hash([None], PayloadConverter.default) == "uCHBWjLWnZIgVJNa5NGVDUcL3QMKNDy1kSFHvz69XNs"
 
 
 async def test_a_commit_or_release_rings_the_waiters_of_its_scope_and_no_other(client: Redis, prefix: str) -> None:

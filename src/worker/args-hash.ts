@@ -3,14 +3,16 @@ import type { Payload, PayloadConverter } from '@temporalio/common';
 import type { FireOnceOptions } from './activity-options';
 
 const JSON_PLAIN = 'json/plain';
+const BINARY_NULL = 'binary/null';
 
 /**
  * The hash stored with the lock and the artifact to detect calls with other arguments (PROTOCOL.md,
  * "Args hash"): SHA-256, base64url, over the payloads the worker's converter makes of the
  * arguments (or of `conflictKey(args)`). A `json/plain` payload counts by its canonical JSON
- * (keys sorted, no whitespace, integral numbers without a fraction), so that workers of every SDK
- * hash the same arguments alike; any other payload by its metadata and bytes. `''` when conflicts
- * are ignored.
+ * (keys sorted, no whitespace, integral numbers without a fraction), and a `binary/null` one as
+ * JSON `null` (the Python SDK sends `None`, and TypeScript `undefined`, that way), so that
+ * workers of every SDK hash the same arguments alike; any other payload by its metadata and
+ * bytes. `''` when conflicts are ignored.
  */
 export function argsHash(options: FireOnceOptions, args: readonly unknown[], converter: PayloadConverter): string {
   if (options.onConflict === 'ignore') return '';
@@ -31,10 +33,13 @@ export function argsHash(options: FireOnceOptions, args: readonly unknown[], con
   return hash.digest('base64url');
 }
 
-/** The canonical JSON of a `json/plain` payload, or `undefined` for any other payload. */
+/** The canonical JSON of a `json/plain` or `binary/null` payload, or `undefined` for any other payload. */
 function canonicalJson(payload: Payload): string | undefined {
   const encoding = payload.metadata?.encoding;
-  if (encoding === undefined || encoding === null || Buffer.from(encoding).toString() !== JSON_PLAIN) return undefined;
+  if (encoding === undefined || encoding === null) return undefined;
+  const name = Buffer.from(encoding).toString();
+  if (name === BINARY_NULL) return 'null';
+  if (name !== JSON_PLAIN) return undefined;
   return stringify(JSON.parse(Buffer.from(payload.data ?? new Uint8Array()).toString('utf8')));
 }
 

@@ -1,7 +1,7 @@
 """The args hash (PROTOCOL.md section 5), byte-identical to ``src/worker/args-hash.ts``.
 
 SHA-256, base64url without padding, over the payloads the worker's converter makes of the
-arguments. A ``json/plain`` payload counts by its canonical JSON (keys sorted by UTF-16 code
+arguments. A ``binary/null`` payload counts as JSON ``null``; a ``json/plain`` payload by its canonical JSON (keys sorted by UTF-16 code
 units, no whitespace, strings and numbers written as ECMAScript's ``JSON.stringify`` writes them),
 so workers of every SDK hash the same JSON arguments alike; any other payload by its metadata and
 bytes.
@@ -19,6 +19,8 @@ from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadConverter
 
 _JSON_PLAIN = b"json/plain"
+_BINARY_NULL = b"binary/null"
+_NULL_PART = b"j4:null"
 
 
 def args_hash(values: Sequence[Any], converter: PayloadConverter) -> str:
@@ -30,7 +32,9 @@ def args_hash(values: Sequence[Any], converter: PayloadConverter) -> str:
 
 
 def payload_part(payload: Payload) -> bytes:
-    """What one payload feeds into the hash."""
+    """What one payload feeds into the hash: ``binary/null`` (Python's ``None``) counts as JSON null."""
+    if payload.metadata.get("encoding") == _BINARY_NULL:
+        return _NULL_PART
     if payload.metadata.get("encoding") == _JSON_PLAIN:
         canonical = canonical_json(json.loads(payload.data.decode("utf-8"))).encode("utf-8")
         return b"j%d:" % len(canonical) + canonical
