@@ -187,7 +187,8 @@ export class FireOnceGuard {
       undo,
     );
     if (typeof reply === 'number') {
-      const { wanted, acked } = await this.store.run(() => contextOf(target, lockKey), this.replicas.confirm(lockKey), undo);
+      const confirming = this.replicas.confirm(lockKey);
+      const { wanted, acked } = confirming === undefined ? NO_REPLICAS : await this.store.run(() => contextOf(target, lockKey), confirming, undo);
       if (acked < wanted) {
         // A lock no replica has would be lost by a failover, and its job dispatched again: undo it.
         undo();
@@ -314,6 +315,8 @@ function conflict(target: DispatchTarget, key: string, what: string): FireOnceKe
     contextOf(target, key),
   );
 }
+
+const NO_REPLICAS = { wanted: 0, acked: 0 } as const;
 
 function shortfall(what: string, wanted: number, acked: number, timeoutMs: number): string {
   return `only ${acked} of ${wanted} replica(s) acknowledged the ${what} within ${timeoutMs} ms (replicaSync)`;

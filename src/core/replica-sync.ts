@@ -21,7 +21,9 @@ export interface Written<R> {
 const RECOUNT_EVERY_MS = 60_000;
 
 export class ReplicaSync {
-  private counted: Promise<number> | undefined;
+  /** The last count, once known: read synchronously, so a guard without replicas adds no await. */
+  private known: number | undefined;
+  private counting: Promise<number> | undefined;
   private countedAt = 0;
 
   constructor(
@@ -29,49 +31,52 @@ export class ReplicaSync {
     readonly setting: ReplicaSyncSetting,
   ) {}
 
-  async write<A extends readonly (string | number | Buffer)[], R>(
-    script: LuaScript<A, R>,
-    keys: readonly string[],
-    args: A,
-    buffers = false,
-  ): Promise<Written<R>> {
-    const wanted = await this.wanted();
-    if (wanted === 0) return { reply: await script(this.redis, keys, args, buffers), wanted, acked: 0 };
-    const method = script.method(this.redis, buffers);
-    const pipeline = this.redis.pipeline() as unknown as Record<string, (...args: unknown[]) => unknown> & ReturnType<RedisClient['pipeline']>;
-    pipeline[method](...keys, ...args);
-    pipeline.wait(wanted, this.setting.timeoutMs);
-    const [[scriptErr, reply], [waitErr, acked]] = (await pipeline.exec()) as [[Error | null, R], [Error | null, number]];
-    if (scriptErr) throw scriptErr;
-    if (waitErr) throw waitErr;
-    return { reply, wanted, acked };
+  write<A extends readonly (string | number | Buffer)[], R>(script: LuaScript<A, R>, keys: readonly string[], args: A, buffers = false): Promise<Written<R>> {
+    const wanted = this.wanted();
+    if (wanted === 0) return script(this.redis, keys, args, buffers).then((reply) => ({ reply, wanted, acked: 0 }));
+    return Promise.resolve(wanted).then(async (count) => {
+      if (count === 0) return { reply: await script(this.redis, keys, args, buffers), wanted: count, acked: 0 };
+      const method = script.method(this.redis, buffers);
+      const pipeline = this.redis.pipeline() as unknown as Record<string, (...args: unknown[]) => unknown> & ReturnType<RedisClient['pipeline']>;
+      pipeline[method](...keys, ...args);
+      pipeline.wait(count, this.setting.timeoutMs);
+      const [[scriptErr, reply], [waitErr, acked]] = (await pipeline.exec()) as [[Error | null, R], [Error | null, number]];
+      if (scriptErr) throw scriptErr;
+      if (waitErr) throw waitErr;
+      return { reply, wanted: count, acked };
+    });
   }
 
   /**
    * After a script that wrote `key`, wait for the replicas on the connection that sent it: `WAIT`
    * has no key, so a `PTTL` of `key` routes the pipeline to its master on a Cluster. Resolves how
-   * many replicas were wanted and how many acknowledged.
+   * many replicas were wanted and how many acknowledged; `undefined` without replicas to wait for.
    */
-  async confirm(key: string): Promise<{ wanted: number; acked: number }> {
-    const wanted = await this.wanted();
-    if (wanted === 0) return { wanted, acked: 0 };
-    const replies = (await this.redis.pipeline().pttl(key).wait(wanted, this.setting.timeoutMs).exec()) as [Error | null, number][];
-    const [, [err, acked]] = replies;
-    if (err) throw err;
-    return { wanted, acked };
+  confirm(key: string): Promise<{ wanted: number; acked: number }> | undefined {
+    const wanted = this.wanted();
+    if (wanted === 0) return undefined;
+    return Promise.resolve(wanted).then(async (count) => {
+      if (count === 0) return { wanted: count, acked: 0 };
+      const replies = (await this.redis.pipeline().pttl(key).wait(count, this.setting.timeoutMs).exec()) as [Error | null, number][];
+      const [, [err, acked]] = replies;
+      if (err) throw err;
+      return { wanted: count, acked };
+    });
   }
 
-  /** How many replicas a write must reach now. */
+  /** How many replicas a write must reach now: a number once counted, a promise while counting. */
   private wanted(): Promise<number> | number {
     const { replicas } = this.setting;
     if (replicas !== 'auto') return replicas;
-    if (this.counted === undefined || Date.now() - this.countedAt > RECOUNT_EVERY_MS) {
-      const previous = this.counted;
+    if (this.counting === undefined || Date.now() - this.countedAt > RECOUNT_EVERY_MS) {
       this.countedAt = Date.now();
       // A failed count keeps the previous one (none at first): INFO denied or the node away.
-      this.counted = countReplicas(this.redis).catch(() => previous ?? 0);
+      this.counting = countReplicas(this.redis).then(
+        (count) => (this.known = count),
+        () => this.known ?? 0,
+      );
     }
-    return this.counted;
+    return this.known ?? this.counting;
   }
 }
 
