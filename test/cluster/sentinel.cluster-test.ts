@@ -21,8 +21,9 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
   let redis: Redis;
   let guard: FireOnceGuard;
   const target = (scope: string) => ({ scope, step: 'dispatch', jobType: 'summary' });
-  const guardOn = (client: Redis) =>
-    new FireOnceGuard({ redis: client, keyPrefix: 'sentinel-test', lockTtlMs: 120_000, artifactTtlMs: 240_000, storeTimeoutMs: 2_000 });
+  /** A guard on `client`; replica sync as by default ('auto') unless `replicaSync` is false. */
+  const guardOn = (client: Redis, replicaSync: 'auto' | false = 'auto') =>
+    new FireOnceGuard({ redis: client, keyPrefix: 'sentinel-test', lockTtlMs: 120_000, artifactTtlMs: 240_000, storeTimeoutMs: 2_000, replicaSync });
 
   /** A client through the sentinels; `failoverDetector` as docs/deployment.md recommends, unless told not to. */
   const sentinelClient = (failoverDetector = true) => {
@@ -114,7 +115,16 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
         `${burst.length + 1} of ${burst.length + 1} locks and the artifact survived\n`,
     );
 
-    // On the new master: one owner out of 100, compare-and-delete, and pub/sub wake-ups.
+    // Replica sync: the new master has no replica until the old one is demoted and resyncs from
+    // it, and until then a new lock could not survive another failover, so acquires fail closed.
+    const unreplicated = await guard.acquire(target('before-resync')).catch((err: unknown) => err);
+    expect(unreplicated).toBeInstanceOf(FireOnceStoreUnavailable);
+    expect((unreplicated as Error).message).toMatch(/^only 0 of 1 replica\(s\) acknowledged the lock/);
+    await until(async () => (await role(oldMaster)) === 'slave', 'the sentinels to demote the old master', 60_000);
+    await inSync(oldMaster);
+    await until(async () => (await redis.wait(1, 500)) === 1, 'the resynced replica to acknowledge a write');
+
+    // On the new master, with its replica back: one owner out of 100, compare-and-delete, and pub/sub wake-ups.
     const outcomes = await Promise.all(Array.from({ length: 100 }, () => guard.acquire(target('after'))));
     expect(outcomes.filter((o) => o.kind === 'acquired')).toHaveLength(1);
     const owner = acquired(outcomes.find((o) => o.kind === 'acquired') as AcquireOutcome);
@@ -139,15 +149,17 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
     } finally {
       hub.close();
     }
-    await until(async () => (await role(oldMaster)) === 'slave', 'the sentinels to demote the old master', 60_000);
-    await inSync(oldMaster);
   });
 
   it('without failoverDetector, a client stays on the demoted master: two masters grant one lock, and its writes are lost', async () => {
     const [oldMaster, newMaster] = [group.replica.port, group.master.port]; // roles swapped by the first failover
     const stale = sentinelClient(false);
+    // Replica sync off: this shows the hazard failoverDetector closes. (With it on, the client that
+    // followed the switch fails closed until the old master resyncs as its replica, then acquires;
+    // the stale client's old master has no replica to wait for: two dispatches all the same.)
+    const following = guardOn(redis, false);
     try {
-      const staleGuard = guardOn(stale);
+      const staleGuard = guardOn(stale, false);
       expect(await nodePort(stale)).toBe(oldMaster);
       await failover(newMaster);
       const switchedAt = Date.now();
@@ -157,7 +169,7 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
       const onOld = await staleGuard.acquire(target(scope));
       const oldPort = await nodePort(stale);
       const onNew = await throughFailover(async () => {
-        const outcome = await guard.acquire(target(scope));
+        const outcome = await following.acquire(target(scope));
         if ((await nodePort(redis)) !== newMaster) throw new FireOnceStoreUnavailable('not on the new master yet');
         return outcome;
       });
@@ -180,7 +192,7 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
     }
   }, 120_000);
 
-  it('a lock the dying master had not replicated is lost on failover: a second acquire succeeds (the documented window)', async () => {
+  it('replica sync refuses a lock the replica has not acknowledged; without it, a dying master loses the lock and a second acquire succeeds', async () => {
     const [master, replica] = [group.master, group.replica]; // roles as at the start again
     expect(await group.masterPort()).toBe(master.port);
     await inSync(replica.port);
@@ -194,10 +206,15 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
       admin.disconnect();
     }
     const scope = `window-${randomUUID()}`;
-    const first = acquired(await guard.acquire(target(scope)));
-    // The mitigation docs/deployment.md describes, which the library does not do: WAIT after acquiring
-    // says that no replica has the lock.
-    expect(await redis.wait(1, 200)).toBe(0);
+    // With replica sync (the default) the acquire fails closed and leaves no lock: nothing to lose.
+    const refused = await guard.acquire(target(scope)).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(FireOnceStoreUnavailable);
+    expect((refused as Error).message).toMatch(/^only 0 of 1 replica\(s\) acknowledged the lock/);
+    await until(async () => (await redis.exists(guard.keys.lock(scope, 'dispatch'))) === 0, 'the refused lock to be undone');
+    // Without it (replicaSync: false), the window this closes.
+    const unsynced = guardOn(redis, false);
+    const first = acquired(await unsynced.acquire(target(scope)));
+    expect(await redis.wait(1, 200)).toBe(0); // no replica has the lock
 
     // The master dies before the lock ever reaches the replica; the sentinels promote the replica.
     master.child.kill('SIGKILL');
@@ -205,9 +222,9 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
     await until(async () => (await group.masterPort()) === replica.port, 'the sentinels to promote the stale replica', 60_000);
 
     // The holder's next lease renewal (compare-and-expire) is how it learns that the lock is gone.
-    const renewal = await throughFailover(() => guard.extend(first, 120_000));
+    const renewal = await throughFailover(() => unsynced.extend(first, 120_000));
     expect(renewal.value).toBe(false);
-    const second = await throughFailover(() => guard.acquire(target(scope)));
+    const second = await throughFailover(() => unsynced.acquire(target(scope)));
     // Measured: the lock is gone, so a second invocation acquires and would dispatch again. Its
     // fencing token comes from the new master's clock, later than the first's, so a downstream
     // system still tells the two apart and refuses the first holder's late writes. (0.1's counter
