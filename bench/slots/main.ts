@@ -158,7 +158,7 @@ function report(o: Options, samples: readonly Sample[]): void {
   });
   console.log(
     `\nbench:slots: ${o.runs} runs of one scope, ${o.jobMs} ms job, ${o.slots} activity slots, ${o.unrelated} unrelated 10 ms activities at +${o.unrelatedAtMs} ms; ` +
-      `${o.reps} repetitions (values per repetition, a / b); ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'})\n`,
+      `${o.reps} repetitions (values: one per repetition); ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'})\n`,
   );
   console.log(table.toString());
   mkdirSync(o.out, { recursive: true });

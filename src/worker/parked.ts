@@ -65,6 +65,21 @@ interface Watched {
  * they retry), or the job wrote its own artifact (external mode: complete them). It also
  * heartbeats each parked waiter whose activity has a heartbeat timeout, so that the timeout
  * bounds it only if this worker dies.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceGuard, fireOnce } from 'temporal-fire-once';
+ * import { ParkedWatch, ParkingLot, createFireOnceActivityInterceptor, fireOnceActivityMap } from 'temporal-fire-once/core';
+ * import { Redis } from 'ioredis';
+ *
+ * const guard = new FireOnceGuard({ redis: new Redis({ lazyConnect: true }) });
+ * const parkedWatch = new ParkedWatch(new ParkingLot(guard), 250);
+ * const activities = { summarise: fireOnce(async (id: string) => `summary of ${id}`) };
+ * const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), parkedWatch });
+ * // ... run the worker with `factory`; once it has stopped:
+ * parkedWatch.close();
+ * void factory;
+ * ```
  */
 export class ParkedWatch {
   private readonly watched = new Map<string, Watched>();
