@@ -24,8 +24,9 @@ import {
  * What a guarded activity does when another invocation holds the lock:
  * - `'park'`: register the activity's task token on the lock and complete asynchronously, holding
  *   no worker slot: the holder's commit completes it with the result, a release on failure fails
- *   it retryably at once so that one waiter acquires (docs/parked-waiters.md). Local activities
- *   cannot complete asynchronously: they wait in their slot, as with `'wait'`.
+ *   it retryably at once so that one waiter acquires (docs/parked-waiters.md). Local activities,
+ *   an activity on its last attempt, and workers with `keyNamespace` wait in their slot instead,
+ *   as with `'wait'`.
  * - `'wait'`: wait in the worker slot for the artifact and return it; compete again if the holder fails.
  * - `'fail'`: throw the retryable `FireOnceInFlight`, with `nextRetryDelay` from the lock's TTL.
  * - `'skip'`: resolve `undefined` at once. Only for activities typed `Promise<void>`.

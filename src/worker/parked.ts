@@ -2,8 +2,10 @@ import { AsyncResource } from 'node:async_hooks';
 import type { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure, type PayloadCodec, type PayloadConverter } from '@temporalio/common';
-import type { ParkingLot, ParkingSpot } from '../core/parking';
+import { FireOnceStoreUnavailable } from '../core/errors';
+import type { ParkingLot, ParkingSpot, ReapOutcome } from '../core/parking';
 import { decodeArtifact, resultOf } from './artifact';
+import { toApplicationFailure } from './failures';
 
 /** The retry delay a handed-over waiter is failed with: as good as none, so one of them acquires at once. */
 export const PARKED_RETRY_DELAY_MS = 1;
@@ -36,9 +38,25 @@ export async function completeWaiters(
 
 /** Fail handed-over waiters with a retryable `FireOnceInFlight` and no retry delay, so that one of them acquires. */
 export async function failWaiters(completer: Completer, waiters: readonly Uint8Array[], why: string): Promise<void> {
-  if (waiters.length === 0) return;
   const failure = ApplicationFailure.create({ type: 'FireOnceInFlight', message: why, nonRetryable: false, nextRetryDelay: PARKED_RETRY_DELAY_MS });
+  await failAll(completer, waiters, failure);
+}
+
+async function failAll(completer: Completer, waiters: readonly Uint8Array[], failure: ApplicationFailure): Promise<void> {
   await Promise.all(waiters.map((token) => completer.client.activity.fail(token, failure).catch((err: unknown) => gone(completer, 'fail', err))));
+}
+
+/** Complete or fail the waiters a reap took, as its outcome says. */
+async function handOver(completer: Completer, spot: ParkingSpot, outcome: ReapOutcome): Promise<void> {
+  if (outcome.kind === 'held') return;
+  if (outcome.kind === 'free') {
+    if (outcome.waiters.length > 0)
+      completer.log.warn('fire-once: the lock of parked waiters vanished without a commit (holder lost); failing them so they retry', logOf(spot));
+    await failWaiters(completer, outcome.waiters, `the dispatch of step ${JSON.stringify(spot.target.step)} ended without a result; retry`);
+    return;
+  }
+  const payload = spot.mode === 'x' ? undefined : await decodeArtifact(outcome.artifact, completer.payloadCodecs, logOf(spot));
+  await completeWaiters(completer, outcome.waiters, payload);
 }
 
 function gone({ log }: Completer, what: string, err: unknown): void {
@@ -142,22 +160,28 @@ export class ParkedWatch {
   private async reap(entry: Watched): Promise<void> {
     const mine = [...entry.parked.keys()];
     const { completer, spot } = entry;
+    const forget = () => {
+      for (const key of mine) entry.parked.delete(key);
+      if (entry.parked.size === 0) this.watched.delete(spot.waitersKey);
+    };
     try {
       const outcome = await this.lot.reap(spot);
       if (outcome.kind === 'held') return;
-      // The lock ended: every token parked on it before this reap has been handed to someone.
-      for (const key of mine) entry.parked.delete(key);
-      if (entry.parked.size === 0) this.watched.delete(spot.waitersKey);
-      if (outcome.kind === 'free') {
-        if (outcome.waiters.length > 0)
-          completer.log.warn('fire-once: the lock of parked waiters vanished without a commit (holder lost); failing them so they retry', logOf(spot));
-        await failWaiters(completer, outcome.waiters, `the dispatch of step ${JSON.stringify(spot.target.step)} ended without a result; retry`);
-      } else {
-        const payload = spot.mode === 'x' ? undefined : await decodeArtifact(outcome.artifact, completer.payloadCodecs, logOf(spot));
-        await completeWaiters(completer, outcome.waiters, payload);
-      }
+      forget(); // the lock ended: every token parked on it before this reap has been handed to someone
+      await handOver(completer, spot, outcome);
     } catch (err) {
-      completer.log.warn('fire-once: could not check on parked waiters; trying again', { ...logOf(spot), error: (err as Error).message });
+      if (!(err instanceof FireOnceStoreUnavailable)) {
+        completer.log.warn('fire-once: could not check on parked waiters; trying again', { ...logOf(spot), error: (err as Error).message });
+        return;
+      }
+      // Redis is away: fail this worker's parked waiters closed, retryably, as a waiter in its slot
+      // fails when its poll cannot reach Redis, so their retries check again once it is back.
+      const tokens = mine.flatMap((key) => entry.parked.get(key)?.token ?? []);
+      forget();
+      completer.log.warn('fire-once: Redis unavailable; failing parked waiters so they retry', { ...logOf(spot), error: err.message });
+      await failAll(completer, tokens, toApplicationFailure(err));
+      // A reap that timed out may still land and take the list: hand over what it took.
+      err.late?.then((late) => handOver(completer, spot, late as ReapOutcome)).catch(() => undefined);
     }
   }
 
