@@ -10,6 +10,7 @@ export const DECISION_ORDER: readonly string[] = [
   'dispatched',
   'fast-forwarded',
   'in-flight-waited',
+  'in-flight-parked',
   'in-flight-skipped',
   'in-flight-failed',
   'conflict',

@@ -6,6 +6,7 @@ export type Decision =
   | 'dispatched'
   | 'fast-forwarded'
   | 'in-flight-waited'
+  | 'in-flight-parked'
   | 'in-flight-skipped'
   | 'in-flight-failed'
   | 'conflict'

@@ -113,7 +113,8 @@ defineErrorType(FireOnceInvalidId, 'FireOnceInvalidId', false);
 
 /**
  * Another invocation holds the fire-once lock and the in-flight policy gave up waiting (or is
- * `'fail'`). Retryable: `retryAfterMs` is the lock's remaining TTL when last seen.
+ * `'fail'`). Retryable: `retryAfterMs` is when to try again, in ms: for `'fail'`, half the time the
+ * holder has run so far, at most the lock's TTL left.
  *
  * @example
  * ```ts
@@ -124,7 +125,7 @@ defineErrorType(FireOnceInvalidId, 'FireOnceInvalidId', false);
  * ```
  */
 export class FireOnceInFlight extends FireOnceError {
-  /** Milliseconds the lock had left when this was thrown. */
+  /** When to try again, in ms; the activity's `nextRetryDelay`. */
   readonly retryAfterMs: number;
 
   constructor(message: string, retryAfterMs: number, context: FireOnceErrorContext = {}) {

@@ -196,9 +196,9 @@ export class FireOnceGuard {
       }
       return { kind: 'acquired', lease: { target, lockKey, artifactKey, waitersKey, token, fencingToken: reply } };
     }
-    if (Buffer.isBuffer(reply)) return { kind: 'fast-forward', artifact: this.storedResult(reply, target, artifactKey), artifactKey };
+    if (Buffer.isBuffer(reply)) return { kind: 'fast-forward', artifact: storedPayload(reply, target, artifactKey), artifactKey };
     if (Buffer.isBuffer(reply[0])) {
-      return { kind: 'fast-forward', artifact: this.storedResult(reply[0], target, artifactKey), artifactKey, ttlMs: Number(reply[1]) };
+      return { kind: 'fast-forward', artifact: storedPayload(reply[0], target, artifactKey), artifactKey, ttlMs: Number(reply[1]) };
     }
     switch (reply[0]) {
       case ACQUIRE_REPLY.EXISTS:
@@ -292,24 +292,24 @@ export class FireOnceGuard {
   private channel(target: DispatchTarget): string {
     return this.options.publishWakeUps ? this.keysFor(target.namespace).wakeChannel(target.scope) : '';
   }
+}
 
-  /** The payload of a stored artifact record, once its args hash is checked against the call's. */
-  private storedResult(record: Buffer, target: DispatchTarget, artifactKey: string): Buffer {
-    const artifact = parseArtifact(record);
-    if (artifact === undefined) {
-      throw new FireOnceCorruptArtifact('stored artifact is not one this library wrote: not an artifact record', contextOf(target, artifactKey));
-    }
-    if (differs(target.argsHash ?? '', artifact.argsHash)) throw conflict(target, artifactKey, 'the stored artifact was produced');
-    return artifact.payload;
+/** The payload of a stored artifact record, once its args hash is checked against the call's. */
+export function storedPayload(record: Buffer, target: DispatchTarget, artifactKey: string): Buffer {
+  const artifact = parseArtifact(record);
+  if (artifact === undefined) {
+    throw new FireOnceCorruptArtifact('stored artifact is not one this library wrote: not an artifact record', contextOf(target, artifactKey));
   }
+  if (differs(target.argsHash ?? '', artifact.argsHash)) throw conflict(target, artifactKey, 'the stored artifact was produced');
+  return artifact.payload;
 }
 
 /** Two args hashes disagree only when both calls recorded one. */
-function differs(mine: string, stored: string): boolean {
+export function differs(mine: string, stored: string): boolean {
   return mine !== '' && stored !== '' && mine !== stored;
 }
 
-function conflict(target: DispatchTarget, key: string, what: string): FireOnceKeyConflict {
+export function conflict(target: DispatchTarget, key: string, what: string): FireOnceKeyConflict {
   return new FireOnceKeyConflict(
     `step ${JSON.stringify(target.step)} in scope ${JSON.stringify(target.scope)} was called with other arguments than ${what} with`,
     contextOf(target, key),
@@ -332,7 +332,7 @@ function settled({ reply }: Written<SettleReply>): Settled {
   return { ours: ours === 1, waiters };
 }
 
-function contextOf(target: DispatchTarget, key: string, token?: string): FireOnceErrorContext {
+export function contextOf(target: DispatchTarget, key: string, token?: string): FireOnceErrorContext {
   return {
     key,
     scope: target.scope,

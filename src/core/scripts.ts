@@ -107,6 +107,43 @@ export const extendScript = defineScript<[token: string, lockTtlMs: number, wait
 /** Delete an artifact and publish its key to every worker's cache; 1 if it existed, else 0. */
 export const invalidateScript = defineScript<[channel: string], 0 | 1>('invalidate.lua', 'fireOnceInvalidateV3', 1);
 
+/**
+ * The coded replies of park.lua (see its header). A bulk string is a fast-forward to the artifact
+ * record, as with acquire.lua; `0` means no lock stands any more.
+ *
+ * @example
+ * ```ts
+ * import { PARK_REPLY } from 'temporal-fire-once/core';
+ * PARK_REPLY.PARKED; // 2: {2, pttl, lock record}
+ * ```
+ */
+export const PARK_REPLY = Object.freeze({ FREE: 0, EXISTS: 1, PARKED: 2, CORRUPT: 5 } as const);
+
+/** Raw reply of park.lua, read with buffers. */
+export type ParkReply =
+  Buffer | typeof PARK_REPLY.FREE | [typeof PARK_REPLY.EXISTS, number] | [typeof PARK_REPLY.PARKED, number, Buffer] | [typeof PARK_REPLY.CORRUPT, Buffer];
+
+/** Register a waiter's task token on a held lock, re-checking the artifact and the lock in the same step. */
+export const parkScript = defineScript<[mode: 'r' | 'x', taskToken: Buffer, graceMs: number], ParkReply>('park.lua', 'fireOnceParkV3', 3);
+
+/**
+ * The coded replies of reap.lua (see its header).
+ *
+ * @example
+ * ```ts
+ * import { REAP_REPLY } from 'temporal-fire-once/core';
+ * REAP_REPLY.FREE; // 2: {2, waiter...}: the lock vanished; fail them so they retry
+ * ```
+ */
+export const REAP_REPLY = Object.freeze({ HELD: 0, DONE: 1, FREE: 2, CORRUPT: 5 } as const);
+
+/** Raw reply of reap.lua, read with buffers. */
+export type ReapReply =
+  typeof REAP_REPLY.HELD | [typeof REAP_REPLY.DONE, Buffer, ...Buffer[]] | [typeof REAP_REPLY.FREE, ...Buffer[]] | [typeof REAP_REPLY.CORRUPT, Buffer];
+
+/** Hand over the parked waiters of a lock that ended without a commit or release handing them over. */
+export const reapScript = defineScript<[mode: 'r' | 'x'], ReapReply>('reap.lua', 'fireOnceReapV3', 3);
+
 /** Append a batch of dispatch-log entries (each a field count, then its fields) to one stream; resolves how many. */
 export const logAppendScript = defineScript<(string | number)[], number>('log-append.lua', 'fireOnceLogAppendV3', 1);
 
@@ -119,4 +156,4 @@ export const logAppendScript = defineScript<(string | number)[], number>('log-ap
  * PROTOCOL_SCRIPTS.map((s) => s.command); // ['fireOnceAcquireV3', 'fireOnceCommitV3', ...]
  * ```
  */
-export const PROTOCOL_SCRIPTS = [acquireScript, commitScript, releaseScript, extendScript, invalidateScript, logAppendScript] as const;
+export const PROTOCOL_SCRIPTS = [acquireScript, parkScript, reapScript, commitScript, releaseScript, extendScript, invalidateScript, logAppendScript] as const;

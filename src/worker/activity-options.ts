@@ -46,7 +46,7 @@ export interface FireOnceOptions<A extends readonly unknown[] = unknown[]> {
   readonly scope?: (args: A, info: Info) => string;
   /**
    * In-flight policy of this activity.
-   * @defaultValue the plugin's `onInFlight` (`'wait'`)
+   * @defaultValue the plugin's `onInFlight` (`'park'`)
    */
   readonly onInFlight?: InFlightPolicy;
   /**
@@ -95,9 +95,9 @@ export interface FireOnceOptions<A extends readonly unknown[] = unknown[]> {
   readonly observeOnly?: boolean;
 }
 
-/** Options for activities that return a value: they must wait or fail, never skip, and store results. */
+/** Options for activities that return a value: they must park, wait or fail, never skip, and store results. */
 export type ValueFireOnceOptions<A extends readonly unknown[]> = FireOnceOptions<A> & {
-  readonly onInFlight?: 'wait' | 'fail';
+  readonly onInFlight?: 'park' | 'wait' | 'fail';
   readonly artifact?: 'result';
 };
 

@@ -8,6 +8,8 @@ import { runWithFireOnceContext } from './context';
 import type { GuardedCall } from './interceptor';
 import type { Observer } from './observe';
 import type { LockMode } from './options';
+import { completerOf } from './park';
+import { completeWaiters, failWaiters } from './parked';
 
 /**
  * Record the dispatch and run the activity under a held lock. In `'lease'` mode the lease is renewed until the activity
@@ -96,18 +98,19 @@ async function commitResult(
     return resultOf(payload, setup.payloadConverter);
   }
   const artifactTtlMs = options.artifactTtlMs ?? setup.guard.options.artifactTtlMs;
-  const committed = (settled: Settled, late: boolean) => {
+  const committed = async (settled: Settled, late: boolean) => {
     setup.cache?.set(lease.artifactKey, bytes, lease.target.argsHash ?? '', artifactTtlMs);
+    await handOver(call, settled, log, (completer) => completeWaiters(completer, settled.waiters, payload));
     observer.decision('committed', { holder: log.holder, fencingToken: lease.fencingToken, ...(late ? { late: true } : {}) });
     if (!settled.ours) ctx.log.warn('fire-once: artifact written after the lock had expired; raise lockTtlMs or leaseMs above the job time', log);
   };
   try {
-    committed(await setup.guard.commit(lease, bytes, { artifactTtlMs }), false);
+    await committed(await setup.guard.commit(lease, bytes, { artifactTtlMs }), false);
   } catch (err) {
     // The job ran and its result is in hand: deliver it. Later invocations stay held off only as
     // long as the lock lives; after that, with no artifact, they would dispatch again.
     followLate(call, err, 'commit', 'the artifact', {
-      landed: (settled) => committed(settled as Settled, true),
+      landed: (settled) => void committed(settled as Settled, true),
       timedOut: 'result delivered; whether the artifact is stored is unknown until Redis answers, and the lock is left to its TTL',
       failed: 'could not store the artifact; result delivered, lock left to its TTL',
     });
@@ -137,20 +140,43 @@ async function hold(call: GuardedCall, lease: Lease, log: LogContext, renewal: R
 /** Compare-and-delete after a failure; never throws. */
 async function releaseAfterFailure(call: GuardedCall, observer: Observer, lease: Lease, log: LogContext): Promise<void> {
   const holder = { holder: log.holder, fencingToken: lease.fencingToken };
-  const released = (settled: Settled, late: boolean) => {
+  const released = async (settled: Settled, late: boolean) => {
     observer.decision(settled.ours ? 'released-on-failure' : 'release-refused', { ...holder, ...(late ? { late: true } : {}) });
+    const why = `the dispatch of step ${JSON.stringify(lease.target.step)} failed; retry to dispatch it again`;
+    await handOver(call, settled, log, (completer) => failWaiters(completer, settled.waiters, why));
     if (settled.ours) call.ctx.log.info('fire-once: dispatch failed, lock released', log);
     else call.ctx.log.warn('fire-once: dispatch failed, lock release refused (expired or held by another holder)', log);
   };
   try {
-    released(await call.setup.guard.release(lease), false);
+    await released(await call.setup.guard.release(lease), false);
   } catch (err) {
     followLate(call, err, 'release', 'the lock', {
-      landed: (settled) => released(settled as Settled, true),
+      landed: (settled) => void released(settled as Settled, true),
       timedOut: 'dispatch failed; whether the lock is released is unknown until Redis answers; it expires by its TTL if not',
       failed: 'dispatch failed and releasing the lock failed too; it expires by its TTL',
     });
   }
+}
+
+/** Complete or fail the waiters parked on the lock that commit or release handed over; never throws. */
+async function handOver(
+  call: GuardedCall,
+  settled: Settled,
+  log: LogContext,
+  settle: (completer: NonNullable<ReturnType<typeof completerOf>>) => Promise<void>,
+) {
+  if (settled.waiters.length === 0) return;
+  const completer = completerOf(call);
+  if (completer === undefined) {
+    call.ctx.log.error('fire-once: no Temporal client to hand over parked waiters; their timeouts will end them', {
+      ...log,
+      waiters: String(settled.waiters.length),
+    });
+    return;
+  }
+  await call.setup.parkedWatch
+    .detached(() => settle(completer))
+    .catch((err: unknown) => call.ctx.log.error('fire-once: handing over parked waiters failed', { ...log, error: (err as Error).message }));
 }
 
 /**

@@ -7,6 +7,7 @@ import type { DispatchLog } from '../core/dispatch-log';
 import { FireOnceConfigError, FireOnceError, FireOnceInFlight, FireOnceKeyConflict, FireOnceMissingScope } from '../core/errors';
 import { type AcquireOutcome, type DispatchTarget, type FireOnceGuard } from '../core/guard';
 import { checkKnownKeys } from '../core/options';
+import { ParkingLot } from '../core/parking';
 import { waitForTurn, type TurnOutcome } from '../core/wait';
 import type { WakeHub } from '../core/wake';
 import { checkActivityOptions, type FireOnceOptions } from './activity-options';
@@ -16,6 +17,8 @@ import { dispatch } from './dispatch';
 import { toApplicationFailure } from './failures';
 import { markGuarded } from './fire-once';
 import { observe, type InstrumentCache, type Observer } from './observe';
+import { ParkedWatch } from './parked';
+import { parkOrWait } from './park';
 import { ACTIVITY_DEFAULT_NAMES, resolveActivityDefaults, type ActivityDefaultOptions, type ActivityDefaults } from './options';
 
 /** What the activity interceptor needs: the guard, the worker-wide defaults, and which activities to guard. */
@@ -33,6 +36,11 @@ export interface FireOnceInterceptorConfig extends ActivityDefaultOptions {
   readonly dispatchLog?: DispatchLog;
   /** In-worker cache of committed artifacts. @defaultValue none */
   readonly cache?: ArtifactCache;
+  /**
+   * Watches the waiters this worker parks (`'park'`); its owner closes it when the worker stops.
+   * @defaultValue one of the interceptor's own, which stops ticking whenever nothing is parked
+   */
+  readonly parkedWatch?: ParkedWatch;
 }
 
 /** The interceptor's configuration once checked: every default filled in. */
@@ -45,10 +53,12 @@ export interface InterceptorSetup {
   readonly dispatchLog: DispatchLog | undefined;
   readonly cache: ArtifactCache | undefined;
   readonly instruments: InstrumentCache;
+  readonly parking: ParkingLot;
+  readonly parkedWatch: ParkedWatch;
 }
 
 const WHERE = 'createFireOnceActivityInterceptor';
-const CONFIG_KEYS = ['guard', 'activities', 'payloadConverter', 'payloadCodecs', 'wake', 'dispatchLog', 'cache', ...ACTIVITY_DEFAULT_NAMES];
+const CONFIG_KEYS = ['guard', 'activities', 'payloadConverter', 'payloadCodecs', 'wake', 'dispatchLog', 'cache', 'parkedWatch', ...ACTIVITY_DEFAULT_NAMES];
 
 /**
  * The activity interceptor factory behind {@link FireOncePlugin}, for workers that wire
@@ -76,15 +86,19 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
     throw new FireOnceConfigError(`${WHERE}: guard must be a FireOnceGuard`);
   if (!(config.activities instanceof Map)) throw new FireOnceConfigError(`${WHERE}: activities must be a Map (see fireOnceActivityMap)`);
   for (const [name, options] of config.activities) checkActivityOptions(options as FireOnceOptions<never>, `${WHERE}: activity ${JSON.stringify(name)}`);
+  const defaults = resolveActivityDefaults(config, WHERE);
+  const parking = new ParkingLot(config.guard);
   const setup: InterceptorSetup = {
     guard: config.guard,
-    defaults: resolveActivityDefaults(config, WHERE),
+    defaults,
     payloadConverter: config.payloadConverter ?? defaultPayloadConverter,
     payloadCodecs: config.payloadCodecs ?? [],
     wake: config.wake,
     dispatchLog: config.dispatchLog,
     cache: config.cache,
     instruments: new Map(),
+    parking,
+    parkedWatch: config.parkedWatch ?? new ParkedWatch(parking, defaults.pollIntervalMs),
   };
   return (ctx) => {
     const options = config.activities.get(ctx.info.activityType);
@@ -154,14 +168,15 @@ async function fastForward(
   return resultOf(await decodeArtifact(found.artifact, setup.payloadCodecs, context), setup.payloadConverter);
 }
 
-/** The in-flight policy: skip (`undefined`), fail, or wait for the artifact or the lock. */
+/** The in-flight policy: skip (`undefined`), fail, park, or wait for the artifact or the lock. */
 async function onHeld(
-  { setup, options, ctx }: GuardedCall,
+  call: GuardedCall,
   target: DispatchTarget,
   observer: Observer,
   held: Extract<AcquireOutcome, { kind: 'held' }>,
   acquireOptions: { readonly lockTtlMs: number },
 ): Promise<TurnOutcome | undefined> {
+  const { setup, options, ctx } = call;
   const policy = options.onInFlight ?? setup.defaults.onInFlight;
   const context = { key: held.lockKey, scope: target.scope, step: target.step, jobType: target.jobType };
   if (policy === 'skip') {
@@ -171,8 +186,31 @@ async function onHeld(
   }
   if (policy === 'fail') {
     observer.decision('in-flight-failed', { fencingToken: held.fencingToken });
-    throw new FireOnceInFlight(`step ${JSON.stringify(target.step)} is in flight in scope ${JSON.stringify(target.scope)}`, held.ttlMs, context);
+    throw new FireOnceInFlight(`step ${JSON.stringify(target.step)} is in flight in scope ${JSON.stringify(target.scope)}`, failRetryDelay(held), context);
   }
+  const waitInSlot = () => waitInSlotFor(call, target, observer, held, acquireOptions);
+  return policy === 'park' ? parkOrWait(call, target, observer, acquireOptions, waitInSlot) : waitInSlot();
+}
+
+/**
+ * The retry delay of `'fail'`: half the time the holder has run so far (its fencing token is its
+ * start on the Redis clock), at most the lock's TTL left. A waiter that comes back soon after a
+ * short job's result exists, and backs off as a long job runs on, with no fixed cap.
+ */
+export function failRetryDelay(held: { readonly ttlMs: number; readonly fencingToken: number }, now = Date.now()): number {
+  const elapsedMs = Math.max(now - held.fencingToken / 1000, 0);
+  return Math.min(Math.max(Math.round(elapsedMs / 2), MIN_FAIL_RETRY_DELAY_MS), Math.max(held.ttlMs, MIN_FAIL_RETRY_DELAY_MS));
+}
+const MIN_FAIL_RETRY_DELAY_MS = 100;
+
+/** `'wait'`: hold the worker slot until the artifact exists or the lock is free. */
+async function waitInSlotFor(
+  { setup, ctx }: GuardedCall,
+  target: DispatchTarget,
+  observer: Observer,
+  held: Extract<AcquireOutcome, { kind: 'held' }>,
+  acquireOptions: { readonly lockTtlMs: number },
+): Promise<TurnOutcome> {
   const started = performance.now();
   try {
     const outcome = await waitForTurn(setup.guard, target, held, acquireOptions, waitOptions(setup, ctx));

@@ -22,11 +22,16 @@ import {
 
 /**
  * What a guarded activity does when another invocation holds the lock:
- * - `'wait'`: wait for the artifact and return it; compete again if the holder fails.
+ * - `'park'`: register the activity's task token on the lock and complete asynchronously, holding
+ *   no worker slot: the holder's commit completes it with the result, a release on failure fails
+ *   it retryably at once so that one waiter acquires (docs/parked-waiters.md). Local activities,
+ *   an activity on its last attempt, and workers with `keyNamespace` wait in their slot instead,
+ *   as with `'wait'`.
+ * - `'wait'`: wait in the worker slot for the artifact and return it; compete again if the holder fails.
  * - `'fail'`: throw the retryable `FireOnceInFlight`, with `nextRetryDelay` from the lock's TTL.
  * - `'skip'`: resolve `undefined` at once. Only for activities typed `Promise<void>`.
  */
-export type InFlightPolicy = 'wait' | 'fail' | 'skip';
+export type InFlightPolicy = 'park' | 'wait' | 'fail' | 'skip';
 
 /**
  * How the lock lives while the activity runs:
@@ -38,7 +43,7 @@ export type InFlightPolicy = 'wait' | 'fail' | 'skip';
 export type LockMode = 'lease' | 'fixed';
 
 /** Accepted in-flight policies and lock modes. */
-export const POLICIES: readonly InFlightPolicy[] = ['wait', 'fail', 'skip'];
+export const POLICIES: readonly InFlightPolicy[] = ['park', 'wait', 'fail', 'skip'];
 export const LOCK_MODES: readonly LockMode[] = ['lease', 'fixed'];
 /** The longest lease: a lease is meant to be short; use `'fixed'` beyond this. */
 export const MAX_LEASE_MS = 10 * 60 * 1000;
@@ -74,7 +79,7 @@ const CACHE_OPTIONS = {
  * the plugin and a hand-wired {@link createFireOnceActivityInterceptor} resolve them alike.
  */
 export const ACTIVITY_DEFAULT_OPTIONS = {
-  onInFlight: oneOf(POLICIES, 'wait'),
+  onInFlight: oneOf(POLICIES, 'park'),
   pollIntervalMs: duration(250, 60_000),
   lockMode: oneOf(LOCK_MODES, 'lease'),
   leaseMs: duration(30_000, MAX_LEASE_MS),
@@ -99,12 +104,13 @@ export interface ActivityDefaultOptions {
   /**
    * What a guarded activity does while another invocation holds the lock, unless the activity
    * sets its own.
-   * @defaultValue `'wait'`
+   * @defaultValue `'park'`
    */
   readonly onInFlight?: InFlightPolicy;
   /**
    * With `'wait'`: how often, in ms, a waiter re-checks for the artifact or a released lock when
-   * no wake-up reaches it.
+   * no wake-up reaches it. With `'park'`: how often a worker checks the locks its parked waiters
+   * wait on, to fail them if the holder died (or complete them when an external artifact appears).
    * @defaultValue `250`
    */
   readonly pollIntervalMs?: number;

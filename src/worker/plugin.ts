@@ -5,12 +5,14 @@ import { DispatchLog } from '../core/dispatch-log';
 import { FireOnceConfigError } from '../core/errors';
 import { FireOnceGuard } from '../core/guard';
 import { DEFAULT_NAMESPACE } from '../core/keys';
+import { ParkingLot } from '../core/parking';
 import { claimProtocol } from '../core/protocol';
 import { isCluster } from '../core/scripts';
 import { WakeHub } from '../core/wake';
 import { loadWorkerConverter } from './converter';
 import { fireOnceActivityMap } from './fire-once';
 import { createFireOnceActivityInterceptor } from './interceptor';
+import { ParkedWatch } from './parked';
 import { resolvePluginOptions, ttlWarnings, type FireOncePluginOptions, type ResolvedPluginOptions } from './options';
 import { checkWorkerRedis } from './redis-check';
 
@@ -67,6 +69,7 @@ export class FireOncePlugin extends SimplePlugin {
   /** The in-worker artifact cache, when `localCache` is on. */
   readonly cache: ArtifactCache | undefined;
   private readonly wake: WakeHub;
+  private readonly parkedWatch: ParkedWatch;
   /** The namespaces whose keys this plugin's workers use, for the cache's invalidation channels. */
   private readonly namespaces = new Set<string>();
   private started: Promise<void> | undefined;
@@ -87,6 +90,7 @@ export class FireOncePlugin extends SimplePlugin {
       publishWakeUps: resolved.publishWakeUps,
     });
     this.wake = new WakeHub(resolved.redis);
+    this.parkedWatch = new ParkedWatch(new ParkingLot(this.guard), resolved.pollIntervalMs);
     if (resolved.localCache && isCluster(resolved.redis)) {
       // ioredis re-subscribes a Cluster's subscriber silently, so a gap in which invalidations
       // are lost cannot be seen, and a cache that cannot see it could serve a deleted artifact.
@@ -115,6 +119,7 @@ export class FireOncePlugin extends SimplePlugin {
       ...(o.publishWakeUps ? { wake: this.wake } : {}),
       ...(this.dispatchLog ? { dispatchLog: this.dispatchLog } : {}),
       ...(this.cache ? { cache: this.cache } : {}),
+      parkedWatch: this.parkedWatch,
     });
     const interceptors = configured.interceptors ?? {};
     return { ...configured, interceptors: { ...interceptors, activity: [...(interceptors.activity ?? []), activity] } };
@@ -133,6 +138,7 @@ export class FireOncePlugin extends SimplePlugin {
     } finally {
       if (--this.runningWorkers === 0) {
         await this.dispatchLog?.flush();
+        this.parkedWatch.close();
         this.wake.close();
         this.started = undefined;
       }

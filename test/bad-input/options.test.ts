@@ -106,7 +106,7 @@ describe('bad input: options', () => {
       problem(
         'interceptor onInFlight',
         () => createFireOnceActivityInterceptor({ guard, activities, onInFlight: 'wiat' } as never),
-        /onInFlight must be one of wait, fail, skip \(got "wiat"\)/,
+        /onInFlight must be one of park, wait, fail, skip \(got "wiat"\)/,
       ),
       problem(
         'interceptor lockMode',

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import type { Cluster } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable, type DispatchTarget } from '../../src';
-import { encodeId } from '../../src/core';
+import { ParkingLot, encodeId } from '../../src/core';
 import { testPrefix } from '../support/redis';
 import { connectCluster, deletePrefixOnCluster, errorCount, recordScriptCalls, type ScriptCall } from '../support/cluster/cluster';
 
@@ -37,16 +37,21 @@ describe('every guard script touches one cluster slot', () => {
     Promise.all(recorded.map(async (call) => ({ keys: call.keys, slots: await Promise.all(call.keys.map(keySlot)), error: call.error?.message })));
 
   /**
-   * acquire, renew, then succeed or fail, and acquire again: all four scripts. On success the
-   * guard commits its artifact, or (external mode) the "job" writes the external key.
+   * acquire, park a waiter, renew, reap (held), then succeed or fail, reap again, and acquire
+   * again: every guard script. On success the guard commits its artifact, or (external mode) the
+   * "job" writes the external key.
    */
   async function exercise(target: DispatchTarget, succeed: boolean): Promise<void> {
     const outcome = await guard.acquire(target);
     if (outcome.kind !== 'acquired') throw new Error(`expected acquired, got ${outcome.kind}`);
+    const lot = new ParkingLot(guard);
+    expect((await lot.park(target, Buffer.from('task-token'))).kind).toBe('parked');
     expect(await guard.extend(outcome.lease, 30_000)).toBe(true);
+    expect((await lot.reap(lot.spot(target))).kind).toBe('held');
     if (!succeed) expect((await guard.release(outcome.lease)).ours).toBe(true);
     else if (target.externalArtifactKey) await cluster.set(target.externalArtifactKey, 'done');
     else expect((await guard.commit(outcome.lease, Buffer.from('result'))).ours).toBe(true);
+    await lot.reap(lot.spot(target));
     expect((await guard.acquire(target)).kind).toBe(succeed ? 'fast-forward' : 'acquired');
   }
 

@@ -35,7 +35,7 @@ describe('payload converters and codecs on a real worker', () => {
   const plain = { payloadConverterPath: require.resolve('./fixtures/converters/money') };
   const composite = { payloadConverterPath: require.resolve('./fixtures/converters/composite') };
 
-  async function runScenario(localCache: boolean, dataConverter: DataConverter = plain) {
+  async function runScenario(localCache: boolean, dataConverter: DataConverter = plain, workflow: 'priceRun' | 'parkedPriceRun' = 'priceRun') {
     const taskQueue = `fire-once-conv-${randomUUID()}`;
     const counter = `${prefix}:dispatches:${randomUUID()}`;
     const activities = {
@@ -56,7 +56,7 @@ describe('payload converters and codecs on a real worker', () => {
     });
     const client = new Client({ connection, dataConverter });
     const scope = `session-${randomUUID()}`;
-    const start = (n: string) => client.workflow.execute('priceRun', { taskQueue, workflowId: `conv-${n}-${randomUUID()}`, args: [scope, 'EUR', 800] });
+    const start = (n: string) => client.workflow.execute(workflow, { taskQueue, workflowId: `conv-${n}-${randomUUID()}`, args: [scope, 'EUR', 800] });
     const seen = await worker.runUntil(async () => {
       // The first run dispatches; the second starts while the job is in flight and waits for it.
       const [first, waited] = await Promise.all([start('first'), new Promise((r) => setTimeout(r, 200)).then(() => start('waited'))]);
@@ -64,7 +64,11 @@ describe('payload converters and codecs on a real worker', () => {
       const again = await start('again'); // with localCache, served from the worker's cache
       return [first, waited, fastForwarded, again] as Seen[];
     });
-    return { seen, dispatches: Number(await redis.get(counter)), artifactKey: plugin.guard.keys.artifact(scope, 'price') };
+    await plugin.dispatchLog?.flush();
+    const parked = (await redis.xrange(plugin.guard.keys.log(), '-', '+')).filter(
+      ([, fields]) => fields.includes(scope) && fields.includes('in-flight-parked'),
+    ).length;
+    return { seen, dispatches: Number(await redis.get(counter)), artifactKey: plugin.guard.keys.artifact(scope, 'price'), parked };
   }
 
   it.each([false, true])('returns the Money itself under a plain PayloadConverter, on dispatch, wait and fast-forward (localCache %s)', async (localCache) => {
@@ -86,6 +90,16 @@ describe('payload converters and codecs on a real worker', () => {
     const stored = await storedBytes(artifactKey);
     expect(stored.length).toBeGreaterThan(0);
     expect(stored.some((b) => b.includes('1234 EUR'))).toBe(false); // what the converter alone would store
+  });
+
+  it.each<[string, DataConverter]>([
+    ['a plain PayloadConverter', plain],
+    ['an AES-GCM codec', { ...composite, payloadCodecs: [new AesGcmCodec()] }],
+  ])("a parked waiter ('park') is completed with the Money itself under %s", async (_name, dataConverter) => {
+    const { seen, dispatches, parked } = await runScenario(false, dataConverter, 'parkedPriceRun');
+    expect(dispatches).toBe(1);
+    expect(parked).toBe(1); // the run started while the job was in flight parked, and the commit completed it
+    for (const s of seen) expect(s).toEqual({ isMoney: true, text: '12.34 EUR' });
   });
 
   /** Every byte string stored at `key`, whatever its type (the storage layout is not this test's business). */

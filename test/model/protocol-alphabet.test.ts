@@ -13,6 +13,8 @@ import { ACQUIRE_REPLY, PROTOCOL_SCRIPTS } from '../../src/core/scripts';
 /** Scripts the model leaves out, and why. Adding a script to PROTOCOL_SCRIPTS fails this test until it is modelled or listed here. */
 const NOT_MODELLED: Readonly<Record<string, string>> = {
   fireOnceLogAppendV3: 'the dispatch log records decisions; it decides nothing',
+  fireOnceParkV3: "parked waiters: park only appends a task token to the waiters list, never writes the lock or the artifact; the model's waiters poll instead",
+  fireOnceReapV3: 'parked waiters: reap only hands the waiters list over (DEL of it); whether a dispatch happens is decided by acquire, as modelled',
 };
 /** Replies the model never produces, and why. */
 const NEVER_PRODUCED: Readonly<Record<string, string>> = {

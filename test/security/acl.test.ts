@@ -45,6 +45,7 @@ describe('security: least-privilege Redis ACL', () => {
     expect(report).toEqual({
       holder: { value: 'summary of s' },
       waiter: { value: 'summary of s' }, // fast-forwarded: one dispatch for two invocations
+      parked: { value: 'summary of s' }, // parked, then completed by the holder's commit
       failing: { error: 'Error: the job failed' },
       external: { value: undefined },
       renewed: true,

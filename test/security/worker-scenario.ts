@@ -1,3 +1,4 @@
+import type { Client } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { ActivityInterceptorsFactory, Worker } from '@temporalio/worker';
 import { Redis } from 'ioredis';
@@ -8,6 +9,8 @@ import { CapturingLogger, decoded, settle } from '../support/bystander';
 export interface ScenarioReport {
   readonly holder: { readonly value?: unknown; readonly error?: unknown };
   readonly waiter: { readonly value?: unknown; readonly error?: unknown };
+  /** A third invocation that parked its task token (`'park'`) and was completed by the holder's commit. */
+  readonly parked: { readonly value?: unknown; readonly error?: unknown };
   readonly failing: { readonly value?: unknown; readonly error?: unknown };
   /** An external-artifact dispatcher: it only tests that the job's own key exists. */
   readonly external: { readonly value?: unknown; readonly error?: unknown };
@@ -28,7 +31,8 @@ export interface ScenarioReport {
 /**
  * Everything a worker does with Redis, run through FireOncePlugin on a client that logs in as
  * `username`: the ready check, acquire, lease renewal (extend), a second invocation that waits on
- * the wake channel while the first holds the lock, commit with its wake-up publish and the
+ * the wake channel while the first holds the lock, a third that parks (`'park'`) and is completed
+ * by the commit, commit with its wake-up publish and the
  * dispatch log, the local cache's invalidation subscription and an invalidation, a failing
  * dispatch that releases its lock, and an external-artifact dispatch held after success. `admin` (unrestricted) only observes, and keeps the counter.
  */
@@ -54,20 +58,31 @@ export async function runWorkerScenario(options: {
   let finish!: () => void;
   const holderMayFinish = new Promise<void>((resolve) => (finish = resolve));
   let renewed: unknown;
+  async function job(scope: string): Promise<string> {
+    await admin.incr(counterKey);
+    renewed = await fireOnceContext()
+      .renew()
+      .catch((e: unknown) => e);
+    started();
+    await holderMayFinish;
+    return `summary of ${scope}`;
+  }
+  // The holder hands parked waiters over through the worker's Temporal client. Only Redis is under
+  // test here, so this client records the completion instead of sending it to a server.
+  let completeParked!: (value: unknown) => void;
+  const parkedCompleted = new Promise<unknown>((resolve) => (completeParked = resolve));
+  const client = {
+    withAbortSignal: (_signal: AbortSignal, fn: () => unknown) => fn(),
+    activity: {
+      complete: async (_token: Uint8Array, value: unknown) => completeParked(value),
+      fail: async (_token: Uint8Array, err: unknown) => completeParked(err),
+      heartbeat: async () => undefined,
+    },
+  } as unknown as Client;
 
   const activities = {
-    summarise: fireOnce(
-      async (scope: string) => {
-        await admin.incr(counterKey);
-        renewed = await fireOnceContext()
-          .renew()
-          .catch((e: unknown) => e);
-        started();
-        await holderMayFinish;
-        return `summary of ${scope}`;
-      },
-      { scope: ([scope]) => scope },
-    ),
+    summarise: fireOnce((scope: string) => job(scope), { scope: ([scope]) => scope }),
+    summariseInSlot: fireOnce((scope: string) => job(scope), { scope: ([scope]) => scope, step: 'summarise', onInFlight: 'wait' }),
     failing: fireOnce(
       async (_scope: string): Promise<string> => {
         await admin.incr(counterKey);
@@ -93,8 +108,9 @@ export async function runWorkerScenario(options: {
         workflowExecution: { workflowId: 'chat-s', runId: `run-${++runs}` }, // each invocation a new run
         startToCloseTimeoutMs: 5_000,
         currentAttemptScheduledTimestampMs: Date.now(),
+        taskToken: Buffer.from(`token-${runs}`),
       },
-      { interceptors: [factory], logger },
+      { interceptors: [factory], logger, client },
     ).run(activities[activityType] as (scope: string) => Promise<unknown>, 's');
 
   const numsub = async (channel: string) => Number(((await admin.pubsub('NUMSUB', channel)) as [string, number])[1]);
@@ -108,7 +124,9 @@ export async function runWorkerScenario(options: {
       const holder = settle(run('summarise', logger));
       await Promise.race([holderStarted, holder]);
       let waiterSettled = false;
-      const waiter = settle(run('summarise', logger)).finally(() => (waiterSettled = true));
+      const waiter = settle(run('summariseInSlot', logger)).finally(() => (waiterSettled = true));
+      const parking = await settle(run('summarise', logger)); // completes asynchronously
+      const parkedKeys = await admin.llen(keys.waiters('s', 'summarise'));
       // Until the waiter is subscribed (or has given up, when subscribing is denied).
       let wakeSubscribers = 0;
       for (let i = 0; i < 500 && wakeSubscribers === 0 && !waiterSettled; i++) {
@@ -117,6 +135,13 @@ export async function runWorkerScenario(options: {
       }
       finish();
       const [holderOutcome, waiterOutcome] = await Promise.all([holder, waiter]);
+      // A commit the ACL denies hands nothing over: give up on the completion after a while.
+      const notCompleted = new Promise<{ error: Error }>((resolve) => setTimeout(() => resolve({ error: new Error('never completed') }), 3_000).unref());
+      const parkedAndCompleted = parkedCompleted.then((value) => ({ value }));
+      const parked =
+        (parking.error as Error | undefined)?.name === 'CompleteAsyncError' && parkedKeys === 1
+          ? await Promise.race([parkedAndCompleted, notCompleted])
+          : parking;
       const failing = await settle(run('failing', logger));
       const lockAfterFailure = await admin.exists(keys.lock('s', 'failing'));
       const external = await settle(run('dispatchExternal', logger));
@@ -125,6 +150,7 @@ export async function runWorkerScenario(options: {
       report = {
         holder: readable(holderOutcome),
         waiter: readable(waiterOutcome),
+        parked: readable(parked),
         failing: readable(failing),
         external: readable(external),
         renewed,

@@ -29,6 +29,7 @@ export const WORKER_NEEDS: Readonly<Record<string, Need>> = {
   pexpire: (p) => ['PEXPIRE', p.key, '1000'],
   time: () => ['TIME'],
   lrange: (p) => ['LRANGE', p.key, '0', '-1'],
+  rpush: (p) => ['RPUSH', p.key, 'x'],
   publish: (p) => ['PUBLISH', p.channel, 'x'],
   xadd: (p) => ['XADD', p.log, '*', 'f', 'v'],
   subscribe: (p) => ['SUBSCRIBE', p.channel],

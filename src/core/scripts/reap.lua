@@ -1,0 +1,44 @@
+--[[
+  reap (protocol v3): hand over the parked waiters of a lock that no commit or release will hand
+  over: its artifact exists without a commit of ours (external mode: the job wrote it), or the lock
+  vanished with no commit and no release (its holder died and the lease expired). A worker that
+  parked waiters calls it now and then for their (scope, step).
+
+  KEYS[1]  artifact of (scope, jobType) in mode 'r', or the external artifact key in mode 'x'
+  KEYS[2]  lock of (scope, step)
+  KEYS[3]  parked waiters of (scope, step): a list of task tokens
+  All three carry the same {<ns>/<scope>} hash tag.
+
+  ARGV[1]  artifact mode: 'r' or 'x', as in park.lua
+
+  Returns one of (the names are those of REAP_REPLY in scripts.ts):
+    0                        HELD: no artifact, and the lock stands; the waiters stay parked
+    {1, record, waiter...}   DONE: the artifact exists; its record ('r'), or '' ('x'), and the
+                             parked waiters' task tokens, now removed from KEYS[3]
+    {2, waiter...}           FREE: no artifact and no lock; the parked waiters' task tokens, now
+                             removed from KEYS[3], to be failed so that they retry
+    {5, error}               CORRUPT ('r'): KEYS[1] holds something that is not a string;
+                             nothing is changed
+
+  Its only write is DEL, which Redis allows under maxmemory; there is nothing else to leave half done.
+]]
+local record = false
+if ARGV[1] ~= 'x' then
+  local artifact = redis.pcall('GET', KEYS[1])
+  if type(artifact) == 'table' then return {5, artifact.err} end
+  record = artifact
+elseif redis.call('EXISTS', KEYS[1]) == 1 then
+  record = ''
+end
+if not record and redis.call('EXISTS', KEYS[2]) == 1 then
+  return 0
+end
+local waiters = redis.call('LRANGE', KEYS[3], 0, -1)
+redis.call('DEL', KEYS[3])
+if record then
+  table.insert(waiters, 1, record)
+  table.insert(waiters, 1, 1)
+else
+  table.insert(waiters, 1, 2)
+end
+return waiters

@@ -1,0 +1,210 @@
+import { AsyncResource } from 'node:async_hooks';
+import type { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
+import { ApplicationFailure, type PayloadCodec, type PayloadConverter } from '@temporalio/common';
+import { FireOnceStoreUnavailable } from '../core/errors';
+import type { ParkingLot, ParkingSpot, ReapOutcome } from '../core/parking';
+import { decodeArtifact, resultOf } from './artifact';
+import { toApplicationFailure } from './failures';
+
+/** The retry delay a handed-over waiter is failed with: as good as none, so one of them acquires at once. */
+export const PARKED_RETRY_DELAY_MS = 1;
+
+type Logger = Context['log'];
+
+/** What a worker needs to complete or fail task tokens: the client, and how results are encoded. */
+export interface Completer {
+  readonly client: Client;
+  readonly log: Logger;
+  readonly payloadConverter: PayloadConverter;
+  readonly payloadCodecs: readonly PayloadCodec[];
+}
+
+/**
+ * Complete handed-over waiters with `payload`, the result as the worker's payload converter made
+ * it (before the codecs): the client applies the worker's codecs, exactly as to a normal result.
+ * `undefined` (external mode) completes them with no result. A waiter that is gone (its workflow
+ * cancelled or terminated, its attempt timed out) is logged and skipped.
+ */
+export async function completeWaiters(
+  completer: Completer,
+  waiters: readonly Uint8Array[],
+  payload: Parameters<typeof resultOf>[0] | undefined,
+): Promise<void> {
+  if (waiters.length === 0) return;
+  const result = payload === undefined ? undefined : resultOf(payload, completer.payloadConverter);
+  await Promise.all(waiters.map((token) => completer.client.activity.complete(token, result).catch((err: unknown) => gone(completer, 'complete', err))));
+}
+
+/** Fail handed-over waiters with a retryable `FireOnceInFlight` and no retry delay, so that one of them acquires. */
+export async function failWaiters(completer: Completer, waiters: readonly Uint8Array[], why: string): Promise<void> {
+  const failure = ApplicationFailure.create({ type: 'FireOnceInFlight', message: why, nonRetryable: false, nextRetryDelay: PARKED_RETRY_DELAY_MS });
+  await failAll(completer, waiters, failure);
+}
+
+async function failAll(completer: Completer, waiters: readonly Uint8Array[], failure: ApplicationFailure): Promise<void> {
+  await Promise.all(waiters.map((token) => completer.client.activity.fail(token, failure).catch((err: unknown) => gone(completer, 'fail', err))));
+}
+
+/** Complete or fail the waiters a reap took, as its outcome says. */
+async function handOver(completer: Completer, spot: ParkingSpot, outcome: ReapOutcome): Promise<void> {
+  if (outcome.kind === 'held') return;
+  if (outcome.kind === 'free') {
+    if (outcome.waiters.length > 0)
+      completer.log.warn('fire-once: the lock of parked waiters vanished without a commit (holder lost); failing them so they retry', logOf(spot));
+    await failWaiters(completer, outcome.waiters, `the dispatch of step ${JSON.stringify(spot.target.step)} ended without a result; retry`);
+    return;
+  }
+  const payload = spot.mode === 'x' ? undefined : await decodeArtifact(outcome.artifact, completer.payloadCodecs, logOf(spot));
+  await completeWaiters(completer, outcome.waiters, payload);
+}
+
+function gone({ log }: Completer, what: string, err: unknown): void {
+  log.debug(`fire-once: could not ${what} a parked waiter (gone: cancelled, terminated or timed out)`, { error: (err as Error).message });
+}
+
+interface Parked {
+  readonly token: Uint8Array;
+  readonly heartbeatMs: number | undefined;
+  nextBeat: number;
+}
+
+interface Watched {
+  readonly spot: ParkingSpot;
+  readonly completer: Completer;
+  readonly parked: Map<string, Parked>;
+  busy: boolean;
+}
+
+/**
+ * The waiters one worker parked, watched until someone hands them over. Every `tickMs` it asks
+ * Redis, per parked `(scope, step)`, whether the lock ended without a commit or release handing
+ * them over ({@link ParkingLot.reap}): the holder died and its lease expired (fail them so that
+ * they retry), or the job wrote its own artifact (external mode: complete them). It also
+ * heartbeats each parked waiter whose activity has a heartbeat timeout, so that the timeout
+ * bounds it only if this worker dies.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceGuard, fireOnce } from 'temporal-fire-once';
+ * import { ParkedWatch, ParkingLot, createFireOnceActivityInterceptor, fireOnceActivityMap } from 'temporal-fire-once/core';
+ * import { Redis } from 'ioredis';
+ *
+ * const guard = new FireOnceGuard({ redis: new Redis({ lazyConnect: true }) });
+ * const parkedWatch = new ParkedWatch(new ParkingLot(guard), 250);
+ * const activities = { summarise: fireOnce(async (id: string) => `summary of ${id}`) };
+ * const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), parkedWatch });
+ * // ... run the worker with `factory`; once it has stopped:
+ * parkedWatch.close();
+ * void factory;
+ * ```
+ */
+export class ParkedWatch {
+  private readonly watched = new Map<string, Watched>();
+  private timer: NodeJS.Timeout | undefined;
+  // The context this watch was made in (the worker's, not an activity's). The worker ties client
+  // calls made inside an activity to that activity's abort signal; a waiter that parked, or a
+  // holder that was cancelled, must not take its hand-overs and heartbeats down with it.
+  private readonly outside = new AsyncResource('fire-once-parked');
+
+  constructor(
+    private readonly lot: ParkingLot,
+    private readonly tickMs: number,
+  ) {}
+
+  /** Watch one parked task token. */
+  watch(spot: ParkingSpot, completer: Completer, token: Uint8Array, heartbeatMs: number | undefined): void {
+    let entry = this.watched.get(spot.waitersKey);
+    if (entry === undefined) {
+      entry = { spot, completer, parked: new Map(), busy: false };
+      this.watched.set(spot.waitersKey, entry);
+    }
+    entry.parked.set(Buffer.from(token).toString('base64'), { token, heartbeatMs, nextBeat: Date.now() + beatEvery(heartbeatMs) });
+    this.timer ??= this.detached(() => setInterval(() => this.tick(), this.tickMs).unref());
+  }
+
+  /** Run `fn` outside any activity's context, so the client calls it makes outlive that activity. */
+  detached<T>(fn: () => T): T {
+    return this.outside.runInAsyncScope(fn);
+  }
+
+  /** How many task tokens this worker watches. */
+  get size(): number {
+    let n = 0;
+    for (const entry of this.watched.values()) n += entry.parked.size;
+    return n;
+  }
+
+  /** Stop watching; parked waiters are then bounded by their heartbeat or start-to-close timeout. */
+  close(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    this.watched.clear();
+  }
+
+  private tick(): void {
+    if (this.watched.size === 0) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+      return;
+    }
+    for (const entry of this.watched.values()) {
+      this.heartbeat(entry);
+      if (!entry.busy) {
+        entry.busy = true;
+        void this.reap(entry).finally(() => (entry.busy = false));
+      }
+    }
+  }
+
+  private async reap(entry: Watched): Promise<void> {
+    const mine = [...entry.parked.keys()];
+    const { completer, spot } = entry;
+    const forget = () => {
+      for (const key of mine) entry.parked.delete(key);
+      if (entry.parked.size === 0) this.watched.delete(spot.waitersKey);
+    };
+    try {
+      const outcome = await this.lot.reap(spot);
+      if (outcome.kind === 'held') return;
+      forget(); // the lock ended: every token parked on it before this reap has been handed to someone
+      await handOver(completer, spot, outcome);
+    } catch (err) {
+      if (!(err instanceof FireOnceStoreUnavailable)) {
+        completer.log.warn('fire-once: could not check on parked waiters; trying again', { ...logOf(spot), error: (err as Error).message });
+        return;
+      }
+      // Redis is away: fail this worker's parked waiters closed, retryably, as a waiter in its slot
+      // fails when its poll cannot reach Redis, so their retries check again once it is back.
+      const tokens = mine.flatMap((key) => entry.parked.get(key)?.token ?? []);
+      forget();
+      completer.log.warn('fire-once: Redis unavailable; failing parked waiters so they retry', { ...logOf(spot), error: err.message });
+      await failAll(completer, tokens, toApplicationFailure(err));
+      // A reap that timed out may still land and take the list: hand over what it took.
+      err.late?.then((late) => handOver(completer, spot, late as ReapOutcome)).catch(() => undefined);
+    }
+  }
+
+  private heartbeat(entry: Watched): void {
+    const now = Date.now();
+    for (const [key, parked] of entry.parked) {
+      if (parked.heartbeatMs === undefined || now < parked.nextBeat) continue;
+      parked.nextBeat = now + beatEvery(parked.heartbeatMs);
+      entry.completer.client.activity.heartbeat(parked.token).catch((err: unknown) => {
+        entry.parked.delete(key);
+        // Cancellation requested: say so, so a workflow waiting for it is not kept waiting.
+        if ((err as Error).name === 'ActivityCancelledError') {
+          entry.completer.client.activity.reportCancellation(parked.token).catch((e: unknown) => gone(entry.completer, 'report the cancellation of', e));
+        } else gone(entry.completer, 'heartbeat', err);
+      });
+    }
+  }
+}
+
+function beatEvery(heartbeatMs: number | undefined): number {
+  return heartbeatMs === undefined ? Infinity : Math.max(Math.floor(heartbeatMs / 3), 100);
+}
+
+function logOf(spot: ParkingSpot): Record<string, string> {
+  return { key: spot.waitersKey, scope: spot.target.scope, step: spot.target.step, jobType: spot.target.jobType };
+}

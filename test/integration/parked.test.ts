@@ -1,0 +1,134 @@
+import { randomUUID } from 'node:crypto';
+import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import type { Redis } from 'ioredis';
+import { FireOnceKeys, parseEvent } from '../../src/core';
+import { counterKey, type JobResult } from './fixtures/activities';
+import type * as workflows from './fixtures/workflows';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
+import { spawnWorker, type WorkerProcess } from '../support/workers';
+
+// Parked waiters ('park', the default) on a real Temporal dev server and a real Redis, with two
+// worker processes on two task queues, so that a waiter parked by one process is completed by the
+// other's commit. Dispatches are counted by INCRs in the activity bodies.
+describe("parked waiters ('park') on a real Temporal server, across two worker processes", () => {
+  const prefix = testPrefix('park');
+  const queues = { a: `fire-once-park-a-${randomUUID()}`, b: `fire-once-park-b-${randomUUID()}` };
+  const keys = new FireOnceKeys(prefix);
+  let redis: Redis;
+  let connection: Connection;
+  let client: Client;
+  let workers: WorkerProcess[] = [];
+
+  beforeAll(async () => {
+    redis = connectRedis();
+    const env = { TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS as string, REDIS_URL: process.env.REDIS_URL as string, KEY_PREFIX: prefix };
+    const script = 'test/integration/fixtures/worker-process.ts';
+    workers = await Promise.all([spawnWorker(script, { ...env, TASK_QUEUE: queues.a }), spawnWorker(script, { ...env, TASK_QUEUE: queues.b })]);
+    connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS as string });
+    client = new Client({ connection });
+  }, 180_000);
+
+  afterAll(async () => {
+    await Promise.all(workers.map((w) => w.stop()));
+    await connection?.close();
+    await deletePrefix(redis, prefix);
+    await redis.quit();
+  });
+
+  const dispatches = async (counterId: string) => Number((await redis.get(counterKey(prefix, counterId))) ?? 0);
+  const start = <W extends 'parkedRun' | 'parkedFailFirstRun'>(workflow: W, args: Parameters<(typeof workflows)[W]>): Promise<WorkflowHandle> =>
+    client.workflow.start(workflow, { taskQueue: queues.a, workflowId: `${workflow}-${randomUUID()}`, args } as never);
+  /** Poll until `check` holds (never a timing assertion: only how long the test may take). */
+  const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 30_000) => {
+    for (const deadline = Date.now() + timeoutMs; !(await check());) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  };
+  /** The decisions the dispatch log holds for `scope`. */
+  const decisions = async (scope: string) => {
+    const entries = await redis.xrange(keys.log(), '-', '+');
+    const counts: Record<string, number> = {};
+    for (const [, fields] of entries) {
+      const event = parseEvent(fields);
+      if (event.scope === scope) counts[event.decision] = (counts[event.decision] ?? 0) + 1;
+    }
+    return counts;
+  };
+  /** Why the previous attempt of the run's activity ended: the last started attempt's `lastFailure`. */
+  const previousFailure = async (handle: WorkflowHandle) => {
+    const { events } = await handle.fetchHistory();
+    const started = (events ?? []).filter((e) => e.activityTaskStartedEventAttributes).at(-1)?.activityTaskStartedEventAttributes;
+    const last = started?.lastFailure;
+    return last?.applicationFailureInfo?.type ?? (last?.timeoutFailureInfo ? 'timeout' : last ? 'other' : 'none');
+  };
+  const parkedNow = (scope: string, step: string) => redis.llen(keys.waiters(scope, step));
+
+  it('20 runs of one scope with a 1.5 s job: waiters park, 1 dispatch, every run gets its result', async () => {
+    const scope = `s-${randomUUID()}`;
+    const counterId = randomUUID();
+    const handles = await Promise.all(Array.from({ length: 20 }, (_, i) => start('parkedRun', [scope, counterId, 1_500, i % 2 ? queues.a : queues.b])));
+    const results = await Promise.all(handles.map((h) => h.result() as Promise<JobResult>));
+    expect(await dispatches(counterId)).toBe(1);
+    expect(new Set(results.map((r) => r.nonce)).size).toBe(1);
+    await until('the dispatch log has the commit', async () => (await decisions(scope)).committed === 1);
+    const seen = await decisions(scope);
+    expect(seen.dispatched).toBe(1);
+    expect(seen['in-flight-parked']).toBeGreaterThan(0);
+    expect(seen['in-flight-waited'] ?? 0).toBe(0); // nobody waited in a slot
+    expect(await redis.exists(keys.waiters(scope, 'slowJob'), keys.lock(scope, 'slowJob'))).toBe(0);
+  });
+
+  it("waiters parked by one worker process are completed by the other's commit", async () => {
+    const scope = `s-${randomUUID()}`;
+    const counterId = randomUUID();
+    const holder = await start('parkedRun', [scope, counterId, 2_000, queues.a]); // only process A runs queue A
+    await until('the holder dispatched', async () => (await dispatches(counterId)) === 1);
+    const waiters = await Promise.all(Array.from({ length: 5 }, () => start('parkedRun', [scope, counterId, 2_000, queues.b])));
+    await until('the 5 waiters parked', async () => (await parkedNow(scope, 'slowJob')) === 5);
+    const results = await Promise.all([holder, ...waiters].map((h) => h.result() as Promise<JobResult>));
+    expect(await dispatches(counterId)).toBe(1);
+    expect(new Set(results.map((r) => r.nonce)).size).toBe(1);
+  });
+
+  it('a release on failure fails the parked waiters at once; one of them acquires, the rest get its result', async () => {
+    const scope = `s-${randomUUID()}`;
+    const counterId = randomUUID();
+    const holder = await start('parkedFailFirstRun', [scope, counterId, 1_000, queues.a]);
+    await until('the holder dispatched', async () => (await dispatches(counterId)) === 1);
+    const waiters = await Promise.all(Array.from({ length: 5 }, () => start('parkedFailFirstRun', [scope, counterId, 1_000, queues.b])));
+    await until('the 5 waiters parked', async () => (await parkedNow(scope, 'failFirstJob')) === 5);
+    const failure = await holder.result().catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(WorkflowFailedError);
+    expect(((failure as WorkflowFailedError).cause?.cause as ApplicationFailure).type).toBe('FixtureFailure');
+    const results = await Promise.all(waiters.map((h) => h.result() as Promise<JobResult>));
+    expect(await dispatches(counterId)).toBe(2); // the failed one, and exactly one by a waiter
+    expect(new Set(results.map((r) => r.nonce)).size).toBe(1);
+    // Each waiter's first attempt was failed by the release (retryable FireOnceInFlight), not
+    // ended by its heartbeat timeout.
+    expect(await Promise.all(waiters.map(previousFailure))).toEqual(waiters.map(() => 'FireOnceInFlight'));
+  });
+
+  it('a parked waiter whose workflow is cancelled or terminated leaves nothing broken', async () => {
+    const scope = `s-${randomUUID()}`;
+    const counterId = randomUUID();
+    const holder = await start('parkedRun', [scope, counterId, 3_000, queues.a]);
+    await until('the holder dispatched', async () => (await dispatches(counterId)) === 1);
+    const [cancelled, terminated, kept] = await Promise.all(Array.from({ length: 3 }, () => start('parkedRun', [scope, counterId, 3_000, queues.b])));
+    await until('the 3 waiters parked', async () => (await parkedNow(scope, 'slowJob')) === 3);
+    await cancelled.cancel();
+    await terminated.terminate('test');
+    const cancelledOutcome = await cancelled.result().catch((e: unknown) => e);
+    expect((cancelledOutcome as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+    await expect(terminated.result()).rejects.toBeInstanceOf(WorkflowFailedError);
+    const [held, waited] = (await Promise.all([holder.result(), kept.result()])) as JobResult[];
+    expect(waited.nonce).toBe(held.nonce);
+    expect(await dispatches(counterId)).toBe(1);
+    expect(await redis.exists(keys.waiters(scope, 'slowJob'), keys.lock(scope, 'slowJob'))).toBe(0);
+    // Both worker processes still serve: a new run fast-forwards on each queue.
+    const later = await Promise.all([queues.a, queues.b].map(async (q) => (await start('parkedRun', [scope, counterId, 3_000, q])).result()));
+    expect((later as JobResult[]).map((r) => r.nonce)).toEqual([held.nonce, held.nonce]);
+    expect(await dispatches(counterId)).toBe(1);
+  });
+});
