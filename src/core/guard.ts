@@ -188,7 +188,12 @@ export class FireOnceGuard {
     );
     if (typeof reply === 'number') {
       const confirming = this.replicas.confirm(lockKey);
-      const { wanted, acked } = confirming === undefined ? NO_REPLICAS : await this.store.run(() => contextOf(target, lockKey), confirming, undo);
+      // A confirm that fails (WAIT denied, the connection lost) or times out undoes the lock as well.
+      const undoing = confirming?.catch((err: unknown) => {
+        undo();
+        throw err;
+      });
+      const { wanted, acked } = undoing === undefined ? NO_REPLICAS : await this.store.run(() => contextOf(target, lockKey), undoing, undo);
       if (acked < wanted) {
         // A lock no replica has would be lost by a failover, and its job dispatched again: undo it.
         undo();

@@ -72,6 +72,20 @@ describe('replica sync: WAIT pipelined behind every write', () => {
     }
   });
 
+  it('a WAIT the Redis user may not send fails the acquire closed and undoes its lock', async () => {
+    await redis.call('ACL', 'SETUSER', 'no-wait', 'reset', 'on', '>pw', '~*', '&*', '+@all', '-wait');
+    const restricted = new Redis(primary.url, { username: 'no-wait', password: 'pw' });
+    try {
+      const guard = new FireOnceGuard({ redis: restricted, keyPrefix: testPrefix('replica-sync') });
+      const err = await guard.acquire(target('no-wait')).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
+      expect((err as Error).message).toMatch(/NOPERM/);
+      await until(async () => (await redis.exists(guard.keys.lock('no-wait', 'dispatch'))) === 0, 'the lock to be undone');
+    } finally {
+      restricted.disconnect();
+    }
+  });
+
   it("'auto' sends no WAIT when no replica is attached", async () => {
     const lone = await spawnRedisServer();
     const client = new Redis(lone.url);
