@@ -128,3 +128,24 @@ async def test_a_commit_or_release_rings_the_waiters_of_its_scope_and_no_other(c
     await hub.leave(channels[0], s_bell)
     await hub.leave(channels[1], t_bell)
     await hub.close()
+
+
+async def test_a_python_holder_leaves_waiters_parked_by_a_typescript_worker_to_its_reap(client: Redis, prefix: str) -> None:
+    """PROTOCOL.md section 7: commit and release hand the parked waiters over; this package cannot
+    complete another worker's activities, so it puts them back for the parking worker's reap."""
+    from temporal_fire_once.core.scripts import PARK, REAP
+
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    target = DispatchTarget("s", "step", "job")
+    held = await guard.acquire(target)
+    assert isinstance(held, Acquired)
+    lease = held.lease
+    spot = [lease.artifact_key, lease.lock_key, lease.waiters_key]
+    parked = await PARK(client, spot, ["r", b"task-token-of-a-ts-waiter", 60_000])
+    assert parked[0] == 2  # PARKED
+    settled = await guard.commit(lease, b"result")
+    assert settled.ours and settled.waiters == (b"task-token-of-a-ts-waiter",)
+    assert await client.lrange(lease.waiters_key, 0, -1) == [b"task-token-of-a-ts-waiter"]
+    assert 0 < await client.pttl(lease.waiters_key) <= 60_000
+    reaped = await REAP(client, spot, ["r"])
+    assert reaped[0] == 1 and reaped[2:] == [b"task-token-of-a-ts-waiter"]  # DONE: the artifact, then the waiters

@@ -163,13 +163,28 @@ class FireOnceGuard:
         record = format_artifact(lease.target.args_hash, artifact)
         keys = [lease.artifact_key, lease.lock_key, lease.waiters_key]
         args: list[str | bytes | int] = [lease.token, record, ttl, self._channel(lease.target)]
-        return _settled(await self._run(_context(lease.target, lease.artifact_key, lease.token), lambda: COMMIT(self.redis, keys, args)))
+        settled = _settled(await self._run(_context(lease.target, lease.artifact_key, lease.token), lambda: COMMIT(self.redis, keys, args)))
+        await self._hand_back(lease, settled)
+        return settled
 
     async def release(self, lease: Lease) -> Settled:
         """Compare-and-delete after a failure; ``ours`` is false when refused."""
         keys = [lease.lock_key, lease.waiters_key]
         args = [lease.token, self._channel(lease.target)]
-        return _settled(await self._run(_context(lease.target, lease.lock_key, lease.token), lambda: RELEASE(self.redis, keys, args)))
+        settled = _settled(await self._run(_context(lease.target, lease.lock_key, lease.token), lambda: RELEASE(self.redis, keys, args)))
+        await self._hand_back(lease, settled)
+        return settled
+
+    async def _hand_back(self, lease: Lease, settled: Settled) -> None:
+        """Put back the waiters a commit or release handed over: this package cannot complete
+        another worker's parked activities, so it leaves them to the reap of the worker that
+        parked them (PROTOCOL.md section 7), which completes them with the artifact now stored,
+        or fails them so that they retry once the lock is gone."""
+        if not settled.waiters:
+            return
+        key = lease.waiters_key
+        await self._run(_context(lease.target, key, lease.token), lambda: self.redis.rpush(key, *settled.waiters))
+        await self._run(_context(lease.target, key, lease.token), lambda: self.redis.pexpire(key, WAITERS_GRACE_MS))
 
     async def extend(self, lease: Lease, lock_ttl_ms: int) -> bool:
         """Compare-and-expire: renew a lease, or hold the lock after a dispatch."""

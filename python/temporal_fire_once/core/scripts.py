@@ -63,8 +63,12 @@ RELEASE = _define("release.lua", "fireOnceReleaseV3", 2)
 EXTEND = _define("extend.lua", "fireOnceExtendV3", 2)
 INVALIDATE = _define("invalidate.lua", "fireOnceInvalidateV3", 1)
 LOG_APPEND = _define("log-append.lua", "fireOnceLogAppendV3", 1)
+# Parked waiters (PROTOCOL.md section 7): this package does not park, but it runs them in the
+# conformance suite like every other script of the protocol.
+PARK = _define("park.lua", "fireOnceParkV3", 3)
+REAP = _define("reap.lua", "fireOnceReapV3", 3)
 
-PROTOCOL_SCRIPTS: tuple[LuaScript, ...] = (ACQUIRE, COMMIT, RELEASE, EXTEND, INVALIDATE, LOG_APPEND)
+PROTOCOL_SCRIPTS: tuple[LuaScript, ...] = (ACQUIRE, PARK, REAP, COMMIT, RELEASE, EXTEND, INVALIDATE, LOG_APPEND)
 """Every script of the protocol, as ``PROTOCOL_SCRIPTS`` in ``src/core/scripts.ts``."""
 
 
