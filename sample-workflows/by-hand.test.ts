@@ -8,7 +8,7 @@ import { runCli } from '../test/cli/run-cli';
 // shell, a client in another, and what the client prints. This suite follows those recipes as a
 // user would, with the scripts as their own processes, against the suite's Redis and Temporal
 // (REDIS_URL, TEMPORAL_ADDRESS), and checks each "It prints" claim of the README verbatim.
-// Spawns several ts-node processes per sample; slow on a loaded 2-core machine.
+// Spawns several node processes per sample; slow on a loaded 2-core machine.
 jest.setTimeout(300_000);
 
 /**

@@ -33,9 +33,9 @@ const ROOT = join(__dirname, '..', '..');
 
 /** Start a worker process and resolve once it prints READY. */
 function startWorker(env: Record<string, string>): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, 'worker.ts')], {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'worker.ts')], {
     cwd: ROOT,
-    env: { ...process.env, ...env, TS_NODE_PROJECT: join(ROOT, 'tsconfig.json') },
+    env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   return new Promise((resolve, reject) => {

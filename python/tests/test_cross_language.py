@@ -91,8 +91,8 @@ async def fire_once_report(redis_url: str) -> Any:
     """`fire-once report --json` of the TypeScript CLI over this module's prefix."""
     proc = await asyncio.create_subprocess_exec(
         "node",
-        "-r",
-        "ts-node/register/transpile-only",
+        "--import",
+        "tsx",
         str(REPO / "src" / "cli" / "main.ts"),
         "report",
         "--redis",
@@ -103,7 +103,7 @@ async def fire_once_report(redis_url: str) -> Any:
         "all",
         "--json",
         cwd=str(REPO),
-        env={**os.environ, "TS_NODE_PROJECT": str(REPO / "tsconfig.json")},
+        env=dict(os.environ),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -1,5 +1,5 @@
 """Start the TypeScript worker of the cross-language tests (tests/ts/worker.ts) as a child
-process, as `npx ts-node --transpile-only` would, and wait for it to print READY."""
+process, as `npx tsx` would, and wait for it to print READY."""
 
 from __future__ import annotations
 
@@ -28,15 +28,15 @@ class TsWorker:
 
 async def start_ts_worker(env: dict[str, str], ready_timeout: float = 180) -> TsWorker:
     node = shutil.which("node")
-    if node is None or not (REPO / "node_modules" / "ts-node").is_dir():
+    if node is None or not (REPO / "node_modules" / "tsx").is_dir():
         raise RuntimeError("node and the repository's node_modules are needed: run npm ci at the repository root")
     process = await asyncio.create_subprocess_exec(
         node,
-        "-r",
-        "ts-node/register/transpile-only",
+        "--import",
+        "tsx",
         str(REPO / "python" / "tests" / "ts" / "worker.ts"),
         cwd=str(REPO),
-        env={**os.environ, "TS_NODE_PROJECT": str(REPO / "tsconfig.json"), **env},
+        env={**os.environ, **env},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -27,13 +27,13 @@ export interface RunningScript {
 
 /**
  * Start a TypeScript script (a path from the repository's root, or absolute) in a child node
- * process, as `npx ts-node --transpile-only <script>` would, with `env` over this process's
+ * process, as `npx tsx <script>` would, with `env` over this process's
  * environment. A variable set to `undefined` is removed.
  */
 export function startScript(script: string, args: readonly string[] = [], env: Record<string, string | undefined> = {}): RunningScript {
-  const childEnv: Record<string, string | undefined> = { ...process.env, TS_NODE_PROJECT: join(ROOT, 'tsconfig.json'), ...env };
+  const childEnv: Record<string, string | undefined> = { ...process.env, ...env };
   for (const key of Object.keys(childEnv)) if (childEnv[key] === undefined) delete childEnv[key];
-  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', resolve(ROOT, script), ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', resolve(ROOT, script), ...args], {
     cwd: ROOT,
     env: childEnv as NodeJS.ProcessEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
