@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { faultKeys } from './fixtures/activities';
 import { recordResult } from '../support/faults/report';
-import { useTwoFaultWorkers } from '../support/faults/suite';
+import { useFaultWorkers } from '../support/faults/suite';
 
 // Fault 5, overlapping attempts: start-to-close (2 s) is shorter than the job (5 s), with
 // retries. Temporal times attempt 1 out, but a timeout does not stop the job, which is still
@@ -11,7 +11,7 @@ const RUNS = 10;
 const JOB_MS = 5_000;
 
 describe('overlapping attempts: start-to-close shorter than the job, with retries', () => {
-  const suite = useTwoFaultWorkers('overlap');
+  const suite = useFaultWorkers('overlap');
 
   it(`${RUNS} runs, each with attempts that overlap its still-running job: 1 dispatch each, and the result is delivered`, async () => {
     const { redis, client, taskQueue, prefix } = suite;

@@ -1,12 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { FireOnceKeys } from '../../src/core';
 import { faultKeys, type JobResult } from './fixtures/activities';
 import { recordResult } from '../support/faults/report';
-import { FaultClient } from '../support/faults/temporal';
+import { useFaultWorkers } from '../support/faults/suite';
 import { waitFor } from '../support/faults/wait';
-import { startFaultWorker, stopAll, type FaultWorker, type FaultWorkerEnv } from '../support/faults/workers';
-import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 
 // Parked waiters when the holder dies: SIGKILL the worker process running a guarded dispatch
 // while 20 other runs of the scope are parked on its lock ('park', the default), spread over
@@ -23,44 +20,17 @@ const BOUND_MS = 10_000;
 const STEP = 'crashableJob';
 
 describe('the holder SIGKILLed while waiters are parked on its lock', () => {
-  const prefix = testPrefix('parkkill');
-  const taskQueue = `faults-parkkill-${randomUUID()}`;
-  const keys = new FireOnceKeys(prefix);
-  let redis: Redis;
-  let client: FaultClient;
-  const workers: FaultWorker[] = [];
-  let env: FaultWorkerEnv;
-
-  const alive = () => workers.filter((w) => !w.exited);
-  const spawn = async () => workers.push(await startFaultWorker(env));
-
-  beforeAll(async () => {
-    redis = connectRedis();
-    env = {
-      TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS as string,
-      REDIS_URL: process.env.REDIS_URL as string,
-      TASK_QUEUE: taskQueue,
-      KEY_PREFIX: prefix,
-      LEASE_MS: String(LEASE_MS),
-      STICKY_TIMEOUT_MS: '1000',
-    };
-    await Promise.all([spawn(), spawn(), spawn()]);
-    client = await FaultClient.connect(process.env.TEMPORAL_ADDRESS as string);
-  }, 180_000);
-
-  afterAll(async () => {
-    await stopAll(workers);
-    await client?.close();
-    await deletePrefix(redis, prefix);
-    await redis.quit();
-  });
+  const suite = useFaultWorkers('parkkill', { count: 3, env: { LEASE_MS: String(LEASE_MS), STICKY_TIMEOUT_MS: '1000' } });
+  const alive = () => suite.workers.filter((w) => !w.exited);
 
   it(`${TRIALS} kills with ${WAITERS} parked waiters: exactly one re-dispatch, every run completes within the lease + ${BOUND_MS} ms`, async () => {
+    const { redis, client, taskQueue, prefix, workers } = suite;
+    const keys = new FireOnceKeys(prefix);
     const started = Date.now();
     const outcomes: { dispatches: number; parked: number; slowestMs: number; problems: string[] }[] = [];
     try {
       for (let i = 0; i < TRIALS; i++) {
-        while (alive().length < 3) await spawn();
+        while (alive().length < 3) await suite.spawn();
         const scope = `parkkill-${i}-${randomUUID()}`;
         const holder = await client.start(taskQueue, 'crashableRun', [scope, scope]);
         const first = await waitFor(`the first dispatch of ${scope}`, async () => (await redis.lindex(faultKeys.dispatchLog(prefix, scope), 0)) ?? undefined);

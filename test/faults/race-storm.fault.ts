@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { faultKeys } from './fixtures/activities';
 import { recordResult } from '../support/faults/report';
-import { useTwoFaultWorkers } from '../support/faults/suite';
+import { useFaultWorkers } from '../support/faults/suite';
 import { mapLimit } from '../support/faults/wait';
 
 // Fault 1, the race storm: many invocations of one step arrive at once, on two worker processes.
@@ -17,7 +17,7 @@ const JOB_MS = 500;
 const SCOPES_IN_FLIGHT = 25;
 
 describe('race storm: 200 scopes x 20 concurrent runs on 2 worker processes', () => {
-  const suite = useTwoFaultWorkers('storm');
+  const suite = useFaultWorkers('storm');
 
   /** One round: every scope's 20 runs start together; returns what it saw. */
   async function round(n: number): Promise<{ completed: number; dispatches: number; wrong: string[] }> {
