@@ -24,12 +24,21 @@ const workerCounts = (value: string): number[] => {
   return counts;
 };
 
+const rowNames = (value: string): Row[] => {
+  const rows = value.split(',') as Row[];
+  const unknown = rows.filter((r) => !(r in ROWS));
+  if (unknown.length > 0 || !rows.includes('control'))
+    throw new InvalidArgumentError(`must be rows of ${Object.keys(ROWS).join(', ')}, control included (got ${JSON.stringify(value)})`);
+  return rows;
+};
+
 const program = new Command('bench:slots')
   .description('Worker slots under a burst of one scope: each in-flight policy against a no-burst control, on one and two worker processes, in one run')
   .option('--runs <n>', 'runs of the one scope in the burst', positiveInt, 40)
   .option('--job-ms <n>', "the job's duration", positiveInt, 4_000)
   .option('--slots <n>', 'maxConcurrentActivityTaskExecutions of each worker process', positiveInt, 10)
   .option('--workers <counts>', 'worker processes on the task queue, one set of rows per count', workerCounts, [1, 2])
+  .option('--rows <rows>', 'which rows, control included', rowNames, Object.keys(ROWS) as Row[])
   .option('--unrelated <n>', 'unrelated 10 ms activities', positiveInt, 10)
   .option('--unrelated-at-ms <n>', 'when they are scheduled, after the burst starts', positiveInt, 300)
   .option('--reps <n>', 'repetitions, rows interleaved', positiveInt, 2)
@@ -40,6 +49,7 @@ export interface Options {
   jobMs: number;
   slots: number;
   workers: number[];
+  rows: Row[];
   unrelated: number;
   unrelatedAtMs: number;
   reps: number;
@@ -73,7 +83,7 @@ async function main(): Promise<void> {
       for (let i = 0; i < n; i++) children.push(await startWorkerProcess(join(__dirname, 'worker.ts'), env));
       await runScenario(undefined, { ...o, unrelated: 2 * n }, client, taskQueue, redis, prefix); // warm up
     }
-    const rows = o.workers.flatMap((workers) => (Object.keys(ROWS) as Row[]).map((row) => ({ workers, row })));
+    const rows = o.workers.flatMap((workers) => o.rows.map((row) => ({ workers, row })));
     for (let rep = 1; rep <= o.reps; rep++) {
       for (const { workers, row } of rep % 2 ? rows : [...rows].reverse()) {
         process.stderr.write(`[bench:slots] rep ${rep}/${o.reps} ${workers} worker process(es) ${row}\n`);

@@ -34,7 +34,7 @@ const table = (head: string[]) => new Table({ head, style: { head: [], border: [
 
 export function report(o: Options, measured: readonly Measured[]): void {
   const groups = o.workers.flatMap((workers) =>
-    (Object.keys(ROWS) as Row[]).map((row) => ({ workers, row, samples: measured.filter((m) => m.workers === workers && m.row === row) })),
+    o.rows.map((row) => ({ workers, row, samples: measured.filter((m) => m.workers === workers && m.row === row) })),
   );
   const label = (g: { workers: number; row: Row }) => `${g.workers} process${g.workers > 1 ? 'es' : ''}, ${LABELS[g.row]}`;
   const each = (samples: readonly Measured[], f: (s: Measured) => number | undefined, digits = 0) =>
@@ -69,6 +69,7 @@ export function report(o: Options, measured: readonly Measured[]): void {
   // Where the burst's time went: each step's ms, one value per repetition.
   const steps: [string, (t: Timeline) => number][] = [
     ['first start -> job started', (t) => t.jobStarted],
+    ["job ended -> holder's commit and hand-over returned", (t) => t.handedOver - t.jobEnded],
     ['job ended -> last activity closed', (t) => t.lastActivityClosed - t.jobEnded],
     ['-> last run closed', (t) => t.lastRunClosed - t.lastActivityClosed],
     ['-> result seen here', (t) => t.burstDone - t.lastRunClosed],

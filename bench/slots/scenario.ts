@@ -22,6 +22,8 @@ export interface Timeline {
   readonly jobStarted: number;
   /** The job's body returned; commit and hand-over follow. */
   readonly jobEnded: number;
+  /** The holder's activity returned: its commit and every completion call of the hand-over had returned. */
+  readonly handedOver: number;
   /** The server recorded the last run's activity completed (for a parked waiter: the holder's completion call). */
   readonly lastActivityClosed: number;
   /** The server recorded the last run closed (its workflow task after the activity). */
@@ -90,6 +92,7 @@ async function timeline(t0: number, dispatch: Execution, done: readonly { handle
   return {
     jobStarted: dispatch.startedAt - t0,
     jobEnded: (dispatch.jobEndedAt as number) - t0,
+    handedOver: dispatch.startedAt + dispatch.ms - t0,
     lastActivityClosed: latest(closes.map((c) => c.activity)),
     lastRunClosed: latest(closes.map((c) => c.run)),
     burstDone: latest(done.map((d) => d.doneAt)),
