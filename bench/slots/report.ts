@@ -73,6 +73,8 @@ export function report(o: Options, measured: readonly Measured[]): void {
     ['job ended -> last activity closed', (t) => t.lastActivityClosed - t.jobEnded],
     ['-> last run closed', (t) => t.lastRunClosed - t.lastActivityClosed],
     ['-> result seen here', (t) => t.burstDone - t.lastRunClosed],
+    ['runs scheduled after the job ended', (t) => t.scheduledAfterJob],
+    ['workflow task timeouts', (t) => t.workflowTaskTimeouts],
   ];
   const timeline = table(['', ...steps.map(([name]) => name)]);
   for (const g of groups.filter((g) => g.row !== 'control'))
@@ -83,7 +85,7 @@ export function report(o: Options, measured: readonly Measured[]): void {
       `${o.reps} repetitions (values: one per repetition); ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'})\n`,
   );
   console.log(main.toString());
-  console.log("\nWhere the burst's time went (ms; the job's start, then the last run's steps after the job ended):\n");
+  console.log("\nWhere the burst's time went (ms: the job's start, then the last run's steps after the job ended; then two counts over the burst's runs):\n");
   console.log(timeline.toString());
   mkdirSync(o.out, { recursive: true });
   writeFileSync(join(o.out, 'slots.json'), JSON.stringify({ options: o, summary }, null, 2));

@@ -30,6 +30,10 @@ export interface Timeline {
   readonly lastRunClosed: number;
   /** This process saw the last result. */
   readonly burstDone: number;
+  /** Runs whose activity was scheduled only after the job ended: their first workflow task came late, whatever the policy. */
+  readonly scheduledAfterJob: number;
+  /** Workflow tasks that timed out, over all the burst's runs (a worker took one and did not answer in time). */
+  readonly workflowTaskTimeouts: number;
 }
 
 export interface Sample {
@@ -85,7 +89,12 @@ async function timeline(t0: number, dispatch: Execution, done: readonly { handle
     done.map(async ({ handle }) => {
       const events = (await handle.fetchHistory()).events ?? [];
       const at = (has: (e: (typeof events)[number]) => unknown) => tsToMs([...events].reverse().find(has)?.eventTime);
-      return { activity: at((e) => e.activityTaskCompletedEventAttributes), run: at((e) => e.workflowExecutionCompletedEventAttributes) };
+      return {
+        scheduled: at((e) => e.activityTaskScheduledEventAttributes),
+        activity: at((e) => e.activityTaskCompletedEventAttributes),
+        run: at((e) => e.workflowExecutionCompletedEventAttributes),
+        workflowTaskTimeouts: events.filter((e) => e.workflowTaskTimedOutEventAttributes).length,
+      };
     }),
   );
   const latest = (values: number[]) => Math.max(...values) - t0;
@@ -96,5 +105,7 @@ async function timeline(t0: number, dispatch: Execution, done: readonly { handle
     lastActivityClosed: latest(closes.map((c) => c.activity)),
     lastRunClosed: latest(closes.map((c) => c.run)),
     burstDone: latest(done.map((d) => d.doneAt)),
+    scheduledAfterJob: closes.filter((c) => c.scheduled > (dispatch.jobEndedAt as number)).length,
+    workflowTaskTimeouts: closes.reduce((sum, c) => sum + c.workflowTaskTimeouts, 0),
   };
 }
