@@ -2,11 +2,11 @@
  * Through Temporal: K scopes, each raced by `racers` workflow runs started at once, on two
  * worker processes whose guard is on the store. Dispatches are counted by the job's own INCR.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { stopChild } from '../../sample-workflows/services';
+import { startWorkerProcess, stopChild } from '../../sample-workflows/services';
 import type { RaceResult } from './core-race';
 import { tallyDispatches } from './counts';
 import { forEachLimited } from './pool';
@@ -27,21 +27,6 @@ export interface E2eServices {
   readonly temporalAddress: string;
   /** Path of the workflow bundle built once for every worker. */
   readonly bundlePath: string;
-}
-
-const ROOT = join(__dirname, '..', '..');
-
-/** Start a worker process and resolve once it prints READY. */
-function startWorker(env: Record<string, string>): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'worker.ts')], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  return new Promise((resolve, reject) => {
-    child.stdout?.on('data', (chunk: Buffer) => chunk.toString().includes('READY') && resolve(child));
-    child.once('exit', (code) => reject(new Error(`bench worker exited with ${code} before it was ready`)));
-  });
 }
 
 /** A long run's heartbeat on stderr: scopes finished, failures so far, the pace. */
@@ -94,7 +79,7 @@ export async function e2eRace(store: Store, services: E2eServices, config: E2eRa
       JOB_MS: String(config.jobMs),
       WORKFLOW_BUNDLE: services.bundlePath,
     };
-    for (let i = 0; i < config.workers; i++) workers.push(await startWorker(env));
+    for (let i = 0; i < config.workers; i++) workers.push(await startWorkerProcess(join(__dirname, 'worker.ts'), env));
     const started = Date.now();
     const progressEvery = Math.max(1, Math.floor(config.scopes / 20));
     let done = 0;

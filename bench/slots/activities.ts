@@ -1,33 +1,43 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { Context } from '@temporalio/activity';
+import { CompleteAsyncError, Context } from '@temporalio/activity';
 import type { ActivityInboundCallsInterceptor, ActivityInterceptorsFactory } from '@temporalio/worker';
 import type { Redis } from 'ioredis';
 import { fireOnce } from '../../src';
 
 /** One activity execution of a burst run, as the counting interceptor saw it. */
 export interface Execution {
-  readonly scope: string;
+  /** The worker process it ran on. */
+  readonly pid: number;
+  /** When it started, on this machine's clock (epoch ms). */
+  readonly startedAt: number;
+  /** How long it held its slot. */
   readonly ms: number;
   /** This execution ran the job (the dispatch), rather than waiting for it. */
   readonly dispatched: boolean;
+  /** When the job's body returned (epoch ms); only for the dispatch. */
+  readonly jobEndedAt?: number;
+  /** It gave its slot back to complete asynchronously (`'park'`). */
+  readonly parked: boolean;
 }
 
-/** What the bench reads back: every burst execution, and every unrelated activity's schedule-to-start. */
-export interface Records {
-  readonly executions: Execution[];
-  readonly scheduleToStartMs: Map<string, number[]>;
-}
+/** Where the bench's worker processes record what the bench reads back, under its key prefix. */
+export const recordKeys = {
+  executions: (prefix: string, scope: string) => `${prefix}:executions:${scope}`,
+  scheduleToStart: (prefix: string, tag: string) => `${prefix}:schedule-to-start:${tag}`,
+  dispatches: (prefix: string, scope: string) => `${prefix}:dispatches:${scope}`,
+};
 
-const running = new AsyncLocalStorage<{ dispatched: boolean }>();
+const running = new AsyncLocalStorage<{ dispatched: boolean; jobEndedAt?: number }>();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The burst's job (in four in-flight policies) and the unrelated 10 ms activity. */
-export function createActivities(redis: Redis, prefix: string, records: Records) {
+export function createActivities(redis: Redis, prefix: string) {
   const job = async (counterId: string, ms: number): Promise<string> => {
     const store = running.getStore();
     if (store) store.dispatched = true;
-    await redis.incr(`${prefix}:dispatches:${counterId}`); // a counter the guard does not own
+    await redis.incr(recordKeys.dispatches(prefix, counterId)); // a counter the guard does not own
     await sleep(ms);
+    if (store) store.jobEndedAt = Date.now();
     return `result of ${counterId}`;
   };
   return {
@@ -42,9 +52,7 @@ export function createActivities(redis: Redis, prefix: string, records: Records)
     ),
     unrelated: async (tag: string): Promise<void> => {
       const { currentAttemptScheduledTimestampMs } = Context.current().info;
-      const list = records.scheduleToStartMs.get(tag) ?? [];
-      list.push(Date.now() - currentAttemptScheduledTimestampMs);
-      records.scheduleToStartMs.set(tag, list);
+      await redis.rpush(recordKeys.scheduleToStart(prefix, tag), Date.now() - currentAttemptScheduledTimestampMs);
       await sleep(10);
     },
   };
@@ -53,21 +61,26 @@ export function createActivities(redis: Redis, prefix: string, records: Records)
 export type BenchActivities = ReturnType<typeof createActivities>;
 
 /**
- * Counts every execution of a burst activity and how long it held its slot, outside the guard:
+ * Records every execution of a burst activity and how long it held its slot, outside the guard:
  * it wraps the plugin's interceptor, so a parked execution (CompleteAsyncError) counts too.
  */
-export function countingInterceptor(records: Records): ActivityInterceptorsFactory {
+export function countingInterceptor(redis: Redis, prefix: string): ActivityInterceptorsFactory {
   return (ctx) => {
     if (!ctx.info.activityType.startsWith('job')) return {};
     const inbound: ActivityInboundCallsInterceptor = {
       execute: async (input, next) => {
+        const startedAt = Date.now();
         const started = performance.now();
-        const store = { dispatched: false };
+        const store: { dispatched: boolean; jobEndedAt?: number } = { dispatched: false };
+        let parked = false;
         try {
           return await running.run(store, () => next(input));
+        } catch (err) {
+          parked = err instanceof CompleteAsyncError;
+          throw err;
         } finally {
-          const scope = String(input.args[0]);
-          records.executions.push({ scope, ms: performance.now() - started, dispatched: store.dispatched });
+          const execution: Execution = { pid: process.pid, startedAt, ms: performance.now() - started, ...store, parked };
+          await redis.rpush(recordKeys.executions(prefix, String(input.args[0])), JSON.stringify(execution));
         }
       },
     };

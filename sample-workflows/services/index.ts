@@ -4,5 +4,5 @@ export { FAST_DEV_SERVER, SECOND_NAMESPACE, startTemporal, findTemporalCli } fro
 export type { TemporalService, StartTemporalOptions } from './temporal';
 export { startRedisCluster, clusterNodesFromEnv, formatClusterNodes, type ClusterNode, type RedisClusterService } from './cluster';
 export { ServiceUnavailableError } from './errors';
-export { requiredEnv, serveWorkerProcess, type ServedWorker } from './worker-process';
+export { requiredEnv, serveWorkerProcess, startWorkerProcess, type ServedWorker } from './worker-process';
 export { withRedisAndTemporal, type LocalStackOptions } from './local-stack';

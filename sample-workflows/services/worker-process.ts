@@ -1,3 +1,5 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
 import type { NativeConnection, Worker } from '@temporalio/worker';
 
 /** A required environment variable of a worker process; throws naming it when it is unset. */
@@ -32,5 +34,23 @@ export function serveWorkerProcess(build: () => Promise<ServedWorker>): void {
   serve().catch((err: unknown) => {
     process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
     process.exit(1);
+  });
+}
+
+/**
+ * The parent side: start a TypeScript worker script (one that calls {@link serveWorkerProcess})
+ * in a child node process with `env` over this process's environment, and resolve once it prints
+ * `READY`. Its stderr goes to this process's. Rejects if it exits first.
+ */
+export function startWorkerProcess(script: string, env: Record<string, string>): Promise<ChildProcess> {
+  const root = join(__dirname, '..', '..');
+  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve, reject) => {
+    child.stdout?.on('data', (chunk: Buffer) => chunk.toString().includes('READY') && resolve(child));
+    child.once('exit', (code) => reject(new Error(`worker process ${script} exited with ${code} before it was ready`)));
   });
 }

@@ -59,8 +59,19 @@ async function handOver(completer: Completer, spot: ParkingSpot, outcome: ReapOu
   await completeWaiters(completer, outcome.waiters, payload);
 }
 
+/**
+ * A completion, failure or heartbeat of a parked waiter did not go through. Temporal answers
+ * NOT_FOUND for a waiter that is gone (cancelled, terminated, timed out): nothing to do. Anything
+ * else (Temporal unreachable past the client's retries) leaves the waiter to its heartbeat or
+ * start-to-close timeout, and its retry checks the guard again (fast-forward, park or acquire).
+ */
 function gone({ log }: Completer, what: string, err: unknown): void {
-  log.debug(`fire-once: could not ${what} a parked waiter (gone: cancelled, terminated or timed out)`, { error: (err as Error).message });
+  const error = (err as Error | undefined)?.message ?? String(err);
+  if ((err as Error | undefined)?.name === 'ActivityNotFoundError') {
+    log.debug(`fire-once: could not ${what} a parked waiter (gone: cancelled, terminated or timed out)`, { error });
+    return;
+  }
+  log.warn(`fire-once: could not ${what} a parked waiter; its heartbeat or start-to-close timeout will end it, and its retry checks again`, { error });
 }
 
 interface Parked {

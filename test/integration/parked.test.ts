@@ -3,7 +3,7 @@ import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@t
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { Redis } from 'ioredis';
 import { FireOnceKeys, parseEvent } from '../../src/core';
-import { counterKey, type JobResult } from './fixtures/activities';
+import { counterKey, externalArtifactKey, type JobResult } from './fixtures/activities';
 import type * as workflows from './fixtures/workflows';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { spawnWorker, type WorkerProcess } from '../support/workers';
@@ -37,8 +37,10 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
   });
 
   const dispatches = async (counterId: string) => Number((await redis.get(counterKey(prefix, counterId))) ?? 0);
-  const start = <W extends 'parkedRun' | 'parkedFailFirstRun'>(workflow: W, args: Parameters<(typeof workflows)[W]>): Promise<WorkflowHandle> =>
-    client.workflow.start(workflow, { taskQueue: queues.a, workflowId: `${workflow}-${randomUUID()}`, args } as never);
+  const start = <W extends 'parkedRun' | 'parkedFailFirstRun' | 'parkedExternalRun'>(
+    workflow: W,
+    args: Parameters<(typeof workflows)[W]>,
+  ): Promise<WorkflowHandle> => client.workflow.start(workflow, { taskQueue: queues.a, workflowId: `${workflow}-${randomUUID()}`, args } as never);
   /** Poll until `check` holds (never a timing assertion: only how long the test may take). */
   const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 30_000) => {
     for (const deadline = Date.now() + timeoutMs; !(await check());) {
@@ -62,6 +64,11 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
     const started = (events ?? []).filter((e) => e.activityTaskStartedEventAttributes).at(-1)?.activityTaskStartedEventAttributes;
     const last = started?.lastFailure;
     return last?.applicationFailureInfo?.type ?? (last?.timeoutFailureInfo ? 'timeout' : last ? 'other' : 'none');
+  };
+  /** The attempt on which the run's first activity completed. */
+  const firstAttempt = async (handle: WorkflowHandle) => {
+    const { events } = await handle.fetchHistory();
+    return (events ?? []).find((e) => e.activityTaskStartedEventAttributes)?.activityTaskStartedEventAttributes?.attempt;
   };
   const parkedNow = (scope: string, step: string) => redis.llen(keys.waiters(scope, step));
 
@@ -90,6 +97,27 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
     const results = await Promise.all([holder, ...waiters].map((h) => h.result() as Promise<JobResult>));
     expect(await dispatches(counterId)).toBe(1);
     expect(new Set(results.map((r) => r.nonce)).size).toBe(1);
+  });
+
+  it('external-artifact mode: waiters park while the job runs outside, and the reap completes them once its artifact appears', async () => {
+    const scope = `s-${randomUUID()}`;
+    const counterId = randomUUID();
+    const holder = await start('parkedExternalRun', [scope, counterId, queues.a]);
+    await until('the holder dispatched', async () => (await dispatches(counterId)) === 1);
+    // The dispatch activity returns once the job is handed out; the lock stands until the job's artifact exists.
+    const waiters = await Promise.all(Array.from({ length: 5 }, () => start('parkedExternalRun', [scope, counterId, queues.b])));
+    await until('the 5 waiters parked', async () => (await parkedNow(scope, 'externalDispatch')) === 5);
+    await redis.set(externalArtifactKey(prefix, scope, 'report'), `report-for-${scope}`); // the job, outside, writes it
+    const results = await Promise.all([holder, ...waiters].map((h) => h.result()));
+    expect(results).toEqual(results.map(() => `report-for-${scope}`));
+    expect(await dispatches(counterId)).toBe(1);
+    await until('the dispatch log has the 5 parkings', async () => ((await decisions(scope))['in-flight-parked'] ?? 0) >= 5);
+    const seen = await decisions(scope);
+    expect(seen['in-flight-parked']).toBe(5);
+    expect(seen['in-flight-waited'] ?? 0).toBe(0);
+    expect(await redis.exists(keys.waiters(scope, 'externalDispatch'))).toBe(0);
+    // Completed by the reap on its first attempt, not ended by a timeout and fast-forwarded on a retry.
+    expect(await Promise.all(waiters.map(firstAttempt))).toEqual(waiters.map(() => 1));
   });
 
   it('a release on failure fails the parked waiters at once; one of them acquires, the rest get its result', async () => {
