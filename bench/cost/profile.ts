@@ -5,6 +5,7 @@
 import { Redis } from 'ioredis';
 import { FireOnceGuard } from '../../src';
 import { startRedis } from '../../sample-workflows/services';
+import { unlinkMatching } from './memory';
 import { summariseNs } from './stats';
 import { timeSerial } from './timing';
 
@@ -56,8 +57,7 @@ async function main(): Promise<void> {
       );
     }
   } finally {
-    const keys = await admin.keys(`${root}*`);
-    for (let i = 0; i < keys.length; i += 500) await admin.unlink(...keys.slice(i, i + 500));
+    await unlinkMatching(admin, [`${root}*`]);
     redis.disconnect();
     admin.disconnect();
     await service.stop();
