@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable, type FireOnceErrorContext } from './errors';
 import { FireOnceKeys, encodeId } from './keys';
 import { GUARD_OPTIONS, callDuration, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
-import { formatArtifact, lockTail, parseArtifact, parseLock } from './records';
+import { artifactArgument, lockTail, parseArtifact, parseLock } from './records';
 import { ACQUIRE_REPLY, acquireScript, commitScript, extendScript, invalidateScript, releaseScript, type RedisClient, type SettleReply } from './scripts';
 import { ReplicaSync, type Written } from './replica-sync';
 import { StoreCalls } from './store-calls';
@@ -231,7 +231,7 @@ export class FireOnceGuard {
    */
   async commit(lease: Lease, artifact: Buffer, options: { readonly artifactTtlMs?: number } = {}): Promise<Settled> {
     const ttl = callDuration('artifactTtlMs', options.artifactTtlMs, this.options.artifactTtlMs);
-    const record = formatArtifact(lease.target.argsHash ?? '', artifact);
+    const record = artifactArgument(lease.target.argsHash ?? '', artifact);
     return this.store.run(
       () => contextOf(lease.target, lease.artifactKey, lease.token),
       this.replicas

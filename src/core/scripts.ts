@@ -92,7 +92,7 @@ export const acquireScript = defineScript<[token: string, lockTtlMs: number, mod
 export type SettleReply = 0 | 1 | [0 | 1, ...Buffer[]];
 
 /** Write the artifact, delete the lock if still ours, wake and hand over parked waiters. */
-export const commitScript = defineScript<[token: string, artifact: Buffer, artifactTtlMs: number, channel: string], SettleReply>(
+export const commitScript = defineScript<[token: string, artifact: Buffer | string, artifactTtlMs: number, channel: string], SettleReply>(
   'commit.lua',
   'fireOnceCommitV3',
   3,

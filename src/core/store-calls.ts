@@ -1,12 +1,34 @@
 import { FireOnceError, FireOnceStoreUnavailable, type FireOnceErrorContext } from './errors';
 
+/** A call in flight: when it times out, and what to do then. */
+interface Pending {
+  readonly deadline: number;
+  /** Dropped once the call settles, so a settled call holds no reply until its entry is swept. */
+  expire: (() => void) | undefined;
+}
+
+/** Settled calls at the head of the queue beyond which it is compacted. */
+const COMPACT_AT = 1024;
+
 /**
  * Every Redis call of the guard, bounded by `storeTimeoutMs`: past it the call fails closed with
  * {@link FireOnceStoreUnavailable}. ioredis keeps a command queued while Redis is unreachable and
  * runs it once Redis is back, so a call that timed out may still land later; the error carries
  * that call as `late`, so the caller can find out and report what really happened.
+ *
+ * One timer serves every call, not one per call: the timeout is the same for all, so deadlines
+ * come in the order the calls do, and a queue swept from its head finds every expired call. A
+ * timer armed and cleared around each call cost a few microseconds of CPU per call, the largest
+ * JS-side cost of a fast-forward after the socket write itself (bench/RESULTS.md, issue 11). The
+ * timer keeps the process alive only while a call is open, as a timer per call did.
  */
 export class StoreCalls {
+  private readonly queue: Pending[] = [];
+  private head = 0;
+  private timer: NodeJS.Timeout | undefined;
+  /** Calls neither settled nor expired. */
+  private open = 0;
+
   constructor(private readonly timeoutMs: number) {}
 
   /**
@@ -15,20 +37,21 @@ export class StoreCalls {
    */
   run<T>(context: () => FireOnceErrorContext, op: Promise<T>, onTimeout?: () => void): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      let timedOut = false;
-      const timer = setTimeout(() => {
-        timedOut = true;
-        onTimeout?.();
-        reject(new FireOnceStoreUnavailable(`Redis did not answer within ${this.timeoutMs} ms`, context(), { late: op }));
-      }, this.timeoutMs);
+      const pending: Pending = {
+        deadline: performance.now() + this.timeoutMs,
+        expire: () => {
+          onTimeout?.();
+          reject(new FireOnceStoreUnavailable(`Redis did not answer within ${this.timeoutMs} ms`, context(), { late: op }));
+        },
+      };
+      this.enqueue(pending);
       op.then(
         (value) => {
-          clearTimeout(timer);
+          if (!this.settle(pending)) return;
           resolve(value);
         },
         (err: unknown) => {
-          clearTimeout(timer);
-          if (timedOut) return;
+          if (!this.settle(pending)) return;
           if (err instanceof FireOnceError) return reject(err);
           const message = err instanceof Error ? err.message : String(err);
           reject(new FireOnceStoreUnavailable(`Redis call failed: ${message}`, context(), { cause: err }));
@@ -36,4 +59,61 @@ export class StoreCalls {
       );
     });
   }
+
+  /** Queue a call, first dropping the settled calls at the head (so serial calls keep it short). */
+  private enqueue(pending: Pending): void {
+    const { queue } = this;
+    while (this.head < queue.length && queue[this.head].expire === undefined) this.head++;
+    if (this.head === queue.length) {
+      queue.length = 0;
+      this.head = 0;
+    } else if (this.head >= COMPACT_AT) {
+      queue.splice(0, this.head);
+      this.head = 0;
+    }
+    queue.push(pending);
+    if (this.timer === undefined) this.timer = this.arm(this.timeoutMs);
+    else if (this.open === 0) this.timer.ref();
+    this.open++;
+  }
+
+  /** Mark a call settled (false if it had expired already); the last open call unrefs the timer. */
+  private settle(pending: Pending): boolean {
+    if (pending.expire === undefined) return false;
+    pending.expire = undefined;
+    if (--this.open === 0) this.timer?.unref();
+    return true;
+  }
+
+  private arm(delayMs: number): NodeJS.Timeout {
+    return setTimeout(this.sweep, Math.max(0, Math.ceil(delayMs)));
+  }
+
+  /** Expire every call past its deadline, drop the settled ones, and wait for the next deadline. */
+  private readonly sweep = (): void => {
+    this.timer = undefined;
+    const now = performance.now();
+    const { queue } = this;
+    while (this.head < queue.length) {
+      const pending = queue[this.head];
+      const { expire } = pending;
+      if (expire !== undefined) {
+        if (pending.deadline > now) break;
+        this.settle(pending);
+        expire();
+      }
+      this.head++;
+    }
+    if (this.head === queue.length) {
+      queue.length = 0;
+      this.head = 0;
+      return;
+    }
+    if (this.head >= COMPACT_AT) {
+      queue.splice(0, this.head);
+      this.head = 0;
+    }
+    this.timer = this.arm(queue[this.head].deadline - now);
+    if (this.open === 0) this.timer.unref();
+  };
 }

@@ -1,0 +1,70 @@
+// `npm run bench:cost:profile -- [ops] [rounds]`: only the fast-forward and the fire path of the
+// public FireOnceGuard, next to a bare SET NX PX and a bare GET, under `node --cpu-prof` (the
+// profile goes to bench/out/profile/). Prints p50 ratios to the SET and the client CPU per call,
+// and the server's own time per command from `INFO commandstats`, all measured in this one run.
+import { Redis } from 'ioredis';
+import { FireOnceGuard } from '../../src';
+import { startRedis } from '../../sample-workflows/services';
+import { unlinkMatching } from './memory';
+import { summariseNs } from './stats';
+import { timeSerial } from './timing';
+
+/** Time `ops` serial calls and the client's CPU (user + system) per call, in microseconds. */
+async function phase(ops: number, op: (i: number) => Promise<unknown>) {
+  const cpu = process.cpuUsage();
+  const samples = await timeSerial(ops, op);
+  const used = process.cpuUsage(cpu);
+  return { ...summariseNs(samples), cpuUs: (used.user + used.system) / ops };
+}
+
+const OPS = Number(process.argv[2] ?? 5000);
+const ROUNDS = Number(process.argv[3] ?? 3);
+const payload = Buffer.from('x'.repeat(256));
+
+async function main(): Promise<void> {
+  const service = await startRedis();
+  const redis = new Redis(service.url);
+  const admin = new Redis(service.url);
+  const root = `profile-${process.pid}`;
+  const guard = new FireOnceGuard({ redis, keyPrefix: root, lockTtlMs: 60_000, artifactTtlMs: 600_000 });
+  const target = (i: number, r: number) => ({ scope: `s${r}.${i}`, step: 'dispatch', jobType: 'dispatch' });
+  try {
+    for (let r = 0; r < ROUNDS; r++) {
+      const stats = async () => {
+        const text = await admin.info('commandstats');
+        await admin.config('RESETSTAT');
+        return (cmd: string) => /usec_per_call=([\d.]+)/.exec(text.split('\n').find((l) => l.startsWith(`cmdstat_${cmd}:`)) ?? '')?.[1] ?? '-';
+      };
+      await stats();
+      const set = await phase(OPS, (i) => redis.set(`${root}.set.${r}.${i}`, 'v', 'PX', 60_000, 'NX'));
+      const get = await phase(OPS, (i) => redis.get(`${root}.set.${r}.${i}`));
+      const plain = await stats();
+      const fire = await phase(OPS, async (i) => {
+        const outcome = await guard.acquire(target(i, r));
+        if (outcome.kind !== 'acquired') throw new Error(`expected acquired, got ${outcome.kind}`);
+        await guard.commit(outcome.lease, payload);
+      });
+      const fired = await stats();
+      const ff = await phase(OPS, async (i) => {
+        const outcome = await guard.acquire(target(i, r));
+        if (outcome.kind !== 'fast-forward') throw new Error(`expected fast-forward, got ${outcome.kind}`);
+      });
+      const forwarded = await stats();
+      const row = (name: string, s: { p50Us: number; cpuUs: number }) => `${name} ${(s.p50Us / set.p50Us).toFixed(2)}x (client CPU ${s.cpuUs.toFixed(0)} us)`;
+      process.stdout.write(
+        `round ${r + 1}: SET p50 ${set.p50Us.toFixed(0)} us (client CPU ${set.cpuUs.toFixed(0)} us) | ${row('GET', get)} | ${row('fast-forward', ff)} | ${row('fire', fire)}\n` +
+          `  server usec/call: set ${plain('set')} get ${plain('get')} evalsha on fast-forward ${forwarded('evalsha')}, on fire (acquire + commit) ${fired('evalsha')}\n`,
+      );
+    }
+  } finally {
+    await unlinkMatching(admin, [`${root}*`]);
+    redis.disconnect();
+    admin.disconnect();
+    await service.stop();
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});
