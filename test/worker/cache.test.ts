@@ -1,10 +1,14 @@
 import { MockActivityEnvironment } from '@temporalio/testing';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { FireOnceGuard, fireOnce } from '../../src';
 import { ArtifactCache, ARTIFACT_CACHE_DEFAULTS, WakeHub, createFireOnceActivityInterceptor, fireOnceActivityMap } from '../../src/core';
-import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
+import { deletePrefix, testPrefix } from '../support/redis';
+import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
 
 describe('local artifact cache', () => {
+  // A redis-server of this file's own: the round-trip test counts the server's EVALSHA calls, which
+  // other test files running at the same time would add to on the shared one.
+  let server: SpawnedRedis;
   let redis: Redis;
   let prefix: string;
   let guard: FireOnceGuard;
@@ -12,8 +16,9 @@ describe('local artifact cache', () => {
   let runs: number;
   const activities = { job: fireOnce(async (s: string) => (runs++, `result ${s}`), { scope: ([s]) => s }) };
 
-  beforeAll(() => {
-    redis = connectRedis();
+  beforeAll(async () => {
+    server = await spawnRedisServer();
+    redis = new Redis(server.url);
   });
   beforeEach(() => {
     prefix = testPrefix('cache');
@@ -25,7 +30,10 @@ describe('local artifact cache', () => {
     hubs.forEach((h) => h.close());
     await deletePrefix(redis, prefix);
   });
-  afterAll(() => redis.quit());
+  afterAll(async () => {
+    await redis.quit();
+    await server.stop();
+  });
 
   /** A worker's cache, subscribed to invalidations on its own connection. */
   async function workerCache(options: Partial<typeof ARTIFACT_CACHE_DEFAULTS> = {}): Promise<ArtifactCache> {
