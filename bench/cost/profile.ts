@@ -3,7 +3,7 @@
 // profile goes to bench/out/profile/). Prints p50 ratios to the SET and the client CPU per call,
 // and the server's own time per command from `INFO commandstats`, all measured in this one run.
 import { Redis } from 'ioredis';
-import { FireOnceGuard } from '../../src';
+import { FireOnceGuard } from './library';
 import { startRedis } from '../../sample-workflows/services';
 import { unlinkMatching } from './memory';
 import { summariseNs } from './stats';

@@ -1,4 +1,4 @@
-import { fireOnce } from '../../../src';
+import { fireOnce } from '../library';
 
 /**
  * The end-to-end bench's activities: the same trivial body twice, once marked fire-once and once

@@ -3,7 +3,7 @@ import { DefaultLogger, NativeConnection, Worker, bundleWorkflowCode } from '@te
 import { Redis } from 'ioredis';
 import { FAST_DEV_SERVER, startTemporal } from '../../../sample-workflows/services';
 import { quietTemporalLogs } from '../../../sample-workflows/shared/temporal';
-import { FireOncePlugin } from '../../../src';
+import { FireOncePlugin } from '../library';
 import { LOCK_TTL_MS } from '../guards';
 import { memoryPerStep, scanKeys, type StepMemory } from '../memory';
 import { CommandCounter } from '../round-trips';

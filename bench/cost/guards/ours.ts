@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { FireOnceGuard } from '../../../src';
+import { FireOnceGuard } from '../library';
 import { ARTIFACT_TTL_MS, LOCK_TTL_MS, type BenchStep, type Decision, type GuardUnderTest } from './types';
 
 /**
@@ -18,7 +18,7 @@ export function createOurs(redis: Redis, prefix: string): GuardUnderTest {
   const guard = new FireOnceGuard({ redis, keyPrefix: prefix, lockTtlMs: LOCK_TTL_MS, artifactTtlMs: ARTIFACT_TTL_MS });
   return {
     name: 'ours',
-    settings: `FireOnceGuard defaults (lockTtlMs ${LOCK_TTL_MS}, artifactTtlMs ${ARTIFACT_TTL_MS}, storeTimeoutMs 5000)`,
+    settings: `FireOnceGuard from the compiled package (dist/), defaults (lockTtlMs ${LOCK_TTL_MS}, artifactTtlMs ${ARTIFACT_TTL_MS}, storeTimeoutMs 5000)`,
     keyPatterns: [`${prefix}:*`],
     async dispatch(step: BenchStep, run: () => Promise<string>): Promise<Decision> {
       const outcome = await guard.acquire({ scope: step.scope, step: step.step, jobType: step.step });
