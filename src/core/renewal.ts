@@ -37,12 +37,15 @@ export interface Renewal {
  * ```
  */
 export function startRenewal(guard: FireOnceGuard, lease: Lease, leaseMs: number, onLost: (err: FireOnceLockLost) => void): Renewal {
-  const controller = new AbortController();
+  // The signal is built on first read: most jobs never read it, and an AbortController costs a few
+  // microseconds (bench/RESULTS.md, issue 11). Read after the loss, it is born aborted.
+  let controller: AbortController | undefined;
+  let lost: FireOnceLockLost | undefined;
   let lastRenewed = Date.now();
   let stopped = false;
 
   const lose = (why: string) => {
-    if (controller.signal.aborted) return;
+    if (lost !== undefined) return;
     stopped = true;
     clearInterval(timer);
     const { scope, step, jobType } = lease.target;
@@ -53,12 +56,13 @@ export function startRenewal(guard: FireOnceGuard, lease: Lease, leaseMs: number
       jobType,
       holder: holderId(lease.token),
     });
-    controller.abort(err);
+    lost = err;
+    controller?.abort(err);
     onLost(err);
   };
 
   const renewNow = async (): Promise<boolean> => {
-    if (stopped) return !controller.signal.aborted;
+    if (stopped) return lost === undefined;
     try {
       if (await guard.extend(lease, leaseMs)) {
         lastRenewed = Date.now();
@@ -68,14 +72,20 @@ export function startRenewal(guard: FireOnceGuard, lease: Lease, leaseMs: number
       return false;
     } catch {
       if (!stopped && Date.now() - lastRenewed >= leaseMs) lose(`no renewal succeeded for a whole lease (${leaseMs} ms)`);
-      return !controller.signal.aborted;
+      return lost === undefined;
     }
   };
 
   const timer = setInterval(() => void renewNow(), Math.max(Math.floor(leaseMs / 3), 1));
   timer.unref();
   return {
-    signal: controller.signal,
+    get signal() {
+      if (controller === undefined) {
+        controller = new AbortController();
+        if (lost !== undefined) controller.abort(lost);
+      }
+      return controller.signal;
+    },
     renewNow,
     stop: () => {
       stopped = true;

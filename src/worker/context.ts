@@ -1,4 +1,4 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
+import { Context } from '@temporalio/activity';
 import { FireOnceConfigError } from '../core/errors';
 
 /** What a guarded activity can know about its own dispatch. */
@@ -20,11 +20,31 @@ export interface FireOnceContext {
   renew(): Promise<boolean>;
 }
 
-const storage = new AsyncLocalStorage<FireOnceContext>();
+/**
+ * The fire-once context of each activity that is dispatching, by its Temporal activity `Context`,
+ * which Temporal's own AsyncLocalStorage already carries through the activity's async calls. A
+ * second AsyncLocalStorage of ours would add a propagation step to every promise the worker
+ * creates, guarded or not (bench/RESULTS.md, issue 11).
+ */
+const contexts = new WeakMap<object, FireOnceContext>();
 
-/** Run `fn` with `context` as the current fire-once context. */
-export function runWithFireOnceContext<T>(context: FireOnceContext, fn: () => T): T {
-  return storage.run(context, fn);
+/** Run `fn`, the activity of `activity`, with `context` as its fire-once context until it settles. */
+export async function runWithFireOnceContext<T>(activity: object, context: FireOnceContext, fn: () => Promise<T>): Promise<T> {
+  contexts.set(activity, context);
+  try {
+    return await fn();
+  } finally {
+    contexts.delete(activity);
+  }
+}
+
+/** The Temporal activity context of the running activity, or `undefined` outside one. */
+export function currentActivityContext(): Context | undefined {
+  try {
+    return Context.current();
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -42,7 +62,8 @@ export function runWithFireOnceContext<T>(context: FireOnceContext, fn: () => T)
  * ```
  */
 export function fireOnceContext(): FireOnceContext {
-  const context = storage.getStore();
+  const activity = currentActivityContext();
+  const context = activity === undefined ? undefined : contexts.get(activity);
   if (context === undefined) throw new FireOnceConfigError('fireOnceContext() is only available inside a guarded activity while it dispatches');
   return context;
 }

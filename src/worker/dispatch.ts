@@ -29,18 +29,21 @@ export async function dispatch(call: GuardedCall, observer: Observer, lease: Lea
           ctx.log.warn('fire-once: lockLost', { ...log, error: err.message });
         })
       : undefined;
+  let unrenewed: AbortSignal | undefined; // 'fixed' mode: a signal that never aborts, built if read
   const fireOnce = {
     scope: lease.target.scope,
     step: lease.target.step,
     jobType: lease.target.jobType,
     lockKey: lease.lockKey,
     fencingToken: lease.fencingToken,
-    signal: renewal?.signal ?? new AbortController().signal,
+    get signal() {
+      return renewal?.signal ?? (unrenewed ??= new AbortController().signal);
+    },
     renew: () => renewal?.renewNow() ?? Promise.resolve(true),
   };
   let result: unknown;
   try {
-    result = await runWithFireOnceContext(fireOnce, call.next);
+    result = await runWithFireOnceContext(ctx, fireOnce, call.next);
   } catch (err) {
     renewal?.stop();
     // Completing asynchronously is neither success nor failure: the job is still running, so

@@ -1,5 +1,5 @@
-import { Context } from '@temporalio/activity';
 import { FireOnceConfigError } from '../core/errors';
+import { currentActivityContext } from './context';
 import { checkActivityOptions, type ExternalArtifact, type FireOnceOptions, type ValueFireOnceOptions } from './activity-options';
 
 const OPTIONS = Symbol.for('temporal-fire-once.options');
@@ -120,14 +120,6 @@ export function FireOnce<const O extends FireOnceOptions<any[]>>(options: O = {}
 
 /** What a decorated method must resolve to: `void` when a call may resolve without running it. */
 type ResultOf<O, R> = O extends { onInFlight: 'skip' } ? void : O extends { artifact: ExternalArtifact } ? void : R;
-
-function currentActivityContext(): Context | undefined {
-  try {
-    return Context.current();
-  } catch {
-    return undefined;
-  }
-}
 
 /**
  * The guarded activities of an activities object (plain functions or a class instance), by the
