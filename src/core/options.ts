@@ -117,7 +117,8 @@ function idOption(kind: 'namespace', defaultValue: string): OptionSpec<string> {
  * How the guard makes sure its writes reached the replicas, as the `replicaSync` option takes it:
  * - `'auto'`: wait for every replica the primary has (the fewest any Cluster master has), counted
  *   with `INFO replication` at the first write and again each minute; none attached, no wait.
- * - `{ replicas, timeoutMs }`: wait for that many replicas, for at most `timeoutMs` (default 200).
+ * - `{ replicas, timeoutMs }`: wait for that many replicas, for at most `timeoutMs` (default 200,
+ *   or half of `storeTimeoutMs` when that is 400 or less); it must be below `storeTimeoutMs`.
  * - `false`: never wait (replication stays asynchronous).
  */
 export type ReplicaSyncOption = 'auto' | false | { readonly replicas: number; readonly timeoutMs?: number };
@@ -249,7 +250,19 @@ export function checkRedisOptions(options: unknown): asserts options is { readon
 export function resolveGuardOptions(options: FireOnceGuardOptions): ResolvedGuardOptions {
   checkRedisOptions(options);
   checkKnownKeys('temporal-fire-once', options, ['redis', ...Object.keys(GUARD_OPTIONS)]);
-  return { redis: options.redis, ...resolveSpecs(GUARD_OPTIONS, options as unknown as Record<string, unknown>) };
+  const resolved = { redis: options.redis, ...resolveSpecs(GUARD_OPTIONS, options as unknown as Record<string, unknown>) };
+  const { replicaSync, storeTimeoutMs } = resolved;
+  if (replicaSync.replicas === 0 || replicaSync.timeoutMs < storeTimeoutMs) return resolved;
+  // The store timeout bounds each write and its WAIT together: at or past it, the store timeout
+  // always answers first ("Redis did not answer") and the replicas' count never decides.
+  const given = (options.replicaSync as { timeoutMs?: unknown } | undefined)?.timeoutMs;
+  if (given !== undefined) {
+    throw new FireOnceConfigError(
+      `replicaSync.timeoutMs (${replicaSync.timeoutMs} ms) must be below storeTimeoutMs (${storeTimeoutMs} ms), which bounds each write and its WAIT together`,
+    );
+  }
+  // The default wait under a store timeout this short: half of it.
+  return { ...resolved, replicaSync: { ...replicaSync, timeoutMs: Math.max(1, Math.floor(storeTimeoutMs / 2)) } };
 }
 
 /** A per-call duration: the guard's own when absent, else checked like the option. */

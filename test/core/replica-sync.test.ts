@@ -105,7 +105,22 @@ describe('replica sync: WAIT pipelined behind every write', () => {
     ['0 replicas', { replicas: 0 }, 'replicaSync.replicas must be a positive integer (got 0)'],
     ['a timeout of 2 minutes', { replicas: 1, timeoutMs: 120_000 }, 'replicaSync.timeoutMs must be at most 60000 ms (got 120000)'],
     ['an unknown key', { replicas: 1, timeout: 5 }, 'replicaSync: unknown option "timeout"'],
+    [
+      'a timeout the store timeout cuts off',
+      { replicas: 1, timeoutMs: 5_000 },
+      'replicaSync.timeoutMs (5000 ms) must be below storeTimeoutMs (5000 ms), which bounds each write and its WAIT together',
+    ],
   ])('refuses %s with FireOnceConfigError', (_name, replicaSync, message) => {
     expect(() => guardWith({ replicaSync: replicaSync as never })).toThrow(new FireOnceConfigError(message));
+  });
+
+  it('waits half of a storeTimeoutMs shorter than the default wait, unless told how long', () => {
+    expect(guardWith({ storeTimeoutMs: 150 }).options.replicaSync).toEqual({ replicas: 'auto', timeoutMs: 75 });
+    expect(guardWith({ storeTimeoutMs: 150, replicaSync: { replicas: 2 } }).options.replicaSync).toEqual({ replicas: 2, timeoutMs: 75 });
+    expect(guardWith({ storeTimeoutMs: 150, replicaSync: { replicas: 1, timeoutMs: 100 } }).options.replicaSync).toEqual({ replicas: 1, timeoutMs: 100 });
+    expect(guardWith({ storeTimeoutMs: 1_000 }).options.replicaSync).toEqual({ replicas: 'auto', timeoutMs: 200 });
+    expect(() => guardWith({ storeTimeoutMs: 150, replicaSync: { replicas: 1, timeoutMs: 150 } })).toThrow(
+      new FireOnceConfigError('replicaSync.timeoutMs (150 ms) must be below storeTimeoutMs (150 ms), which bounds each write and its WAIT together'),
+    );
   });
 });
