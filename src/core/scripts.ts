@@ -11,6 +11,31 @@ export function isCluster(redis: RedisClient): redis is Cluster {
 }
 
 type ScriptArg = string | number | Buffer;
+
+/** Sockets corked until the next tick by {@link coalesceWrites}. */
+const corked = new WeakSet<object>();
+
+/**
+ * Cork the connection's socket until the next tick, so that every command written in this tick,
+ * by this guard or anyone sharing the client, leaves in one system call (`writev`) instead of one
+ * `write` each. The bytes, their order and the replies are the same; under load many calls settle
+ * in the same tick (Redis answers a batch of commands in one read) and their next commands go out
+ * together, which is most of the guard's throughput at 64 in flight (bench/RESULTS.md, issue 11).
+ * A Cluster, or a client that is not connected, is left alone.
+ */
+function coalesceWrites(redis: RedisClient): void {
+  if (isCluster(redis) || redis.status !== 'ready') return;
+  const { stream } = redis;
+  if (corked.has(stream) || typeof stream.cork !== 'function') return;
+  corked.add(stream);
+  stream.cork();
+  process.nextTick(uncork, stream);
+}
+
+function uncork(stream: Redis['stream']): void {
+  corked.delete(stream);
+  stream.uncork();
+}
 type Invoke = (...keysAndArgs: ScriptArg[]) => Promise<unknown>;
 
 /**
@@ -55,6 +80,7 @@ export function defineScript<Args extends readonly ScriptArg[], Result>(file: st
   };
   const run = (redis: RedisClient, keys: readonly string[], args: Args, buffers = false): Promise<Result> => {
     const invoke = (redis as unknown as Record<string, Invoke>)[method(redis, buffers)];
+    coalesceWrites(redis);
     return invoke.call(redis, ...keys, ...args) as Promise<Result>;
   };
   return Object.assign(run, { lua, command: name, numberOfKeys, method }) as LuaScript<Args, Result>;
