@@ -25,15 +25,20 @@ describe('leases, fencing and wake-ups on Redis alone', () => {
     expect((await guard.acquire(target)).kind).toBe('acquired');
   });
 
-  it('aborts the signal with FireOnceLockLost when the lock is taken away', async () => {
+  // The signal is built on first read: read before the loss it aborts then, read after it is born aborted.
+  it.each(['before', 'after'])('aborts the signal with FireOnceLockLost when the lock is taken away (signal first read %s)', async (when) => {
     const outcome = await guard.acquire(target, { lockTtlMs: 300 });
     if (outcome.kind !== 'acquired') throw new Error('expected acquired');
     const lost: FireOnceLockLost[] = [];
     const renewal = startRenewal(guard, outcome.lease, 300, (err) => lost.push(err));
+    const early = when === 'before' ? renewal.signal : undefined;
+    expect(early?.aborted).not.toBe(true);
     await writeLock(redis, outcome.lease.lockKey, 'a-newer-holder');
     expect(await renewal.renewNow()).toBe(false);
     expect(renewal.signal.aborted).toBe(true);
     expect(renewal.signal.reason).toBeInstanceOf(FireOnceLockLost);
+    expect(renewal.signal.reason).toBe(lost[0]);
+    if (early !== undefined) expect(early).toBe(renewal.signal);
     expect(lost).toHaveLength(1);
     expect(await lockToken(redis, outcome.lease.lockKey)).toBe('a-newer-holder');
     renewal.stop();
