@@ -208,6 +208,15 @@ export function resolvePluginOptions(options: FireOncePluginOptions): ResolvedPl
   return { redis: options.redis, ...resolveSpecs(PLUGIN_GUARD_OPTIONS, given), ...resolveSpecs(PLUGIN_OPTIONS, given) };
 }
 
+/**
+ * The guard options among the plugin's, as given: every option of the guard's table reaches the
+ * plugin's guard, so none is accepted by the plugin and then dropped.
+ */
+export function guardOptionsOf(options: FireOncePluginOptions): Omit<FireOnceGuardOptions, 'redis' | 'namespace'> {
+  const given = options as unknown as Record<string, unknown>;
+  return Object.fromEntries(Object.keys(PLUGIN_GUARD_OPTIONS).flatMap((name) => (given[name] === undefined ? [] : [[name, given[name]]])));
+}
+
 /** Check the worker-wide activity defaults given to a hand-wired interceptor. */
 export function resolveActivityDefaults(options: ActivityDefaultOptions, where: string): ActivityDefaults {
   return resolveSpecs(ACTIVITY_DEFAULT_OPTIONS, options as Record<string, unknown>, `${where}: `);

@@ -13,7 +13,7 @@ import { loadWorkerConverter } from './converter';
 import { fireOnceActivityMap } from './fire-once';
 import { createFireOnceActivityInterceptor } from './interceptor';
 import { ParkedWatch } from './parked';
-import { resolvePluginOptions, ttlWarnings, type FireOncePluginOptions, type ResolvedPluginOptions } from './options';
+import { guardOptionsOf, resolvePluginOptions, ttlWarnings, type FireOncePluginOptions, type ResolvedPluginOptions } from './options';
 import { checkWorkerRedis } from './redis-check';
 
 /**
@@ -80,15 +80,7 @@ export class FireOncePlugin extends SimplePlugin {
     const resolved = resolvePluginOptions(options);
     super({ name: 'temporal-fire-once', workerInterceptors: { workflowModules: [...workflowInterceptorModules] } });
     this.fireOnceOptions = resolved;
-    this.guard = new FireOnceGuard({
-      redis: resolved.redis,
-      keyPrefix: resolved.keyPrefix,
-      namespace: resolved.keyNamespace ?? DEFAULT_NAMESPACE,
-      lockTtlMs: resolved.lockTtlMs,
-      artifactTtlMs: resolved.artifactTtlMs,
-      storeTimeoutMs: resolved.storeTimeoutMs,
-      publishWakeUps: resolved.publishWakeUps,
-    });
+    this.guard = new FireOnceGuard({ ...guardOptionsOf(options), redis: resolved.redis, namespace: resolved.keyNamespace ?? DEFAULT_NAMESPACE });
     this.wake = new WakeHub(resolved.redis);
     this.parkedWatch = new ParkedWatch(new ParkingLot(this.guard), resolved.pollIntervalMs);
     if (resolved.localCache && isCluster(resolved.redis)) {

@@ -170,6 +170,13 @@ describe('production semantics (MockActivityEnvironment, real Redis)', () => {
     expect(await redis.pttl(guard.keys.lock('s', 'job'))).toBeGreaterThan(30_000);
   });
 
+  it("hands every guard option to the plugin's guard: replicaSync included", () => {
+    expect(new FireOncePlugin({ redis }).guard.options.replicaSync).toEqual({ replicas: 'auto', timeoutMs: 200 });
+    expect(new FireOncePlugin({ redis, replicaSync: false }).guard.options.replicaSync).toEqual({ replicas: 0, timeoutMs: 200 });
+    const plugin = new FireOncePlugin({ redis, keyPrefix: 'p1', storeTimeoutMs: 2_000, publishWakeUps: false, replicaSync: { replicas: 2, timeoutMs: 50 } });
+    expect(plugin.guard.options).toMatchObject({ keyPrefix: 'p1', storeTimeoutMs: 2_000, publishWakeUps: false, replicaSync: { replicas: 2, timeoutMs: 50 } });
+  });
+
   it('warns at plugin construction when artifacts would expire before their lock or the resume window', () => {
     const warnings: string[] = [];
     const spy = jest.spyOn(process, 'emitWarning').mockImplementation(((w: string) => void warnings.push(w)) as never);
