@@ -1,9 +1,20 @@
 import { createHash, randomUUID } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable, type FireOnceErrorContext } from './errors';
 import { FireOnceKeys, encodeId } from './keys';
 import { GUARD_OPTIONS, callDuration, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
 import { artifactArgument, lockTail, parseArtifact, parseLock } from './records';
-import { ACQUIRE_REPLY, acquireScript, commitScript, extendScript, invalidateScript, releaseScript, type RedisClient, type SettleReply } from './scripts';
+import {
+  ACQUIRE_REPLY,
+  acquireScript,
+  coalesceWrites,
+  commitScript,
+  extendScript,
+  invalidateScript,
+  releaseScript,
+  type RedisClient,
+  type SettleReply,
+} from './scripts';
 import { ReplicaSync, type Written } from './replica-sync';
 import { StoreCalls } from './store-calls';
 
@@ -146,12 +157,15 @@ export class FireOnceGuard {
   readonly keys: FireOnceKeys;
   private readonly store: StoreCalls;
   private readonly replicas: ReplicaSync;
+  /** Artifact keys seen to exist, most recent first (`knownArtifacts`); keys only, never results. */
+  private readonly known: LRUCache<string, true> | undefined;
 
   constructor(options: FireOnceGuardOptions) {
     this.options = resolveGuardOptions(options);
     this.keys = new FireOnceKeys(this.options.keyPrefix, this.options.namespace);
     this.store = new StoreCalls(this.options.storeTimeoutMs);
     this.replicas = new ReplicaSync(this.options.redis, this.options.replicaSync);
+    this.known = this.options.knownArtifacts > 0 ? new LRUCache({ max: this.options.knownArtifacts }) : undefined;
   }
 
   get redis(): RedisClient {
@@ -174,8 +188,12 @@ export class FireOnceGuard {
     const jobType = encodeId('jobType', target.jobType);
     const lockKey = `${base}:l:${step}`;
     const artifactKey = target.externalArtifactKey ?? `${base}:a:${jobType}`;
-    const token = randomUUID(); // 122 random bits, and cheaper than randomBytes
     const mode = target.externalArtifactKey !== undefined ? 'x' : options.readTtl ? 't' : 'r';
+    if (mode === 'r' && this.known?.get(artifactKey) === true) {
+      const record = await this.readKnown(target, artifactKey);
+      if (record !== undefined) return { kind: 'fast-forward', artifact: storedPayload(record, target, artifactKey), artifactKey };
+    }
+    const token = randomUUID(); // 122 random bits, and cheaper than randomBytes
     const argsHash = target.argsHash ?? '';
     const waitersKey = `${base}:w:${step}`;
     const undo = () => void releaseScript(this.redis, [lockKey, waitersKey], [token, '']).catch(() => undefined);
@@ -201,9 +219,15 @@ export class FireOnceGuard {
       }
       return { kind: 'acquired', lease: { target, lockKey, artifactKey, waitersKey, token, fencingToken: reply } };
     }
-    if (Buffer.isBuffer(reply)) return { kind: 'fast-forward', artifact: storedPayload(reply, target, artifactKey), artifactKey };
+    if (Buffer.isBuffer(reply)) {
+      const artifact = storedPayload(reply, target, artifactKey);
+      this.known?.set(artifactKey, true);
+      return { kind: 'fast-forward', artifact, artifactKey };
+    }
     if (Buffer.isBuffer(reply[0])) {
-      return { kind: 'fast-forward', artifact: storedPayload(reply[0], target, artifactKey), artifactKey, ttlMs: Number(reply[1]) };
+      const artifact = storedPayload(reply[0], target, artifactKey);
+      this.known?.set(artifactKey, true);
+      return { kind: 'fast-forward', artifact, artifactKey, ttlMs: Number(reply[1]) };
     }
     switch (reply[0]) {
       case ACQUIRE_REPLY.EXISTS:
@@ -236,7 +260,10 @@ export class FireOnceGuard {
       () => contextOf(lease.target, lease.artifactKey, lease.token),
       this.replicas
         .write(commitScript, [lease.artifactKey, lease.lockKey, lease.waitersKey], [lease.token, record, ttl, this.channel(lease.target)], true)
-        .then(settled),
+        .then((written) => {
+          this.known?.set(lease.artifactKey, true);
+          return settled(written);
+        }),
     );
   }
 
@@ -281,6 +308,7 @@ export class FireOnceGuard {
   async invalidate(scope: string, jobType: string, namespace?: string): Promise<boolean> {
     const keys = this.keysFor(namespace);
     const key = keys.artifact(scope, jobType);
+    this.known?.delete(key);
     return this.store.run(
       () => ({ key, scope, jobType }),
       invalidateScript(this.redis, [key], [keys.invalidations()]).then((reply) => reply === 1),
@@ -292,6 +320,23 @@ export class FireOnceGuard {
     if (target.externalArtifactKey === undefined) return this.keysFor(target.namespace).artifact(target.scope, target.jobType);
     encodeId('jobType', target.jobType); // validated even when unused in the key
     return target.externalArtifactKey;
+  }
+
+  /**
+   * The artifact record at a key this guard saw exist, read with a plain `GET`; `undefined` once it
+   * is gone, and the key is forgotten. A key that no longer holds a string is left to the script,
+   * which reports what it holds.
+   */
+  private async readKnown(target: DispatchTarget, artifactKey: string): Promise<Buffer | undefined> {
+    coalesceWrites(this.redis);
+    const read = this.redis.getBuffer(artifactKey).catch((err: unknown) => {
+      if (err instanceof Error && err.message.startsWith('WRONGTYPE')) return null;
+      throw err;
+    });
+    const record = await this.store.run(() => contextOf(target, artifactKey), read);
+    if (record !== null) return record;
+    this.known?.delete(artifactKey);
+    return undefined;
   }
 
   private channel(target: DispatchTarget): string {

@@ -149,6 +149,15 @@ export function checkReplicaSync(label: string, value: unknown): ReplicaSyncSett
   };
 }
 
+/** The `knownArtifacts` option: 0 (off) or a positive count of keys, at most a million. */
+function knownArtifactsCheck(label: string, value: unknown): number {
+  if (value === 0) return 0;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
+    throw new FireOnceConfigError(`${label} must be 0 (off) or a positive integer (got ${describe(value)})`);
+  }
+  return positiveInteger('keys', 1_000_000)(label, value);
+}
+
 /** Every option of the core guard but `redis`, with its default and its check. */
 export const GUARD_OPTIONS = {
   keyPrefix: {
@@ -165,6 +174,7 @@ export const GUARD_OPTIONS = {
   artifactTtlMs: duration(7 * 24 * 60 * 60 * 1000),
   storeTimeoutMs: duration(5_000, 60_000),
   publishWakeUps: flag(true),
+  knownArtifacts: { default: 10_000, check: knownArtifactsCheck },
   replicaSync: { default: { replicas: 'auto', timeoutMs: REPLICA_SYNC_TIMEOUT_MS }, check: checkReplicaSync },
 } as const satisfies OptionSpecs;
 
@@ -209,6 +219,15 @@ export interface FireOnceGuardOptions {
    * @defaultValue `true`
    */
   readonly publishWakeUps?: boolean;
+  /**
+   * How many artifact keys the guard remembers having seen exist (it committed them, or
+   * fast-forwarded to them), most recent first. An acquire of one of them reads the artifact with
+   * a plain `GET` first, at a `GET`'s cost instead of a script's; if it is gone (invalidated or
+   * expired), the script decides as usual, one round trip later. Only keys are kept, never
+   * results: every answer still comes from Redis. `0` turns it off.
+   * @defaultValue `10_000`
+   */
+  readonly knownArtifacts?: number;
   /**
    * Make sure every write reached the replicas: `WAIT` pipelined behind each commit, release and
    * renewal, and sent after an acquire that took the lock (a fast-forward writes nothing, and waits for nothing). An acquire the replicas did not acknowledge in time is undone and fails

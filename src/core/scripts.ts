@@ -23,7 +23,7 @@ const corked = new WeakSet<object>();
  * together, which is most of the guard's throughput at 64 in flight (bench/RESULTS.md, issue 11).
  * A Cluster, or a client that is not connected, is left alone.
  */
-function coalesceWrites(redis: RedisClient): void {
+export function coalesceWrites(redis: RedisClient): void {
   if (isCluster(redis) || redis.status !== 'ready') return;
   const { stream } = redis;
   if (corked.has(stream) || typeof stream.cork !== 'function') return;
