@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { countRoundTrips, type RoundTrips } from './count-round-trips';
-import { GUARDS, LOCK_TTL_MS, UnexpectedRunError, type GuardUnderTest } from './guards';
+import { GUARDS, LOCK_TTL_MS, UnexpectedRunError, type GuardFactory, type GuardUnderTest } from './guards';
 import { memoryPerStep, unlinkMatching, type StepMemory } from './memory';
 import { median, summariseNs, type LatencySummary } from './stats';
 import { opsPerSecond, timeSerial } from './timing';
@@ -39,8 +39,10 @@ export interface GuardCost {
   readonly roundTrips: RoundTrips;
   /** A fresh step: artifact check, lock, a no-op dispatch, commit. */
   readonly fire: PathLatency;
-  /** A committed step: the decision that finds the artifact. */
+  /** A committed step: the decision that finds the artifact, by the guard that committed it. */
   readonly fastForward: PathLatency;
+  /** The same, by another instance of the guard (another process), which has seen nothing yet. */
+  readonly fastForwardOther: PathLatency;
   /** Fresh steps at `concurrency`, median over repetitions; `ratio` is to the bare SET's rate. */
   readonly throughput: { readonly opsPerSec: number; readonly ratio: number };
   readonly memory: StepMemory;
@@ -49,7 +51,10 @@ export interface GuardCost {
 /** What one repetition measured, kept raw in the JSON. */
 export interface RepSample {
   readonly baseline: { readonly c1: LatencySummary; readonly opsPerSec: number };
-  readonly guards: Record<string, { readonly fire: LatencySummary; readonly fastForward: LatencySummary; readonly opsPerSec: number }>;
+  readonly guards: Record<
+    string,
+    { readonly fire: LatencySummary; readonly fastForward: LatencySummary; readonly fastForwardOther: LatencySummary; readonly opsPerSec: number }
+  >;
 }
 
 /** The core bench's result: the physical limit and every guard against it. */
@@ -94,19 +99,23 @@ export async function runCoreBench(redis: Redis, admin: Redis, opts: CoreOptions
     const rate = await opsPerSecond(opts.throughputOps, opts.concurrency, (i) => set(ops + i));
     return { c1, rate };
   };
-  const measure = async (guard: GuardUnderTest, ops: number, throughputOps: number) => {
+  const measure = async (create: GuardFactory, prefix: string, ops: number, throughputOps: number) => {
+    const guard = create(redis, prefix);
     const fire = await timeSerial(ops, (i) => guard.dispatch({ scope: `f${i}`, step: STEP }, run).then(expect(guard, 'ran')));
     const ff = await timeSerial(ops, (i) => guard.dispatch({ scope: `f${i}`, step: STEP }, mustNotRun).then(expect(guard, 'fast-forward')));
+    // Another process's guard on the same keys: whatever the first instance remembers, this one has not seen.
+    const other = create(redis, prefix);
+    const ffOther = await timeSerial(ops, (i) => other.dispatch({ scope: `f${i}`, step: STEP }, mustNotRun).then(expect(other, 'fast-forward')));
+    await other.close?.();
     const rate = await opsPerSecond(throughputOps, opts.concurrency, (i) => guard.dispatch({ scope: `t${i}`, step: STEP }, run).then(expect(guard, 'ran')));
-    return { fire: summariseNs(fire), fastForward: summariseNs(ff), opsPerSec: rate };
+    await guard.close?.();
+    return { fire: summariseNs(fire), fastForward: summariseNs(ff), fastForwardOther: summariseNs(ffOther), opsPerSec: rate };
   };
 
   opts.progress('warm-up: every guard and the bare SET, results discarded');
   await baseline('warm', Math.min(opts.latencyOps, 300));
   for (const [index, { create }] of GUARDS.entries()) {
-    const guard = create(redis, `${root}.warm.${index}`);
-    await measure(guard, Math.min(opts.latencyOps, 300), Math.min(opts.throughputOps, 1000));
-    await guard.close?.();
+    await measure(create, `${root}.warm.${index}`, Math.min(opts.latencyOps, 300), Math.min(opts.throughputOps, 1000));
   }
   await cleanup();
 
@@ -124,9 +133,7 @@ export async function runCoreBench(redis: Redis, admin: Redis, opts: CoreOptions
     const order = GUARDS.map((_, i) => GUARDS[(i + rep) % GUARDS.length]);
     for (const { id, create } of order) {
       opts.progress(`rep ${rep + 1}/${opts.reps}: ${id}`);
-      const guard = create(redis, `${root}.r${rep}.${GUARDS.findIndex((g) => g.id === id)}`);
-      guards[id] = await measure(guard, opts.latencyOps, opts.throughputOps);
-      await guard.close?.();
+      guards[id] = await measure(create, `${root}.r${rep}.${GUARDS.findIndex((g) => g.id === id)}`, opts.latencyOps, opts.throughputOps);
     }
     const after = await baseline(`r${rep}b`, opts.latencyOps);
     reps.push({ baseline: { c1: summariseNs([...before.c1, ...after.c1]), opsPerSec: (before.rate + after.rate) / 2 }, guards });
@@ -147,7 +154,7 @@ export async function runCoreBench(redis: Redis, admin: Redis, opts: CoreOptions
   }
   await cleanup();
 
-  const path = (id: string, pick: 'fire' | 'fastForward'): PathLatency => ({
+  const path = (id: string, pick: 'fire' | 'fastForward' | 'fastForwardOther'): PathLatency => ({
     p50Us: median(reps.map((r) => r.guards[id][pick].p50Us)),
     p99Us: median(reps.map((r) => r.guards[id][pick].p99Us)),
     p50Ratio: median(reps.map((r) => r.guards[id][pick].p50Us / r.baseline.c1.p50Us)),
@@ -168,6 +175,7 @@ export async function runCoreBench(redis: Redis, admin: Redis, opts: CoreOptions
         roundTrips: roundTrips.get(id) as RoundTrips,
         fire: path(id, 'fire'),
         fastForward: path(id, 'fastForward'),
+        fastForwardOther: path(id, 'fastForwardOther'),
         throughput: {
           opsPerSec: median(reps.map((r) => r.guards[id].opsPerSec)),
           ratio: median(reps.map((r) => r.guards[id].opsPerSec / r.baseline.opsPerSec)),

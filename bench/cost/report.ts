@@ -42,16 +42,18 @@ function rows(report: CostReport): { head: string[]; body: string[][] }[] {
     'fire p99 us (x SET)',
     'fast-forward p50 us (x SET)',
     'fast-forward p99 us (x SET)',
+    "another process's fast-forward p50 us (x SET)",
     `c${report.options.concurrency} ops/s (x SET)`,
   ];
   const speedBody = [
-    ['bare SET NX PX', `${us(core.baseline.p50Us)} (1.00x)`, `${us(core.baseline.p99Us)} (1.00x)`, '-', '-', `${core.baseline.opsPerSec.toFixed(0)} (1.00x)`],
+    ['bare SET NX PX', `${us(core.baseline.p50Us)} (1.00x)`, `${us(core.baseline.p99Us)} (1.00x)`, '-', '-', '-', `${core.baseline.opsPerSec.toFixed(0)} (1.00x)`],
     ...core.guards.map((g) => [
       g.name,
       `${us(g.fire.p50Us)} (${x(g.fire.p50Ratio)})`,
       `${us(g.fire.p99Us)} (${x(g.fire.p99Ratio)})`,
       `${us(g.fastForward.p50Us)} (${x(g.fastForward.p50Ratio)})`,
       `${us(g.fastForward.p99Us)} (${x(g.fastForward.p99Ratio)})`,
+      `${us(g.fastForwardOther.p50Us)} (${x(g.fastForwardOther.p50Ratio)})`,
       `${g.throughput.opsPerSec.toFixed(0)} (${x(g.throughput.ratio)})`,
     ]),
   ];

@@ -70,6 +70,12 @@ export function verdict(report: CostReport): Measure[] {
       x,
     ),
     versus(
+      "fast-forward p50, a step another process committed",
+      ours.fastForwardOther.p50Ratio,
+      each((g) => g.fastForwardOther.p50Ratio),
+      x,
+    ),
+    versus(
       `throughput at ${String(report.options.concurrency)} in flight`,
       ours.throughput.ratio,
       each((g) => g.throughput.ratio),
