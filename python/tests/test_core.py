@@ -4,6 +4,7 @@ guard's decisions."""
 from __future__ import annotations
 
 import asyncio
+from typing import Awaitable, Callable, TypeVar
 
 import pytest
 from redis.asyncio import Redis
@@ -23,6 +24,8 @@ from temporal_fire_once.core import (
     encode_id,
     parse_artifact,
 )
+
+T = TypeVar("T")
 
 
 
@@ -53,6 +56,10 @@ def test_option_errors_name_the_field() -> None:
         GuardOptions(lock_ttl_ms=-5)
     with pytest.raises(FireOnceConfigError, match="key_prefix"):
         GuardOptions(key_prefix="{bad}")
+    with pytest.raises(FireOnceConfigError, match=r"known_artifacts must be 0 \(off\) or a positive integer \(got -1\)"):
+        GuardOptions(known_artifacts=-1)
+    with pytest.raises(FireOnceConfigError, match="known_artifacts must be at most 1000000 keys"):
+        GuardOptions(known_artifacts=2_000_000)
     with pytest.raises(FireOnceConfigError, match="lease_ms must be at most 600000"):
         fire_once(lease_ms=600_001)
     with pytest.raises(FireOnceConfigError, match="on_in_flight must be one of wait, fail, skip"):
@@ -94,6 +101,34 @@ async def test_commit_fast_forwards_and_release_refuses_a_stale_token(client: Re
     assert isinstance(record, bytes) and parse_artifact(record) is not None
     with pytest.raises(FireOnceKeyConflict):
         await guard.acquire(DispatchTarget("s", "step", "job", args_hash="h2"))
+
+
+async def test_a_known_artifact_is_read_with_a_get_and_a_gone_one_is_left_to_the_script(client: Redis, prefix: str) -> None:
+    async def scripts_run(call: Callable[[], Awaitable[T]]) -> tuple[T, int]:
+        """``call``'s result, and how many scripts Redis ran meanwhile (a GET runs none)."""
+        await client.config_resetstat()
+        value = await call()
+        stats = await client.info("commandstats")
+        return value, sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in ("evalsha", "eval"))
+
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    target = DispatchTarget("known", "step", "job")
+    first = await guard.acquire(target)
+    assert isinstance(first, Acquired)
+    await guard.commit(first.lease, b"result")
+    again, scripts = await scripts_run(lambda: guard.acquire(target))
+    assert isinstance(again, FastForward) and again.artifact == b"result" and scripts == 0
+    other = FireOnceGuard(client, GuardOptions(key_prefix=prefix))  # another process: it has seen nothing
+    seen, scripts = await scripts_run(lambda: other.acquire(target))
+    assert isinstance(seen, FastForward) and scripts == 1
+    await other.invalidate("known", "job")
+    after, scripts = await scripts_run(lambda: guard.acquire(target))  # the GET finds nothing: the script decides
+    assert isinstance(after, Acquired) and scripts == 1
+    await guard.commit(after.lease, b"result 2")
+    off = FireOnceGuard(client, GuardOptions(key_prefix=prefix, known_artifacts=0))
+    assert isinstance(await off.acquire(target), FastForward)
+    _, scripts = await scripts_run(lambda: off.acquire(target))
+    assert scripts == 1
 
 
 def test_a_top_level_none_hashes_as_typescript_null() -> None:

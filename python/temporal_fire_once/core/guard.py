@@ -10,8 +10,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
 
+from cachetools import LRUCache
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .errors import FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable
@@ -110,6 +111,8 @@ class FireOnceGuard:
         self.redis = redis
         self.options = options or GuardOptions()
         self.keys = FireOnceKeys(self.options.key_prefix, self.options.namespace)
+        # Artifact keys seen to exist, most recent first (known_artifacts); keys only, never results.
+        self._known: LRUCache[str, bool] | None = LRUCache(self.options.known_artifacts) if self.options.known_artifacts > 0 else None
 
     def keys_for(self, namespace: str | None) -> FireOnceKeys:
         return self.keys if namespace is None else self.keys.for_namespace(namespace)
@@ -126,8 +129,12 @@ class FireOnceGuard:
         job_type = encode_id("jobType", target.job_type)
         lock_key, waiters_key = f"{base}:l:{step}", f"{base}:w:{step}"
         artifact_key = target.external_artifact_key or f"{base}:a:{job_type}"
-        token = str(uuid.uuid4())
         mode = "x" if target.external_artifact_key is not None else ("t" if read_ttl else "r")
+        if mode == "r" and self._known is not None and self._known.get(artifact_key, False):
+            record = await self._read_known(target, artifact_key)
+            if record is not None:
+                return FastForward(self._stored_result(record, target, artifact_key), artifact_key)
+        token = str(uuid.uuid4())
         context = _context(target, lock_key)
         tail = lock_tail(target.args_hash, target.holder)
 
@@ -138,9 +145,13 @@ class FireOnceGuard:
         if isinstance(reply, int):
             return Acquired(Lease(target, lock_key, artifact_key, waiters_key, token, reply))
         if isinstance(reply, bytes):
-            return FastForward(self._stored_result(reply, target, artifact_key), artifact_key)
+            found = FastForward(self._stored_result(reply, target, artifact_key), artifact_key)
+            self._remember(artifact_key)
+            return found
         if isinstance(reply, list) and reply and isinstance(reply[0], bytes):
-            return FastForward(self._stored_result(reply[0], target, artifact_key), artifact_key, int(reply[1]))
+            found = FastForward(self._stored_result(reply[0], target, artifact_key), artifact_key, int(reply[1]))
+            self._remember(artifact_key)
+            return found
         code = reply[0] if isinstance(reply, list) and reply else reply
         if code == AcquireReply.EXISTS:
             return FastForward(b"", artifact_key, int(reply[1]))
@@ -164,6 +175,7 @@ class FireOnceGuard:
         keys = [lease.artifact_key, lease.lock_key, lease.waiters_key]
         args: list[str | bytes | int] = [lease.token, record, ttl, self._channel(lease.target)]
         settled = _settled(await self._run(_context(lease.target, lease.artifact_key, lease.token), lambda: COMMIT(self.redis, keys, args)))
+        self._remember(lease.artifact_key)
         await self._hand_back(lease, settled)
         return settled
 
@@ -199,6 +211,8 @@ class FireOnceGuard:
         """Delete the artifact of (scope, job type) and publish its key to local caches."""
         keys = self.keys_for(namespace)
         key = keys.artifact(scope, job_type)
+        if self._known is not None:
+            self._known.pop(key, None)
         reply = await self._run({"key": key, "scope": scope, "jobType": job_type}, lambda: INVALIDATE(self.redis, [key], [keys.invalidations()]))
         return bool(reply == 1)
 
@@ -220,6 +234,29 @@ class FireOnceGuard:
 
     def _channel(self, target: DispatchTarget) -> str:
         return self.keys_for(target.namespace).wake_channel(target.scope) if self.options.publish_wake_ups else ""
+
+    def _remember(self, artifact_key: str) -> None:
+        if self._known is not None:
+            self._known[artifact_key] = True
+
+    async def _read_known(self, target: DispatchTarget, artifact_key: str) -> bytes | None:
+        """The artifact record at a key this guard saw exist, read with a plain ``GET``; ``None``
+        once it is gone, and the key is forgotten. A key that no longer holds a string is left to
+        the script, which reports what it holds."""
+
+        async def read() -> bytes | None:
+            try:
+                record = await self.redis.get(artifact_key)
+            except ResponseError as err:
+                if str(err).startswith("WRONGTYPE"):
+                    return None
+                raise
+            return record.encode() if isinstance(record, str) else record  # the client is made with decode_responses=False
+
+        record = await self._run(_context(target, artifact_key), read)
+        if record is None and self._known is not None:
+            self._known.pop(artifact_key, None)
+        return record
 
     def _stored_result(self, record: bytes, target: DispatchTarget, artifact_key: str) -> bytes:
         artifact = parse_artifact(record)

@@ -47,6 +47,10 @@ class GuardOptions:
     """How long one Redis call may take before the guard fails closed."""
     publish_wake_ups: bool = True
     """Publish on the scope's wake channel on commit and release."""
+    known_artifacts: int = 10_000
+    """How many artifact keys the guard remembers having seen exist (committed or fast-forwarded
+    to); a repeat of one is read with a plain ``GET`` before the script (PROTOCOL.md section 6).
+    Keys only, never results. ``0`` turns it off."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.key_prefix, str) or not KEY_PREFIX_PATTERN.fullmatch(self.key_prefix):
@@ -62,3 +66,7 @@ class GuardOptions:
         positive_int("store_timeout_ms", self.store_timeout_ms, 60_000)
         if not isinstance(self.publish_wake_ups, bool):
             raise FireOnceConfigError(f"publish_wake_ups must be a boolean (got {self.publish_wake_ups!r})")
+        if isinstance(self.known_artifacts, bool) or not isinstance(self.known_artifacts, int) or self.known_artifacts < 0:
+            raise FireOnceConfigError(f"known_artifacts must be 0 (off) or a positive integer (got {self.known_artifacts!r})")
+        if self.known_artifacts > 0:
+            positive_int("known_artifacts", self.known_artifacts, 1_000_000, "keys")

@@ -38,6 +38,7 @@ class FireOncePlugin(SimplePlugin):
         artifact_ttl_ms: int | None = None,
         store_timeout_ms: int | None = None,
         publish_wake_ups: bool | None = None,
+        known_artifacts: int | None = None,
         on_in_flight: InFlightPolicy | None = None,
         poll_interval_ms: int | None = None,
         lock_mode: LockMode | None = None,
