@@ -46,7 +46,15 @@ function rows(report: CostReport): { head: string[]; body: string[][] }[] {
     `c${report.options.concurrency} ops/s (x SET)`,
   ];
   const speedBody = [
-    ['bare SET NX PX', `${us(core.baseline.p50Us)} (1.00x)`, `${us(core.baseline.p99Us)} (1.00x)`, '-', '-', '-', `${core.baseline.opsPerSec.toFixed(0)} (1.00x)`],
+    [
+      'bare SET NX PX',
+      `${us(core.baseline.p50Us)} (1.00x)`,
+      `${us(core.baseline.p99Us)} (1.00x)`,
+      '-',
+      '-',
+      '-',
+      `${core.baseline.opsPerSec.toFixed(0)} (1.00x)`,
+    ],
     ...core.guards.map((g) => [
       g.name,
       `${us(g.fire.p50Us)} (${x(g.fire.p50Ratio)})`,

@@ -70,7 +70,7 @@ export function verdict(report: CostReport): Measure[] {
       x,
     ),
     versus(
-      "fast-forward p50, a step another process committed",
+      'fast-forward p50, a step another process committed',
       ours.fastForwardOther.p50Ratio,
       each((g) => g.fastForwardOther.p50Ratio),
       x,
