@@ -36,6 +36,7 @@ function uncork(stream: Redis['stream']): void {
   corked.delete(stream);
   stream.uncork();
 }
+
 type Invoke = (...keysAndArgs: ScriptArg[]) => Promise<unknown>;
 
 /**
