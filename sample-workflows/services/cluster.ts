@@ -80,6 +80,23 @@ export async function startRedisCluster(options: { readonly masters?: number; re
     }
   }
   const masters = options.masters ?? 3;
+  // A port found free can be taken by another process before the node binds it (the suites
+  // start clusters side by side), and the node then exits at once: try again on new ports.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await spawnCluster(masters, tls);
+    } catch (err) {
+      if (!(err instanceof NodeExited) || attempt === SPAWN_ATTEMPTS) throw err;
+    }
+  }
+}
+
+const SPAWN_ATTEMPTS = 3;
+
+/** A spawned node exited before it answered. */
+class NodeExited extends ServiceUnavailableError {}
+
+async function spawnCluster(masters: number, tls: ClusterTlsFiles | undefined): Promise<RedisClusterService> {
   const spawned: { child: ChildProcess; dir: string }[] = [];
   const stop = async () => {
     await Promise.all(spawned.map((s) => stopChild(s.child)));
@@ -160,7 +177,7 @@ export async function startRedisCluster(options: { readonly masters?: number; re
 async function ping(node: ClusterNode, child: ChildProcess): Promise<void> {
   const deadline = Date.now() + 10_000;
   for (;;) {
-    if (child.exitCode !== null) throw new ServiceUnavailableError(`redis-server on port ${node.port} exited with ${child.exitCode}. ${HOW_TO_GET_CLUSTER}`);
+    if (child.exitCode !== null) throw new NodeExited(`redis-server on port ${node.port} exited with ${child.exitCode}. ${HOW_TO_GET_CLUSTER}`);
     const client = connectNode(node);
     try {
       await client.connect();
