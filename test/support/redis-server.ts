@@ -28,6 +28,21 @@ export async function spawnRedisServer(args: readonly string[] = [], options: { 
   if (spawnSync('redis-server', ['--version']).error) {
     throw new Error(`redis-server is not on PATH; these tests start their own servers. ${HOW_TO_GET_REDIS}`);
   }
+  // A port found free can be taken before redis-server binds it (files run side by side, and
+  // every outgoing connection takes a local port from the same range): try again on a new one.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await spawnOnce(args, options);
+    } catch (err) {
+      if (!(err instanceof PortTaken) || attempt === 3) throw err;
+    }
+  }
+}
+
+/** redis-server exited because its port was taken. */
+class PortTaken extends Error {}
+
+async function spawnOnce(args: readonly string[], options: { readonly tls?: boolean }): Promise<SpawnedRedis> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'fire-once-bad-input-'));
   const listen = options.tls ? ['--port', '0', '--tls-port', String(port)] : ['--port', String(port)];
@@ -55,7 +70,8 @@ export async function spawnRedisServer(args: readonly string[] = [], options: { 
       child.stdout.on('data', onData);
       child.once('exit', (code) => {
         clearTimeout(timer);
-        reject(new Error(`redis-server exited with ${code} before it was ready (args ${args.join(' ')}):\n${output}`));
+        const Failure = output.includes('Address already in use') ? PortTaken : Error;
+        reject(new Failure(`redis-server exited with ${code} before it was ready (args ${args.join(' ')}):\n${output}`));
       });
     });
   } catch (err) {
