@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { ServiceUnavailableError } from './errors';
-import { freePort, stopChild } from './redis';
+import { freePort, retryOnTakenPort, stopChild } from './redis';
 
 /** One node's address, as ioredis `new Cluster([...])` takes it. */
 export interface ClusterNode {
@@ -80,18 +80,12 @@ export async function startRedisCluster(options: { readonly masters?: number; re
     }
   }
   const masters = options.masters ?? 3;
-  // A port found free can be taken by another process before the node binds it (the suites
-  // start clusters side by side), and the node then exits at once: try again on new ports.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await spawnCluster(masters, tls);
-    } catch (err) {
-      if (!(err instanceof NodeExited) || attempt === SPAWN_ATTEMPTS) throw err;
-    }
-  }
+  // A node whose port was taken exits at once (its output is not kept): spawn on new ports.
+  return retryOnTakenPort(
+    () => spawnCluster(masters, tls),
+    (err) => err instanceof NodeExited,
+  );
 }
-
-const SPAWN_ATTEMPTS = 3;
 
 /** A spawned node exited before it answered. */
 class NodeExited extends ServiceUnavailableError {}

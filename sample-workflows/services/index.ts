@@ -1,4 +1,4 @@
-export { startRedis, freePort, stopChild, HOW_TO_GET_REDIS } from './redis';
+export { startRedis, freePort, retryOnTakenPort, stopChild, HOW_TO_GET_REDIS } from './redis';
 export type { RedisService, RedisSource, StartRedisOptions } from './redis';
 export { FAST_DEV_SERVER, SECOND_NAMESPACE, startTemporal, findTemporalCli } from './temporal';
 export type { TemporalService, StartTemporalOptions } from './temporal';

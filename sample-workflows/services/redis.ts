@@ -56,6 +56,22 @@ export function freePort(): Promise<number> {
 }
 
 /**
+ * Run `spawn` again while it fails with an error `portTaken` accepts, at most 3 times in all:
+ * a port {@link freePort} found free can be taken before the server binds it (servers start side
+ * by side, and every outgoing connection takes a local port from the same range). `spawn` must
+ * pick its ports anew on each call.
+ */
+export async function retryOnTakenPort<T>(spawn: () => Promise<T>, portTaken: (err: unknown) => boolean): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await spawn();
+    } catch (err) {
+      if (!portTaken(err) || attempt === 3) throw err;
+    }
+  }
+}
+
+/**
  * Use `REDIS_URL` when it is set; otherwise spawn `redis-server` from PATH on a free port, with
  * no persistence, and stop it in `stop()`; otherwise, with `embeddedFallback`, run one through
  * redis-memory-server. Throws {@link ServiceUnavailableError} saying how to get Redis when none

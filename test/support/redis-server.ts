@@ -2,7 +2,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, stopChild } from '../../sample-workflows/services';
+import { freePort, retryOnTakenPort, stopChild } from '../../sample-workflows/services';
 
 /** A redis-server this test spawned itself, on a free loopback port. */
 export interface SpawnedRedis {
@@ -28,15 +28,10 @@ export async function spawnRedisServer(args: readonly string[] = [], options: { 
   if (spawnSync('redis-server', ['--version']).error) {
     throw new Error(`redis-server is not on PATH; these tests start their own servers. ${HOW_TO_GET_REDIS}`);
   }
-  // A port found free can be taken before redis-server binds it (files run side by side, and
-  // every outgoing connection takes a local port from the same range): try again on a new one.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await spawnOnce(args, options);
-    } catch (err) {
-      if (!(err instanceof PortTaken) || attempt === 3) throw err;
-    }
-  }
+  return retryOnTakenPort(
+    () => spawnOnce(args, options),
+    (err) => err instanceof PortTaken,
+  );
 }
 
 /** redis-server exited because its port was taken. */
