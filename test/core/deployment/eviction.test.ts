@@ -1,7 +1,7 @@
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { FireOnceConfigError, FireOnceStoreUnavailable } from '../../../src';
 import { checkEvictionPolicy, readEvictionPolicies } from '../../../src/core';
-import { freePort } from '../../../sample-workflows/services';
 import { spawnRedisServer, type SpawnedRedis } from '../../support/redis-server';
 import { ACL_USER, aclRules, parseAclLog } from '../../security/acl-rules';
 
@@ -114,12 +114,21 @@ describe('checkEvictionPolicy', () => {
   });
 
   it('fails closed with FireOnceStoreUnavailable when Redis cannot be reached within timeoutMs', async () => {
-    const redis = new Redis(await freePort(), '127.0.0.1', { lazyConnect: true, retryStrategy: () => 100 });
+    // A listener of this test's own that accepts and never answers: a port merely found free could
+    // be taken meanwhile by another file's redis-server, which would answer.
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => void sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const redis = new Redis((silent.address() as AddressInfo).port, '127.0.0.1', { lazyConnect: true, retryStrategy: () => 100 });
     redis.on('error', () => undefined);
-    const err = await checkEvictionPolicy(redis, { timeoutMs: 500 }).catch((e: unknown) => e);
-    redis.disconnect();
-    await new Promise((r) => setTimeout(r, 2_100)); // ioredis destroys the half-open socket after its 2 s disconnectTimeout
-    expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
-    expect((err as Error).message).toMatch(/did not answer within 500 ms|could not read Redis's eviction policy/);
+    try {
+      const err = await checkEvictionPolicy(redis, { timeoutMs: 500 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
+      expect((err as Error).message).toMatch(/did not answer within 500 ms|could not read Redis's eviction policy/);
+    } finally {
+      redis.disconnect();
+      sockets.forEach((socket) => socket.destroy());
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 });
