@@ -40,6 +40,20 @@ describe('FireOnceGuard on Redis alone', () => {
     expect(second.lease.token).not.toBe(first.lease.token);
   });
 
+  it('writes into the lock the digits of the fencing token it returns, microseconds padded to six', async () => {
+    // The server clock's microseconds fall below 100000, the digits acquire.lua pads, for 100 ms of
+    // every second: acquiring one step after another for up to 3 s meets that case several times.
+    const deadline = Date.now() + 3_000;
+    let padded = 0;
+    for (let i = 0; padded < 3 && Date.now() < deadline; i++) {
+      const outcome = await guard.acquire({ ...target, step: `fencing-${i}` });
+      if (outcome.kind !== 'acquired') throw new Error(`expected acquired, got ${outcome.kind}`);
+      expect((await redis.get(outcome.lease.lockKey))?.split(' ')[1]).toBe(String(outcome.lease.fencingToken));
+      if (outcome.lease.fencingToken % 1_000_000 < 100_000) padded++;
+    }
+    expect(padded).toBe(3);
+  });
+
   it('round-trips the artifact byte for byte, sets its TTL, and the artifact takes over from the lock in one step', async () => {
     const outcome = await guard.acquire(target);
     if (outcome.kind !== 'acquired') throw new Error('expected acquired');

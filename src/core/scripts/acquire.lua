@@ -47,7 +47,8 @@ if lock then
   return {3, redis.call('PTTL', KEYS[2]), lock}
 end
 
+-- The fencing token in decimal: seconds, then microseconds padded to six digits. The same digits
+-- as formatting the sum, which cost a script call about 3 us more on Redis 7.0 (bench/RESULTS.md).
 local now = redis.call('TIME')
-local fencing = now[1] * 1000000 + now[2]
-redis.call('SET', KEYS[2], ARGV[1] .. ' ' .. string.format('%.0f', fencing) .. ' ' .. ARGV[4], 'PX', ARGV[2])
-return fencing
+redis.call('SET', KEYS[2], ARGV[1] .. ' ' .. now[1] .. string.sub('00000' .. now[2], -6) .. ' ' .. ARGV[4], 'PX', ARGV[2])
+return now[1] * 1000000 + now[2]
