@@ -1,5 +1,5 @@
-export { startRedis, freePort, retryOnTakenPort, stopChild, HOW_TO_GET_REDIS } from './redis';
-export type { RedisService, RedisSource, StartRedisOptions } from './redis';
+export { startRedis, freePort, retryOnTakenPort, spawnRedisServerOnFreePort, stopChild, HOW_TO_GET_REDIS } from './redis';
+export type { RedisService, RedisSource, SpawnedRedisServer, SpawnOptions, StartRedisOptions } from './redis';
 export { FAST_DEV_SERVER, SECOND_NAMESPACE, startTemporal, findTemporalCli } from './temporal';
 export type { TemporalService, StartTemporalOptions } from './temporal';
 export { startRedisCluster, clusterNodesFromEnv, formatClusterNodes, type ClusterNode, type RedisClusterService } from './cluster';

@@ -92,30 +92,83 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
     }
     throw new ServiceUnavailableError(`redis-server is not on PATH and REDIS_URL is not set. ${HOW_TO_GET_REDIS}`);
   }
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'fire-once-redis-'));
-  const child = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...(options.extraArgs ?? [])],
-    { stdio: 'ignore' },
+  const server = await spawnRedisServerOnFreePort(options.extraArgs ?? []);
+  return { url: server.url, spawned: true, source: 'path', description: `redis-server from PATH (${onPath})`, stop: server.stop };
+}
+
+/** A `redis-server` spawned on a free loopback port, with no persistence and a directory of its own. */
+export interface SpawnedRedisServer {
+  readonly port: number;
+  /** `redis://` or `rediss://` (TLS) URL of the server, without credentials. */
+  readonly url: string;
+  /** Its scratch directory, removed by `stop()`. */
+  readonly dir: string;
+  /** Everything the server wrote so far, for failure messages. */
+  output(): string;
+  stop(): Promise<void>;
+}
+
+/** redis-server exited because its port was taken. */
+class PortTaken extends Error {}
+
+/**
+ * Spawn `redis-server` with `args` on a free port and resolve once it says it is ready to accept
+ * connections. Waiting for its own words, not for a PING, matters: if the port was taken in the
+ * meantime, a PING would be answered by whoever took it. A server that exits because its port
+ * was taken is started again on a new port ({@link retryOnTakenPort}). With `tls`, the port is a
+ * TLS port and plain TCP is off; `args` must then carry the certificate options.
+ */
+export function spawnRedisServerOnFreePort(args: readonly string[], options: SpawnOptions = {}): Promise<SpawnedRedisServer> {
+  return retryOnTakenPort(
+    () => spawnOnce(args, options),
+    (err) => err instanceof PortTaken,
   );
-  const url = `redis://127.0.0.1:${port}`;
+}
+
+/** How {@link spawnRedisServerOnFreePort} listens. */
+export interface SpawnOptions {
+  /** Listen on a TLS port only. */
+  readonly tls?: boolean;
+  /** Picks the port of each attempt; {@link freePort} unless a test stands in a taken one. */
+  readonly pickPort?: () => Promise<number>;
+}
+
+async function spawnOnce(args: readonly string[], options: SpawnOptions): Promise<SpawnedRedisServer> {
+  const port = await (options.pickPort ?? freePort)();
+  const dir = mkdtempSync(join(tmpdir(), 'fire-once-redis-'));
+  const listen = options.tls ? ['--port', '0', '--tls-port', String(port)] : ['--port', String(port)];
+  const child = spawn('redis-server', [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const append = (chunk: Buffer) => {
+    output += chunk.toString();
+  };
+  child.stdout.on('data', append);
+  child.stderr.on('data', append);
+  const stop = async () => {
+    await stopChild(child);
+    rmSync(dir, { recursive: true, force: true });
+  };
   try {
-    await ping(url, `redis-server did not start on port ${port}. ${HOW_TO_GET_REDIS}`, child);
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new ServiceUnavailableError(`redis-server on port ${port} was not ready after 10 s:\n${output}`)), 10_000);
+      child.stdout.on('data', () => {
+        if (!output.includes('Ready to accept connections')) return;
+        clearTimeout(timer);
+        resolve();
+      });
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        const Failure = output.includes('Address already in use') ? PortTaken : ServiceUnavailableError;
+        reject(new Failure(`redis-server exited with ${code} before it was ready (args ${args.join(' ')}):\n${output}`));
+      });
+    });
   } catch (err) {
-    child.kill('SIGKILL');
+    await stop();
     throw err;
   }
-  return {
-    url,
-    spawned: true,
-    source: 'path',
-    description: `redis-server from PATH (${onPath})`,
-    stop: async () => {
-      await stopChild(child);
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  return { port, url: `${options.tls ? 'rediss' : 'redis'}://127.0.0.1:${port}`, dir, output: () => output, stop };
 }
 
 /** The `redis-server` that PATH finds and that runs, or `undefined`. */
