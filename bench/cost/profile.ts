@@ -2,8 +2,11 @@
 // public FireOnceGuard, next to a bare SET NX PX and a bare GET, under `node --cpu-prof` (the
 // profile goes to bench/out/profile/). Prints p50 ratios to the SET and the client CPU per call,
 // and the server's own time per command from `INFO commandstats`, all measured in this one run.
+// The fire is also split: Powertools' two plain SETs (an in-progress record, then the result),
+// and the guard's two scripts called alone, without the guard around them.
+import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { FireOnceGuard } from './library';
+import { FireOnceGuard, PROTOCOL_SCRIPTS } from './library';
 import { startRedis } from '../../sample-workflows/services';
 import { unlinkMatching } from './memory';
 import { summariseNs } from './stats';
@@ -20,6 +23,15 @@ async function phase(ops: number, op: (i: number) => Promise<unknown>) {
 const OPS = Number(process.argv[2] ?? 5000);
 const ROUNDS = Number(process.argv[3] ?? 3);
 const payload = Buffer.from('x'.repeat(256));
+/** The artifact record commit.lua stores for `payload` with no args hash, as the guard sends it. */
+const record = `3::${payload.toString()}`;
+const script = (command: string) => {
+  const found = PROTOCOL_SCRIPTS.find((s) => s.command === command);
+  if (found === undefined) throw new Error(`no script ${command}`);
+  return found as unknown as (redis: Redis, keys: string[], args: (string | number)[], buffers: boolean) => Promise<unknown>;
+};
+const acquire = script('fireOnceAcquireV3');
+const commit = script('fireOnceCommitV3');
 
 async function main(): Promise<void> {
   const service = await startRedis();
@@ -45,6 +57,18 @@ async function main(): Promise<void> {
         await guard.commit(outcome.lease, payload);
       });
       const fired = await stats();
+      const twoSets = await phase(OPS, async (i) => {
+        const key = `${root}.two.${r}.${i}`;
+        await redis.set(key, 'in-progress', 'PX', 60_000, 'NX');
+        await redis.set(key, record, 'PX', 600_000);
+      });
+      const scripts = await phase(OPS, async (i) => {
+        const base = `${root}.raw.{${r}.${i}}`;
+        const token = randomUUID();
+        await acquire(redis, [`${base}:a`, `${base}:l`], [token, 60_000, 'r', ' '], true);
+        await commit(redis, [`${base}:a`, `${base}:l`, `${base}:w`], [token, record, 600_000, `${base}:wake`], true);
+      });
+      await stats();
       const ff = await phase(OPS, async (i) => {
         const outcome = await guard.acquire(target(i, r));
         if (outcome.kind !== 'fast-forward') throw new Error(`expected fast-forward, got ${outcome.kind}`);
@@ -53,6 +77,7 @@ async function main(): Promise<void> {
       const row = (name: string, s: { p50Us: number; cpuUs: number }) => `${name} ${(s.p50Us / set.p50Us).toFixed(2)}x (client CPU ${s.cpuUs.toFixed(0)} us)`;
       process.stdout.write(
         `round ${r + 1}: SET p50 ${set.p50Us.toFixed(0)} us (client CPU ${set.cpuUs.toFixed(0)} us) | ${row('GET', get)} | ${row('fast-forward', ff)} | ${row('fire', fire)}\n` +
+          `  fire split: ${row('two plain SETs', twoSets)} | ${row('the two scripts alone', scripts)}\n` +
           `  server usec/call: set ${plain('set')} get ${plain('get')} evalsha on fast-forward ${forwarded('evalsha')}, on fire (acquire + commit) ${fired('evalsha')}\n`,
       );
     }
