@@ -90,7 +90,10 @@ function e2eLine(e2e: E2eResult | undefined): string {
     `${bytes(e2e.memoryPerGuardedActivity.bytesPerStepAfterLock)} after (every key under the prefix, dispatch log included). ` +
     `CPU per activity (this process + redis-server): guarded ${e2e.cpuUsPerActivity.guarded.toFixed(0)} us ` +
     `(redis ${e2e.cpuUsPerActivity.redisGuarded.toFixed(0)}), unguarded ${e2e.cpuUsPerActivity.plain.toFixed(0)} us ` +
-    `(redis ${e2e.cpuUsPerActivity.redisPlain.toFixed(0)}): the guard costs ${(e2e.cpuUsPerActivity.guarded - e2e.cpuUsPerActivity.plain).toFixed(0)} us of CPU per activity` +
+    `(redis ${e2e.cpuUsPerActivity.redisPlain.toFixed(0)}): the guard costs ${(e2e.cpuUsPerActivity.guarded - e2e.cpuUsPerActivity.plain).toFixed(0)} us of CPU per activity. ` +
+    `Floor (unguarded activities making two plain SETs of their own, the least a guard that checks before and stores after can do): ` +
+    `${e2e.floor.perSec.toFixed(1)} activities/s, ${e2e.floor.cpuUs.toFixed(0)} us of CPU per activity (redis ${e2e.floor.redisCpuUs.toFixed(0)}); floor / unguarded pooled ` +
+    `${e2e.floor.overPlainPooled.toFixed(3)}, guarded / floor pooled ${e2e.floor.guardedOverFloorPooled.toFixed(3)}` +
     e2e.failures
       .slice(0, 5)
       .map((f) => `\n  failed: ${f}`)

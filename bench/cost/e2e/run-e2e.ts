@@ -8,13 +8,13 @@ import { LOCK_TTL_MS } from '../guards';
 import { memoryPerStep, scanKeys, type StepMemory } from '../memory';
 import { CommandCounter } from '../round-trips';
 import { median } from '../stats';
-import { createE2eActivities } from './activities';
+import { createE2eActivities, type E2eKind } from './activities';
 import { costWorkflow } from './workflows';
 
 /** How much the end-to-end bench does. */
 export interface E2eOptions {
   readonly reps: number;
-  /** Workflow runs per batch; each rep runs one guarded and one plain batch. */
+  /** Workflow runs per batch; each rep runs one guarded, one plain and one floor batch. */
   readonly workflows: number;
   /** Activities each workflow runs at once. */
   readonly activitiesPerWorkflow: number;
@@ -22,15 +22,18 @@ export interface E2eOptions {
   readonly progress: (line: string) => void;
 }
 
-/** Activities per second of one guarded and one plain batch, how long each took, and the CPU each cost. */
+/** Activities per second of one guarded, one plain and one floor batch, how long each took, and the CPU each cost. */
 export interface E2eRep {
   readonly guarded: number;
   readonly plain: number;
+  readonly floor: number;
   readonly guardedSeconds: number;
   readonly plainSeconds: number;
+  readonly floorSeconds: number;
   /** CPU microseconds per activity, this process (worker and client) plus redis-server. */
   readonly guardedCpuUs: number;
   readonly plainCpuUs: number;
+  readonly floorCpuUs: number;
 }
 
 /** Guarded against plain activities per second on one worker and one dev server. */
@@ -51,6 +54,18 @@ export interface E2eResult {
    */
   readonly cpuUsPerActivity: { readonly guarded: number; readonly plain: number; readonly redisGuarded: number; readonly redisPlain: number };
   /**
+   * The floor: plain activities that make two plain Redis round trips of their own (`SET NX PX`,
+   * then `SET PX` of the result), the least any guard that checks before and stores after can do.
+   * Pooled over every repetition, as `pooledRatio`.
+   */
+  readonly floor: {
+    readonly perSec: number;
+    readonly overPlainPooled: number;
+    readonly guardedOverFloorPooled: number;
+    readonly cpuUs: number;
+    readonly redisCpuUs: number;
+  };
+  /**
    * Redis commands the worker sent per guarded activity, counted through ioredis' command hook
    * over one extra, untimed batch; by command name. Fire-and-forget writes count too.
    */
@@ -65,6 +80,8 @@ export interface E2eResult {
   readonly expectedArtifacts: number;
   readonly reps: readonly E2eRep[];
 }
+
+const KINDS: readonly E2eKind[] = ['guarded', 'plain', 'floor'];
 
 /** A failure's cause chain in one line: `WorkflowFailedError: … <- ActivityFailure: … <- …`. */
 function describeFailure(err: unknown): string {
@@ -103,7 +120,8 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
     const clientConnection = await Connection.connect({ address: temporal.address });
     const client = new Client({ connection: clientConnection });
     const taskQueue = prefix;
-    const worker = await Worker.create({ connection, taskQueue, activities: createE2eActivities(opts.payload), workflowBundle: { code }, plugins: [plugin] });
+    const activities = createE2eActivities(opts.payload, redis, `floor-${prefix}`); // outside the plugin's prefix, whose memory is measured
+    const worker = await Worker.create({ connection, taskQueue, activities, workflowBundle: { code }, plugins: [plugin] });
     const running = worker.run();
     let guardedBatches = 0;
     const failures: string[] = [];
@@ -112,14 +130,14 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
       const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
       return (field('used_cpu_sys') + field('used_cpu_user')) * 1e6;
     };
-    const batch = async (guarded: boolean, tag: string, workflows: number): Promise<{ rate: number; seconds: number; cpuUs: number; redisCpuUs: number }> => {
-      if (guarded) guardedBatches += workflows;
+    const batch = async (kind: E2eKind, tag: string, workflows: number): Promise<{ rate: number; seconds: number; cpuUs: number; redisCpuUs: number }> => {
+      if (kind === 'guarded') guardedBatches += workflows;
       const cpuBefore = process.cpuUsage();
       const redisBefore = await redisCpu();
       const start = process.hrtime.bigint();
       const handles = await Promise.all(
         Array.from({ length: workflows }, (_, i) =>
-          client.workflow.start(costWorkflow, { taskQueue, workflowId: `${prefix}-${tag}-${i}`, args: [guarded, `${tag}-${i}`, opts.activitiesPerWorkflow] }),
+          client.workflow.start(costWorkflow, { taskQueue, workflowId: `${prefix}-${tag}-${i}`, args: [kind, `${tag}-${i}`, opts.activitiesPerWorkflow] }),
         ),
       );
       const settled = await Promise.allSettled(handles.map((h) => h.result()));
@@ -129,26 +147,39 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
       let completed = 0;
       for (const outcome of settled) {
         if (outcome.status === 'fulfilled') completed += outcome.value;
-        else failures.push(`${guarded ? 'guarded' : 'plain'}: ${describeFailure(outcome.reason)}`);
+        else failures.push(`${kind}: ${describeFailure(outcome.reason)}`);
       }
       const activities = Math.max(completed, 1);
       return { rate: completed / seconds, seconds, cpuUs: (cpu.user + cpu.system + redisCpuUs) / activities, redisCpuUs: redisCpuUs / activities };
     };
     try {
       opts.progress('e2e: warm-up');
-      await batch(true, 'warm-g', Math.ceil(opts.workflows / 2));
-      await batch(false, 'warm-p', Math.ceil(opts.workflows / 2));
+      for (const kind of KINDS) await batch(kind, `warm-${kind}`, Math.ceil(opts.workflows / 2));
       const reps: E2eRep[] = [];
-      const redisCpuPerActivity = { guarded: [] as number[], plain: [] as number[] };
+      const redisCpuPerActivity = { guarded: [] as number[], plain: [] as number[], floor: [] as number[] };
       for (let rep = 0; rep < opts.reps; rep++) {
         opts.progress(`e2e: rep ${rep + 1}/${opts.reps}`);
-        const guardedFirst = rep % 2 === 0;
-        const first = await batch(guardedFirst, `r${rep}-1`, opts.workflows);
-        const second = await batch(!guardedFirst, `r${rep}-2`, opts.workflows);
-        const [g, p] = guardedFirst ? [first, second] : [second, first];
-        reps.push({ guarded: g.rate, plain: p.rate, guardedSeconds: g.seconds, plainSeconds: p.seconds, guardedCpuUs: g.cpuUs, plainCpuUs: p.cpuUs });
+        // Each kind goes first, second and third in turn.
+        const ran = {} as Record<E2eKind, Awaited<ReturnType<typeof batch>>>;
+        for (let k = 0; k < KINDS.length; k++) {
+          const kind = KINDS[(rep + k) % KINDS.length];
+          ran[kind] = await batch(kind, `r${rep}-${kind}`, opts.workflows);
+        }
+        const { guarded: g, plain: p, floor: f } = ran;
+        reps.push({
+          guarded: g.rate,
+          plain: p.rate,
+          floor: f.rate,
+          guardedSeconds: g.seconds,
+          plainSeconds: p.seconds,
+          floorSeconds: f.seconds,
+          guardedCpuUs: g.cpuUs,
+          plainCpuUs: p.cpuUs,
+          floorCpuUs: f.cpuUs,
+        });
         redisCpuPerActivity.guarded.push(g.redisCpuUs);
         redisCpuPerActivity.plain.push(p.redisCpuUs);
+        redisCpuPerActivity.floor.push(f.redisCpuUs);
       }
       opts.progress('e2e: counting Redis commands per guarded activity');
       const counter = new CommandCounter();
@@ -156,7 +187,7 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
       const from = counter.mark();
       const countWorkflows = Math.min(10, opts.workflows);
       try {
-        await batch(true, 'count', countWorkflows);
+        await batch('guarded', 'count', countWorkflows);
       } finally {
         counter.stop();
       }
@@ -165,18 +196,26 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
       for (const name of names) commandNames[name] = (commandNames[name] ?? 0) + 1;
       const artifacts = (await scanKeys(redis, `${prefix}:v3:*:a:*`)).length;
       const guardedActivities = guardedBatches * opts.activitiesPerWorkflow;
+      const pooledSeconds = (pick: (r: E2eRep) => number) => reps.reduce((a, r) => a + pick(r), 0);
       return {
         temporalSource: temporal.source,
         guardedPerSec: median(reps.map((r) => r.guarded)),
         plainPerSec: median(reps.map((r) => r.plain)),
         ratio: median(reps.map((r) => r.guarded / r.plain)),
-        pooledRatio: reps.reduce((a, r) => a + r.plainSeconds, 0) / reps.reduce((a, r) => a + r.guardedSeconds, 0),
+        pooledRatio: pooledSeconds((r) => r.plainSeconds) / pooledSeconds((r) => r.guardedSeconds),
         ratioRange: [Math.min(...reps.map((r) => r.guarded / r.plain)), Math.max(...reps.map((r) => r.guarded / r.plain))],
         cpuUsPerActivity: {
           guarded: median(reps.map((r) => r.guardedCpuUs)),
           plain: median(reps.map((r) => r.plainCpuUs)),
           redisGuarded: median(redisCpuPerActivity.guarded),
           redisPlain: median(redisCpuPerActivity.plain),
+        },
+        floor: {
+          perSec: median(reps.map((r) => r.floor)),
+          overPlainPooled: pooledSeconds((r) => r.plainSeconds) / pooledSeconds((r) => r.floorSeconds),
+          guardedOverFloorPooled: pooledSeconds((r) => r.floorSeconds) / pooledSeconds((r) => r.guardedSeconds),
+          cpuUs: median(reps.map((r) => r.floorCpuUs)),
+          redisCpuUs: median(redisCpuPerActivity.floor),
         },
         commandsPerGuardedActivity: names.length / (countWorkflows * opts.activitiesPerWorkflow),
         commandNames,
