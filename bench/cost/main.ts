@@ -28,6 +28,7 @@ const program = new Command('bench')
   .option('--e2e-workflows <n>', 'workflow runs per batch', positiveInt, 40)
   .option('--e2e-activities <n>', 'activities per workflow run', positiveInt, 10)
   .option('--skip-e2e', 'skip the end-to-end part (no Temporal dev server)')
+  .option('--e2e-profile <dir>', 'also profile the worker main thread over four untimed batches of each kind, writing the profiles to <dir>')
   .option('--out <dir>', 'where cost.json and cost.md go', join(__dirname, '..', 'out'));
 
 async function main(): Promise<void> {
@@ -54,7 +55,14 @@ async function main(): Promise<void> {
     });
     const e2e = opts.skipE2e
       ? undefined
-      : await runE2e(service.url, { reps: opts.e2eReps, workflows: opts.e2eWorkflows, activitiesPerWorkflow: opts.e2eActivities, payload, progress });
+      : await runE2e(service.url, {
+          reps: opts.e2eReps,
+          workflows: opts.e2eWorkflows,
+          activitiesPerWorkflow: opts.e2eActivities,
+          payload,
+          progress,
+          profileDir: opts.e2eProfile,
+        });
     const report: CostReport = {
       command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
       startedAt: new Date(started).toISOString(),

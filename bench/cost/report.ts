@@ -68,11 +68,18 @@ function rows(report: CostReport): { head: string[]; body: string[][] }[] {
   const measures = verdict(report);
   const verdictHead = ['measure', 'ours', 'best peer, or target', 'at or ahead'];
   const verdictBody = measures.map((m) => [m.measure, m.ours, m.against, m.ok ? 'yes' : 'NO']);
-  return [
+  const tables = [
     { head: speedHead, body: speedBody },
     { head: costHead, body: costBody },
     { head: verdictHead, body: verdictBody },
   ];
+  const profile = report.e2e?.profile;
+  if (profile === undefined) return tables;
+  const profileHead = ['end to end, worker main thread: us per activity in', 'guarded', 'plain', 'floor', 'guarded - floor'];
+  const profileBody = profile
+    .slice(0, 16)
+    .map(({ origin, us: t }) => [origin, us(t.guarded ?? 0), us(t.plain ?? 0), us(t.floor ?? 0), us((t.guarded ?? 0) - (t.floor ?? 0))]);
+  return [...tables, { head: profileHead, body: profileBody }];
 }
 
 function e2eLine(e2e: E2eResult | undefined): string {

@@ -9,6 +9,7 @@ import { memoryPerStep, scanKeys, type StepMemory } from '../memory';
 import { CommandCounter } from '../round-trips';
 import { median } from '../stats';
 import { createE2eActivities, type E2eKind } from './activities';
+import { profileByOrigin, type OriginTime } from './profile';
 import { costWorkflow } from './workflows';
 
 /** How much the end-to-end bench does. */
@@ -20,6 +21,8 @@ export interface E2eOptions {
   readonly activitiesPerWorkflow: number;
   readonly payload: string;
   readonly progress: (line: string) => void;
+  /** Profile four more batches of each kind, untimed, and write the profiles here. */
+  readonly profileDir?: string;
 }
 
 /** Activities per second of one guarded, one plain and one floor batch, how long each took, and the CPU each cost. */
@@ -79,6 +82,8 @@ export interface E2eResult {
   readonly artifacts: number;
   readonly expectedArtifacts: number;
   readonly reps: readonly E2eRep[];
+  /** With `profileDir`: main-thread time per activity by where the code lives, for each kind. */
+  readonly profile?: readonly OriginTime[];
 }
 
 const KINDS: readonly E2eKind[] = ['guarded', 'plain', 'floor'];
@@ -181,6 +186,18 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
         redisCpuPerActivity.plain.push(p.redisCpuUs);
         redisCpuPerActivity.floor.push(f.redisCpuUs);
       }
+      let profile: OriginTime[] | undefined;
+      if (opts.profileDir !== undefined) {
+        opts.progress(`e2e: profiling four batches of each kind into ${opts.profileDir}`);
+        profile = await profileByOrigin(
+          KINDS,
+          async (kind) => {
+            for (let b = 0; b < 4; b++) await batch(kind, `profile-${kind}-${b}`, opts.workflows);
+            return 4 * opts.workflows * opts.activitiesPerWorkflow;
+          },
+          opts.profileDir,
+        );
+      }
       opts.progress('e2e: counting Redis commands per guarded activity');
       const counter = new CommandCounter();
       counter.start();
@@ -224,6 +241,7 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
         artifacts,
         expectedArtifacts: guardedActivities,
         reps,
+        ...(profile ? { profile } : {}),
       };
     } finally {
       worker.shutdown();
