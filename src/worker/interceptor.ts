@@ -16,7 +16,7 @@ import { decodeArtifact, resultOf } from './artifact';
 import { dispatch } from './dispatch';
 import { toApplicationFailure } from './failures';
 import { markGuarded } from './fire-once';
-import { observe, type InstrumentCache, type Observer } from './observe';
+import { observe, type Observer } from './observe';
 import { ParkedWatch } from './parked';
 import { parkOrWait } from './park';
 import { ACTIVITY_DEFAULT_NAMES, resolveActivityDefaults, type ActivityDefaultOptions, type ActivityDefaults } from './options';
@@ -52,7 +52,6 @@ export interface InterceptorSetup {
   readonly wake: WakeHub | undefined;
   readonly dispatchLog: DispatchLog | undefined;
   readonly cache: ArtifactCache | undefined;
-  readonly instruments: InstrumentCache;
   readonly parking: ParkingLot;
   readonly parkedWatch: ParkedWatch;
 }
@@ -96,7 +95,6 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
     wake: config.wake,
     dispatchLog: config.dispatchLog,
     cache: config.cache,
-    instruments: new Map(),
     parking,
     parkedWatch: config.parkedWatch ?? new ParkedWatch(parking, defaults.pollIntervalMs),
   };
@@ -127,7 +125,7 @@ export interface GuardedCall {
 async function runGuarded(call: GuardedCall): Promise<unknown> {
   const { setup, options, ctx } = call;
   const target = resolveTarget(call);
-  const observer = observe(ctx, target, setup.dispatchLog, setup.instruments);
+  const observer = observe(ctx, target, setup.dispatchLog);
   if (options.observeOnly) {
     observer.decision('dispatched');
     return call.next();

@@ -26,44 +26,22 @@ export interface Observer {
   waitTime(ms: number): void;
 }
 
-/** The metric instruments of one (namespace, task queue, activity type, step, job type). */
-interface Instruments {
-  readonly decisions: MetricCounter;
-  readonly acquireLatency: MetricHistogram;
-  readonly waitTime: MetricHistogram;
-}
-
 /**
- * Instruments, made once per tag set and reused: creating one crosses into the native runtime,
- * which a guarded activity should not pay on every call. The activity's own meter carries static
- * tags (namespace, task queue, activity type), so one key per tag set is exact. Bounded by the
- * worker's activity types.
+ * The observer of one guarded call. Its instruments come from this activity's own `metricMeter`,
+ * which carries this activity's tags, those that activity interceptors add included (through
+ * `getMetricTags`): instruments kept from another activity would report that activity's tags. Each
+ * is made on first use, as the SDK's own activity metrics are.
  */
-export type InstrumentCache = Map<string, Instruments>;
-
-function instruments(ctx: Context, target: DispatchTarget, cache: InstrumentCache): Instruments {
+export function observe(ctx: Context, target: DispatchTarget, log: DispatchLog | undefined): Observer {
   const { info } = ctx;
-  const key = `${info.namespace}\0${info.taskQueue}\0${info.activityType}\0${target.step}\0${target.jobType}`;
-  let found = cache.get(key);
-  if (found === undefined) {
-    const meter: MetricMeter = ctx.metricMeter.withTags({ activity_type: info.activityType, step: target.step, job_type: target.jobType });
-    found = {
-      decisions: meter.createCounter(METRICS.decisions, '1', 'fire-once guard decisions, by decision'),
-      acquireLatency: meter.createHistogram(METRICS.acquireLatency, 'float', 'ms', 'one acquire round trip'),
-      waitTime: meter.createHistogram(METRICS.waitTime, 'float', 'ms', 'time spent waiting for an in-flight dispatch'),
-    };
-    cache.set(key, found);
-  }
-  return found;
-}
-
-/** The observer of one guarded call. */
-export function observe(ctx: Context, target: DispatchTarget, log: DispatchLog | undefined, cache: InstrumentCache): Observer {
-  const { info } = ctx;
-  const metrics = instruments(ctx, target, cache);
+  let meter: MetricMeter | undefined;
+  const tagged = () => (meter ??= ctx.metricMeter.withTags({ activity_type: info.activityType, step: target.step, job_type: target.jobType }));
+  let decisions: MetricCounter | undefined;
+  let acquireLatency: MetricHistogram | undefined;
+  let waitTime: MetricHistogram | undefined;
   return {
     decision(decision, extra = {}) {
-      metrics.decisions.add(1, { decision });
+      (decisions ??= tagged().createCounter(METRICS.decisions, '1', 'fire-once guard decisions, by decision')).add(1, { decision });
       log?.record({
         decision,
         namespace: target.namespace,
@@ -79,10 +57,10 @@ export function observe(ctx: Context, target: DispatchTarget, log: DispatchLog |
       });
     },
     acquireLatency(ms) {
-      metrics.acquireLatency.record(ms);
+      (acquireLatency ??= tagged().createHistogram(METRICS.acquireLatency, 'float', 'ms', 'one acquire round trip')).record(ms);
     },
     waitTime(ms) {
-      metrics.waitTime.record(ms);
+      (waitTime ??= tagged().createHistogram(METRICS.waitTime, 'float', 'ms', 'time spent waiting for an in-flight dispatch')).record(ms);
     },
   };
 }

@@ -82,6 +82,25 @@ describe('dispatch log and metrics', () => {
     expect(points.filter((p) => p.name === METRICS.acquireLatency)).toHaveLength(2);
   });
 
+  it("tags each activity's metrics with that activity's own meter tags, one worker serving both", async () => {
+    // The worker's activity meter carries the activity's tags, and interceptors may add their own
+    // (getMetricTags). A guard that kept the first activity's instruments would report its tags.
+    const points: { name: string; value: number; tags: MetricTags }[] = [];
+    const activities = { job: fireOnce(async (scope: string) => `result for ${scope}`, { scope: ([s]) => s }) };
+    const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities) });
+    for (const workflowType of ['Checkout', 'Refund']) {
+      const env = new MockActivityEnvironment(
+        { activityType: 'job', workflowType, startToCloseTimeoutMs: 10_000, currentAttemptScheduledTimestampMs: Date.now() },
+        { interceptors: [factory], metricMeter: recordingMeter(points, { workflow_type: workflowType }) },
+      );
+      await env.run(activities.job, `session-${workflowType}`);
+    }
+    const tagsOf = (decision: string) => points.filter((p) => p.name === METRICS.decisions && p.tags.decision === decision).map((p) => p.tags.workflow_type);
+    expect(tagsOf('dispatched')).toEqual(['Checkout', 'Refund']);
+    expect(tagsOf('committed')).toEqual(['Checkout', 'Refund']);
+    expect(points.filter((p) => p.name === METRICS.acquireLatency).map((p) => p.tags.workflow_type)).toEqual(['Checkout', 'Refund']);
+  });
+
   it('caps the stream at about maxLen entries', async () => {
     const log = new DispatchLog(redis, guard.keys, 100);
     for (let i = 0; i < 1_000; i++) log.record({ decision: 'dispatched', scope: `s${i}`, step: 'x', jobType: 'x' });
