@@ -4,6 +4,8 @@ import { startScript } from './scripts';
 /** A worker running in a child process of its own. */
 export interface WorkerProcess {
   readonly child: ChildProcess;
+  /** Everything it wrote to stdout so far, from its first byte (READY and what came before it included). */
+  stdout(): string;
   /** Everything it wrote to stderr so far, for failure messages. */
   stderr(): string;
   stop(): Promise<void>;
@@ -21,5 +23,5 @@ export async function spawnWorker(script: string, env: Record<string, string>, r
     worker.child.kill('SIGKILL');
     throw err;
   }
-  return { child: worker.child, stderr: worker.stderr, stop: worker.stop };
+  return { child: worker.child, stdout: worker.stdout, stderr: worker.stderr, stop: worker.stop };
 }

@@ -40,26 +40,13 @@ export async function startFaultWorker(env: FaultWorkerEnv): Promise<FaultWorker
   const vars: Record<string, string> = { WORKFLOW_BUNDLE: bundle };
   for (const [name, value] of Object.entries(env)) if (value !== undefined) vars[name] = value;
   const proc = await spawnWorker(SCRIPT, vars);
-  const lines: LogLine[] = [];
-  let partial = '';
-  proc.child.stdout?.on('data', (chunk: Buffer) => {
-    const text = partial + chunk.toString();
-    const parts = text.split('\n');
-    partial = parts.pop() ?? '';
-    for (const line of parts) {
-      if (!line.startsWith('LOG ')) continue;
-      try {
-        lines.push(JSON.parse(line.slice(4)) as LogLine);
-      } catch {
-        lines.push({ level: 'UNPARSED', message: line });
-      }
-    }
-  });
   const child = proc.child;
   return {
     ...proc,
     pid: child.pid as number,
-    logs: () => [...lines],
+    // Parsed from everything the process wrote, not from a listener attached once it was READY:
+    // a line that came in the same chunk as READY (the eviction warning at start) would be lost.
+    logs: () => logLines(proc.stdout()),
     get exited() {
       return child.exitCode !== null || child.signalCode !== null;
     },
@@ -86,4 +73,19 @@ export async function stopAll(workers: readonly FaultWorker[]): Promise<void> {
       await w.stop();
     }),
   );
+}
+
+/** The `LOG {json}` lines of a worker's stdout; a partial last line is left for the next read. */
+function logLines(stdout: string): LogLine[] {
+  const lines = stdout.split('\n');
+  lines.pop();
+  return lines
+    .filter((line) => line.startsWith('LOG '))
+    .map((line) => {
+      try {
+        return JSON.parse(line.slice(4)) as LogLine;
+      } catch {
+        return { level: 'UNPARSED', message: line };
+      }
+    });
 }
