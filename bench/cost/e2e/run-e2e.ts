@@ -25,19 +25,18 @@ export interface E2eOptions {
   readonly profileDir?: string;
 }
 
-/** Activities per second of one guarded, one plain and one floor batch, how long each took, and the CPU each cost. */
-export interface E2eRep {
-  readonly guarded: number;
-  readonly plain: number;
-  readonly floor: number;
-  readonly guardedSeconds: number;
-  readonly plainSeconds: number;
-  readonly floorSeconds: number;
+/** One batch: activities per second, how long it took, and the CPU it cost per activity. */
+export interface BatchResult {
+  readonly rate: number;
+  readonly seconds: number;
   /** CPU microseconds per activity, this process (worker and client) plus redis-server. */
-  readonly guardedCpuUs: number;
-  readonly plainCpuUs: number;
-  readonly floorCpuUs: number;
+  readonly cpuUs: number;
+  /** redis-server's part of `cpuUs`. */
+  readonly redisCpuUs: number;
 }
+
+/** One repetition: a batch of each kind. */
+export type E2eRep = Readonly<Record<E2eKind, BatchResult>>;
 
 /** Guarded against plain activities per second on one worker and one dev server. */
 export interface E2eResult {
@@ -135,7 +134,7 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
       const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
       return (field('used_cpu_sys') + field('used_cpu_user')) * 1e6;
     };
-    const batch = async (kind: E2eKind, tag: string, workflows: number): Promise<{ rate: number; seconds: number; cpuUs: number; redisCpuUs: number }> => {
+    const batch = async (kind: E2eKind, tag: string, workflows: number): Promise<BatchResult> => {
       if (kind === 'guarded') guardedBatches += workflows;
       const cpuBefore = process.cpuUsage();
       const redisBefore = await redisCpu();
@@ -161,30 +160,15 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
       opts.progress('e2e: warm-up');
       for (const kind of KINDS) await batch(kind, `warm-${kind}`, Math.ceil(opts.workflows / 2));
       const reps: E2eRep[] = [];
-      const redisCpuPerActivity = { guarded: [] as number[], plain: [] as number[], floor: [] as number[] };
       for (let rep = 0; rep < opts.reps; rep++) {
         opts.progress(`e2e: rep ${rep + 1}/${opts.reps}`);
         // Each kind goes first, second and third in turn.
-        const ran = {} as Record<E2eKind, Awaited<ReturnType<typeof batch>>>;
+        const ran: Partial<Record<E2eKind, BatchResult>> = {};
         for (let k = 0; k < KINDS.length; k++) {
           const kind = KINDS[(rep + k) % KINDS.length];
           ran[kind] = await batch(kind, `r${rep}-${kind}`, opts.workflows);
         }
-        const { guarded: g, plain: p, floor: f } = ran;
-        reps.push({
-          guarded: g.rate,
-          plain: p.rate,
-          floor: f.rate,
-          guardedSeconds: g.seconds,
-          plainSeconds: p.seconds,
-          floorSeconds: f.seconds,
-          guardedCpuUs: g.cpuUs,
-          plainCpuUs: p.cpuUs,
-          floorCpuUs: f.cpuUs,
-        });
-        redisCpuPerActivity.guarded.push(g.redisCpuUs);
-        redisCpuPerActivity.plain.push(p.redisCpuUs);
-        redisCpuPerActivity.floor.push(f.redisCpuUs);
+        reps.push(ran as E2eRep);
       }
       let profile: OriginTime[] | undefined;
       if (opts.profileDir !== undefined) {
@@ -213,26 +197,28 @@ export async function runE2e(redisUrl: string, opts: E2eOptions): Promise<E2eRes
       for (const name of names) commandNames[name] = (commandNames[name] ?? 0) + 1;
       const artifacts = (await scanKeys(redis, `${prefix}:v3:*:a:*`)).length;
       const guardedActivities = guardedBatches * opts.activitiesPerWorkflow;
-      const pooledSeconds = (pick: (r: E2eRep) => number) => reps.reduce((a, r) => a + pick(r), 0);
+      const seconds = (kind: E2eKind) => reps.reduce((sum, r) => sum + r[kind].seconds, 0);
+      const medianOf = (pick: (r: E2eRep) => number) => median(reps.map(pick));
+      const ratios = reps.map((r) => r.guarded.rate / r.plain.rate);
       return {
         temporalSource: temporal.source,
-        guardedPerSec: median(reps.map((r) => r.guarded)),
-        plainPerSec: median(reps.map((r) => r.plain)),
-        ratio: median(reps.map((r) => r.guarded / r.plain)),
-        pooledRatio: pooledSeconds((r) => r.plainSeconds) / pooledSeconds((r) => r.guardedSeconds),
-        ratioRange: [Math.min(...reps.map((r) => r.guarded / r.plain)), Math.max(...reps.map((r) => r.guarded / r.plain))],
+        guardedPerSec: medianOf((r) => r.guarded.rate),
+        plainPerSec: medianOf((r) => r.plain.rate),
+        ratio: median(ratios),
+        pooledRatio: seconds('plain') / seconds('guarded'),
+        ratioRange: [Math.min(...ratios), Math.max(...ratios)],
         cpuUsPerActivity: {
-          guarded: median(reps.map((r) => r.guardedCpuUs)),
-          plain: median(reps.map((r) => r.plainCpuUs)),
-          redisGuarded: median(redisCpuPerActivity.guarded),
-          redisPlain: median(redisCpuPerActivity.plain),
+          guarded: medianOf((r) => r.guarded.cpuUs),
+          plain: medianOf((r) => r.plain.cpuUs),
+          redisGuarded: medianOf((r) => r.guarded.redisCpuUs),
+          redisPlain: medianOf((r) => r.plain.redisCpuUs),
         },
         floor: {
-          perSec: median(reps.map((r) => r.floor)),
-          overPlainPooled: pooledSeconds((r) => r.plainSeconds) / pooledSeconds((r) => r.floorSeconds),
-          guardedOverFloorPooled: pooledSeconds((r) => r.floorSeconds) / pooledSeconds((r) => r.guardedSeconds),
-          cpuUs: median(reps.map((r) => r.floorCpuUs)),
-          redisCpuUs: median(redisCpuPerActivity.floor),
+          perSec: medianOf((r) => r.floor.rate),
+          overPlainPooled: seconds('plain') / seconds('floor'),
+          guardedOverFloorPooled: seconds('floor') / seconds('guarded'),
+          cpuUs: medianOf((r) => r.floor.cpuUs),
+          redisCpuUs: medianOf((r) => r.floor.redisCpuUs),
         },
         commandsPerGuardedActivity: names.length / (countWorkflows * opts.activitiesPerWorkflow),
         commandNames,
