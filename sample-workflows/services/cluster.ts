@@ -80,7 +80,7 @@ export async function startRedisCluster(options: { readonly masters?: number; re
     }
   }
   const masters = options.masters ?? 3;
-  // A node whose port was taken exits at once (its output is not kept): spawn on new ports.
+  // A node whose port was taken exits, or another process answers there: spawn on new ports.
   return retryOnTakenPort(
     () => spawnCluster(masters, tls),
     (err) => err instanceof NodeExited,
@@ -167,22 +167,29 @@ async function spawnCluster(masters: number, tls: ClusterTlsFiles | undefined): 
   }
 }
 
-/** Resolve once every node answers PING (a fresh, non-cluster connection); reject after 10 s. */
+/**
+ * Resolve once the node answers PING (a fresh, non-cluster connection) as the process `child`:
+ * if its port was taken, whoever took it may answer, and that counts as the node exiting. Reject
+ * after 10 s.
+ */
 async function ping(node: ClusterNode, child: ChildProcess): Promise<void> {
   const deadline = Date.now() + 10_000;
   for (;;) {
     if (child.exitCode !== null) throw new NodeExited(`redis-server on port ${node.port} exited with ${child.exitCode}. ${HOW_TO_GET_CLUSTER}`);
     const client = connectNode(node);
+    let answered: string;
     try {
       await client.connect();
-      await client.ping();
-      return;
+      answered = await client.info('server');
     } catch {
       if (Date.now() > deadline) throw new ServiceUnavailableError(`redis-server did not start on port ${node.port}. ${HOW_TO_GET_CLUSTER}`);
       await sleep(100);
+      continue;
     } finally {
       client.disconnect();
     }
+    if (/^process_id:(\d+)/m.exec(answered)?.[1] === String(child.pid)) return;
+    throw new NodeExited(`port ${node.port} was taken by another process (process_id in INFO is not ${child.pid})`);
   }
 }
 
