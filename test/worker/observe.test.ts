@@ -101,6 +101,16 @@ describe('dispatch log and metrics', () => {
     expect(points.filter((p) => p.name === METRICS.acquireLatency).map((p) => p.tags.workflow_type)).toEqual(['Checkout', 'Refund']);
   });
 
+  it('appends every event of a flush whole and in order, across batches of at most 200', async () => {
+    const log = new DispatchLog(redis, guard.keys, 10_000);
+    const expected = Array.from({ length: 450 }, (_, i) => [`s${i}`, i % 2 === 1 ? 'committed' : 'dispatched', i, i % 3 === 0] as const);
+    for (const [scope, decision, attempt, late] of expected) log.record({ decision, scope, step: 'x', jobType: 'j', attempt, ...(late ? { late } : {}) });
+    await log.flush();
+    const events = (await redis.xrange(guard.keys.log(), '-', '+')).map(([, fields]) => parseEvent(fields));
+    expect(events.map((e) => [e.scope, e.decision, e.attempt, e.late ?? false])).toEqual(expected);
+    expect(log.dropped).toBe(0);
+  });
+
   it('caps the stream at about maxLen entries', async () => {
     const log = new DispatchLog(redis, guard.keys, 100);
     for (let i = 0; i < 1_000; i++) log.record({ decision: 'dispatched', scope: `s${i}`, step: 'x', jobType: 'x' });
