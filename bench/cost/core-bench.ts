@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { countRoundTrips, type RoundTrips } from './count-round-trips';
-import { GUARDS, LOCK_TTL_MS, UnexpectedRunError, type GuardFactory, type GuardUnderTest } from './guards';
+import { GUARDS, LOCK_TTL_MS, UnexpectedRunError, type GuardUnderTest } from './guards';
 import { memoryPerStep, unlinkMatching, type StepMemory } from './memory';
 import { median, summariseNs, type LatencySummary } from './stats';
-import { opsPerSecond, timeSerial } from './timing';
+import { opsPerSecond, timeInterleaved } from './timing';
 
 /** How much the core bench does. */
 export interface CoreOptions {
@@ -69,9 +69,10 @@ const STEP = 'dispatch';
 /**
  * The cost of each guard against a bare `SET key val NX PX` on the same connection: round trips
  * per path, latency at concurrency 1, throughput at `concurrency`, memory per committed step.
- * Guards are measured in a rotated order in each repetition, with the baseline measured before
- * and after them, so that a noisy neighbour hits all of them alike. Only the bench's own keys
- * are ever deleted.
+ * Latency is timed with every guard and the bare SET taking turns op by op, so that a noisy
+ * neighbour hits all of them alike; throughput one guard at a time, in an order that rotates
+ * each repetition, with the bare SET's rate before and after them. Only the bench's own keys are
+ * ever deleted.
  *
  * @example
  * ```ts
@@ -93,30 +94,45 @@ export async function runCoreBench(redis: Redis, admin: Redis, opts: CoreOptions
     if (d.kind !== kind) throw new Error(`${guard.name}: expected ${kind}, got ${d.kind}`);
   };
 
-  const baseline = async (tag: string, ops: number) => {
-    const set = (i: number) => redis.set(`${root}.base.${tag}.${i}`, token, 'PX', LOCK_TTL_MS, 'NX');
-    const c1 = await timeSerial(ops, set);
-    const rate = await opsPerSecond(opts.throughputOps, opts.concurrency, (i) => set(ops + i));
-    return { c1, rate };
-  };
-  const measure = async (create: GuardFactory, prefix: string, ops: number, throughputOps: number) => {
-    const guard = create(redis, prefix);
-    const fire = await timeSerial(ops, (i) => guard.dispatch({ scope: `f${i}`, step: STEP }, run).then(expect(guard, 'ran')));
-    const ff = await timeSerial(ops, (i) => guard.dispatch({ scope: `f${i}`, step: STEP }, mustNotRun).then(expect(guard, 'fast-forward')));
+  const set = (tag: string) => (i: number) => redis.set(`${root}.base.${tag}.${i}`, token, 'PX', LOCK_TTL_MS, 'NX');
+  // Latency: every guard and the bare SET take turns op by op (timeInterleaved), so each ratio
+  // compares samples taken in the same moments of a shared, noisy machine.
+  const latency = async (tag: string, ops: number) => {
+    const lanes = GUARDS.map(({ id, create }, index) => ({ id, guard: create(redis, `${root}.${tag}.${index}`) }));
+    const fresh = (guard: GuardUnderTest) => (i: number) => guard.dispatch({ scope: `f${i}`, step: STEP }, run).then(expect(guard, 'ran'));
+    const done = (guard: GuardUnderTest) => (i: number) => guard.dispatch({ scope: `f${i}`, step: STEP }, mustNotRun).then(expect(guard, 'fast-forward'));
+    const fire = await timeInterleaved(ops, [...lanes.map(({ guard }) => fresh(guard)), set(`${tag}.fire`)]);
+    const ff = await timeInterleaved(ops, [...lanes.map(({ guard }) => done(guard)), set(`${tag}.ff`)]);
     // Another process's guard on the same keys: whatever the first instance remembers, this one has not seen.
-    const other = create(redis, prefix);
-    const ffOther = await timeSerial(ops, (i) => other.dispatch({ scope: `f${i}`, step: STEP }, mustNotRun).then(expect(other, 'fast-forward')));
-    await other.close?.();
-    const rate = await opsPerSecond(throughputOps, opts.concurrency, (i) => guard.dispatch({ scope: `t${i}`, step: STEP }, run).then(expect(guard, 'ran')));
-    await guard.close?.();
-    return { fire: summariseNs(fire), fastForward: summariseNs(ff), fastForwardOther: summariseNs(ffOther), opsPerSec: rate };
+    const others = GUARDS.map(({ create }, index) => create(redis, `${root}.${tag}.${index}`));
+    const ffOther = await timeInterleaved(ops, [...others.map((guard) => done(guard)), set(`${tag}.other`)]);
+    await Promise.all([...lanes.map(({ guard }) => guard.close?.()), ...others.map((guard) => guard.close?.())]);
+    const c1 = summariseNs([...fire[lanes.length], ...ff[lanes.length], ...ffOther[lanes.length]]);
+    const paths = Object.fromEntries(
+      lanes.map(({ id }, lane) => [id, { fire: summariseNs(fire[lane]), fastForward: summariseNs(ff[lane]), fastForwardOther: summariseNs(ffOther[lane]) }]),
+    );
+    return { c1, paths };
+  };
+  // Throughput: one guard at a time at `concurrency`, in an order that rotates each repetition,
+  // with the bare SET's rate measured before and after them.
+  const throughput = async (tag: string, label: string, rep: number, ops: number) => {
+    const rates: Record<string, number> = {};
+    const before = await opsPerSecond(ops, opts.concurrency, set(`${tag}.rate-a`));
+    for (let turn = 0; turn < GUARDS.length; turn++) {
+      const index = (turn + rep) % GUARDS.length;
+      const { id, create } = GUARDS[index];
+      opts.progress(`${label}: throughput, ${id}`);
+      const guard = create(redis, `${root}.${tag}.t${index}`);
+      rates[id] = await opsPerSecond(ops, opts.concurrency, (i) => guard.dispatch({ scope: `t${i}`, step: STEP }, run).then(expect(guard, 'ran')));
+      await guard.close?.();
+    }
+    const after = await opsPerSecond(ops, opts.concurrency, set(`${tag}.rate-b`));
+    return { rates, baseline: (before + after) / 2 };
   };
 
   opts.progress('warm-up: every guard and the bare SET, results discarded');
-  await baseline('warm', Math.min(opts.latencyOps, 300));
-  for (const [index, { create }] of GUARDS.entries()) {
-    await measure(create, `${root}.warm.${index}`, Math.min(opts.latencyOps, 300), Math.min(opts.throughputOps, 1000));
-  }
+  await latency('warm', Math.min(opts.latencyOps, 300));
+  await throughput('warm', 'warm-up', 0, Math.min(opts.throughputOps, 1000));
   await cleanup();
 
   const roundTrips = new Map<string, RoundTrips>();
@@ -128,15 +144,11 @@ export async function runCoreBench(redis: Redis, admin: Redis, opts: CoreOptions
 
   const reps: RepSample[] = [];
   for (let rep = 0; rep < opts.reps; rep++) {
-    const before = await baseline(`r${rep}a`, opts.latencyOps);
-    const guards: RepSample['guards'] = {};
-    const order = GUARDS.map((_, i) => GUARDS[(i + rep) % GUARDS.length]);
-    for (const { id, create } of order) {
-      opts.progress(`rep ${rep + 1}/${opts.reps}: ${id}`);
-      guards[id] = await measure(create, `${root}.r${rep}.${GUARDS.findIndex((g) => g.id === id)}`, opts.latencyOps, opts.throughputOps);
-    }
-    const after = await baseline(`r${rep}b`, opts.latencyOps);
-    reps.push({ baseline: { c1: summariseNs([...before.c1, ...after.c1]), opsPerSec: (before.rate + after.rate) / 2 }, guards });
+    opts.progress(`rep ${rep + 1}/${opts.reps}: latency, every guard and SET in turn`);
+    const { c1, paths } = await latency(`r${rep}`, opts.latencyOps);
+    const { rates, baseline } = await throughput(`r${rep}`, `rep ${rep + 1}/${opts.reps}`, rep, opts.throughputOps);
+    const guards: RepSample['guards'] = Object.fromEntries(GUARDS.map(({ id }) => [id, { ...paths[id], opsPerSec: rates[id] }]));
+    reps.push({ baseline: { c1, opsPerSec: baseline }, guards });
     await cleanup();
   }
 
