@@ -7,6 +7,7 @@ const REDIS_ONLY = [
   'test/core/',
   'test/conformance/',
   'test/common/',
+  'test/bench/',
   'test/docs/',
   'test/security/',
   'test/worker/',
