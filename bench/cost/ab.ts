@@ -41,7 +41,7 @@ async function main(): Promise<void> {
   for (let round = 0; round < ROUNDS; round++) {
     const guards = Object.entries(builds).map(([name, FireOnceGuard]) => {
       const keyPrefix = `${root}-${round}-${name}`;
-      return { name, keyPrefix, guard: new FireOnceGuard({ redis, keyPrefix }), other: new FireOnceGuard({ redis, keyPrefix }) };
+      return { name, guard: new FireOnceGuard({ redis, keyPrefix }), other: new FireOnceGuard({ redis, keyPrefix }) };
     });
     const target = (i: number) => ({ scope: `s${i}`, step: 'dispatch', jobType: 'dispatch' });
     const fire = (guard: Guard) => async (i: number) => {
