@@ -1,7 +1,7 @@
 // `npm run bench:cost:scripts -- [<folder B>] [ops] [rounds]`: Redis's own time per call of the
 // protocol's hot scripts, from INFO commandstats, with the client's and the network's time left
-// out. Each path runs on fresh keys after a CONFIG RESETSTAT: a fire (acquire.lua on a fresh step,
-// then commit.lua with a 256-byte payload), a fast-forward through acquire.lua, and the dispatch
+// out. Each path runs on fresh keys after a CONFIG RESETSTAT, one call at a time: acquire.lua on a
+// fresh step, commit.lua with a 256-byte payload, a fast-forward through acquire.lua, and the dispatch
 // log (log-append.lua, batches of 80 entries of the plugin's shape, per entry), with a plain
 // `SET NX PX` as the yardstick. A second folder of the same scripts (B) runs in alternating rounds
 // with this checkout's (A), so a change to a script is weighed on the same server in one run. It
@@ -34,22 +34,32 @@ const keysOf = (tag: string, i: number) => {
 };
 const token = (i: number) => `0193a5b2-7c1e-7d3f-9a1b-${String(i).padStart(12, '0')}`;
 
-async function fire(redis: Redis, shas: Shas, tag: string, i: number): Promise<void> {
+function acquire(redis: Redis, shas: Shas, tag: string, i: number, holder = ' wf/run/1'): Promise<unknown> {
   const k = keysOf(tag, i);
-  await redis.evalsha(shas.acquire, 2, k.artifact, k.lock, token(i), 60_000, 'r', ' wf/run/1');
-  await redis.evalsha(shas.commit, 3, k.artifact, k.lock, k.waiters, token(i), PAYLOAD, 3_600_000, k.wake);
+  return redis.evalsha(shas.acquire, 2, k.artifact, k.lock, token(i), 60_000, 'r', holder);
+}
+
+function commit(redis: Redis, shas: Shas, tag: string, i: number): Promise<unknown> {
+  const k = keysOf(tag, i);
+  return redis.evalsha(shas.commit, 3, k.artifact, k.lock, k.waiters, token(i), PAYLOAD, 3_600_000, k.wake);
 }
 
 const PATHS: Record<string, Path> = {
-  'fire: acquire + commit, per fire': async (redis, shas, tag) => {
-    for (let i = 0; i < OPS; i++) await fire(redis, shas, tag, i);
+  'acquire.lua on a fresh step, per call': async (redis, shas, tag) => {
+    for (let i = 0; i < OPS; i++) await acquire(redis, shas, tag, i);
+    return { command: 'evalsha', units: OPS };
+  },
+  'commit.lua, per call': async (redis, shas, tag) => {
+    for (let i = 0; i < OPS; i++) await acquire(redis, shas, tag, i);
+    await redis.config('RESETSTAT');
+    for (let i = 0; i < OPS; i++) await commit(redis, shas, tag, i);
     return { command: 'evalsha', units: OPS };
   },
   'fast-forward through acquire.lua, per call': async (redis, shas, tag) => {
-    await fire(redis, shas, tag, 0);
+    await acquire(redis, shas, tag, 0);
+    await commit(redis, shas, tag, 0);
     await redis.config('RESETSTAT');
-    const k = keysOf(tag, 0);
-    for (let i = 0; i < OPS; i++) await redis.evalsha(shas.acquire, 2, k.artifact, k.lock, token(i + 1), 60_000, 'r', ' wf/run/2');
+    for (let i = 0; i < OPS; i++) await acquire(redis, shas, tag, 0, ' wf/run/2');
     return { command: 'evalsha', units: OPS };
   },
   'dispatch log: log-append, per entry': async (redis, shas, tag) => {

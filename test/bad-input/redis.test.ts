@@ -182,6 +182,25 @@ describe('bad input: Redis', () => {
     expect(await admin.exists(first.lease.lockKey, guard.keys.artifact('s', 'job'))).toBe(0);
   });
 
+  it("out of memory while another call holds the lock → acquire still answers held, and the lock stays the holder's", async () => {
+    const srv = await server(['--maxmemory-policy', 'noeviction']);
+    const admin = client(srv.url);
+    const guard = new FireOnceGuard({ redis: admin, keyPrefix: prefix, storeTimeoutMs: 1_000 });
+    const target = { scope: 's', step: 'job', jobType: 'job' };
+    const holder = await guard.acquire({ ...target, holder: 'first' });
+    if (holder.kind !== 'acquired') throw new Error('expected to acquire');
+    const lock = await admin.get(holder.lease.lockKey);
+    await admin.config('SET', 'maxmemory', '1');
+    try {
+      // Redis refuses every write under OOM; a lock that stands is still reported, with its holder.
+      const second = await guard.acquire({ ...target, holder: 'second' });
+      expect(second).toMatchObject({ kind: 'held', holder: 'first', sameHolder: false, fencingToken: holder.lease.fencingToken });
+    } finally {
+      await admin.config('SET', 'maxmemory', '0');
+    }
+    expect(await admin.get(holder.lease.lockKey)).toBe(lock);
+  });
+
   it('Lua scripts flushed (SCRIPT FLUSH) mid-run, between acquire and commit → recovers: one dispatch, artifact stored', async () => {
     const srv = await server();
     const redis = client(srv.url);
