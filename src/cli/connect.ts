@@ -68,7 +68,13 @@ export function connectNode({ url, timeoutMs }: ConnectOptions): Promise<Redis> 
   }
   return connected(url, () => {
     const client = new Redis(url, nodeOptions(timeoutMs));
-    return { client, ready: client.connect().then(() => pinged(client)) };
+    return {
+      client,
+      ready: client
+        .connect()
+        .then(() => pinged(client))
+        .then(() => selected(client)),
+    };
   });
 }
 
@@ -91,6 +97,16 @@ async function pinged(client: Redis): Promise<void> {
   await client.ping().catch((err: Error) => {
     if (!/^NOPERM/.test(err.message)) throw err;
   });
+}
+
+/**
+ * SELECT the URL's database again, and wait for the answer. ioredis sends the SELECT itself on
+ * connecting, but reports its failure only as an `error` event and goes on with database 0: a URL
+ * naming a database the server does not have (`/99`) would then read and delete database 0's keys.
+ */
+async function selected(client: Redis): Promise<void> {
+  const { db } = client.options;
+  if (db) await client.select(db);
 }
 
 function nodeOptions(timeoutMs: number): RedisOptions {

@@ -385,6 +385,26 @@ describe('fire-once CLI against a real Redis', () => {
       expect(refused.stderr).not.toContain('s3cret-pw');
     });
 
+    it('exits 3, touching nothing, when the URL names a database the server does not have', async () => {
+      const { prefix, guard } = fresh('cli-db-range');
+      const target = { scope: 'victim', step: 'summarise', jobType: 'summary' };
+      const first = await guard.acquire(target);
+      if (first.kind !== 'acquired') throw new Error(first.kind);
+      await guard.commit(first.lease, Buffer.from('kept'));
+      const u = new URL(url);
+      u.pathname = '/99';
+      for (const args of [
+        ['invalidate', 'victim', '--job-type', 'summary', '--prefix', prefix, '--force'],
+        ['inspect', 'victim', '--prefix', prefix],
+      ]) {
+        const run = await runCli([...args, '--redis', u.toString()]);
+        expect(run.stderr).toMatch(/cannot use Redis at redis:\/\/.*\/99: .*DB index is out of range/);
+        expect(run.code).toBe(3);
+      }
+      expect(await redis.getBuffer(guard.keys.artifact('victim', 'summary'))).not.toBeNull();
+      expect((await guard.acquire(target)).kind).toBe('fast-forward');
+    });
+
     it('works as an ACL user limited to its prefix, from REDIS_URL', async () => {
       const { prefix, log } = fresh('cli-acl');
       await record(log, [
