@@ -104,7 +104,7 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
     const inbound: ActivityInboundCallsInterceptor = {
       execute: (input, next) => {
         markGuarded(ctx);
-        return runGuarded({ setup, options, ctx, input, next: () => next(input) }).catch((err: unknown) => {
+        return runGuarded({ setup, options, ctx, input, next: () => next(input), startedMs: Date.now() }).catch((err: unknown) => {
           throw err instanceof FireOnceError ? toApplicationFailure(err, { activityType: ctx.info.activityType }) : err;
         });
       },
@@ -120,6 +120,8 @@ export interface GuardedCall {
   readonly ctx: Context;
   readonly input: ActivityExecuteInput;
   readonly next: () => Promise<unknown>;
+  /** When this attempt began on this worker: its start-to-close timeout runs from about then. */
+  readonly startedMs: number;
 }
 
 async function runGuarded(call: GuardedCall): Promise<unknown> {
@@ -203,7 +205,7 @@ const MIN_FAIL_RETRY_DELAY_MS = 100;
 
 /** `'wait'`: hold the worker slot until the artifact exists or the lock is free. */
 async function waitInSlotFor(
-  { setup, ctx }: GuardedCall,
+  call: GuardedCall,
   target: DispatchTarget,
   observer: Observer,
   held: Extract<AcquireOutcome, { kind: 'held' }>,
@@ -211,7 +213,7 @@ async function waitInSlotFor(
 ): Promise<TurnOutcome> {
   const started = performance.now();
   try {
-    const outcome = await waitForTurn(setup.guard, target, held, acquireOptions, waitOptions(setup, ctx));
+    const outcome = await waitForTurn(call.setup.guard, target, held, acquireOptions, waitOptions(call));
     observer.decision('in-flight-waited', { fencingToken: held.fencingToken });
     return outcome;
   } catch (err) {
@@ -277,16 +279,19 @@ function scopeFromHeaders(headers: Headers): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
-function waitOptions(setup: InterceptorSetup, ctx: Context) {
+function waitOptions({ setup, ctx, startedMs }: GuardedCall) {
   const { info } = ctx;
   const heartbeatMs = info.heartbeatTimeoutMs;
   const pollIntervalMs = Math.min(setup.defaults.pollIntervalMs, heartbeatMs ? Math.max(Math.floor(heartbeatMs / 2), 1) : Infinity);
   const startToClose = info.startToCloseTimeoutMs;
-  // Give up before Temporal times this attempt out, so the failure is ours and says why.
+  // Give up before Temporal times this attempt out, so the failure is ours and says why. The
+  // timeout runs from the attempt's start, which the worker sees as `startedMs`: not from
+  // `currentAttemptScheduledTimestampMs`, which for a local activity is its first attempt's
+  // schedule (every retry would be past its deadline at once) and which counts queue time too.
   const margin = Math.min(1_000, Math.floor(startToClose * 0.2));
   return {
     pollIntervalMs,
-    deadline: info.currentAttemptScheduledTimestampMs + startToClose - margin,
+    deadline: startedMs + startToClose - margin,
     signal: ctx.cancellationSignal,
     onPoll: heartbeatMs ? () => ctx.heartbeat() : undefined,
     wake: setup.wake,
