@@ -288,7 +288,7 @@ export class FireOnceGuard {
     const ttl = GUARD_OPTIONS.lockTtlMs.check('lockTtlMs', lockTtlMs);
     return this.store.run(
       () => contextOf(lease.target, lease.lockKey, lease.token),
-      this.replicas.write(extendScript, [lease.lockKey, lease.waitersKey], [lease.token, ttl, ttl + WAITERS_GRACE_MS]).then(({ reply, wanted, acked }) => {
+      this.replicas.write(extendScript, [lease.lockKey, lease.waitersKey], [lease.token, ttl, ttl + WAITERS_GRACE_MS, '']).then(({ reply, wanted, acked }) => {
         // A renewal no replica has would not survive a failover: it counts as a failed renewal.
         if (reply === 1 && acked < wanted)
           throw new FireOnceStoreUnavailable(
@@ -297,6 +297,21 @@ export class FireOnceGuard {
           );
         return reply === 1;
       }),
+    );
+  }
+
+  /**
+   * Hold the lock after a dispatch whose result is in hand but not stored (over
+   * `maxArtifactBytes`, refused by the codec or the converter), and hand over the waiters parked
+   * on it, as {@link commit} does: they waited for this very job, so its outcome is theirs now,
+   * not a second dispatch once the lock expires. `lockTtlMs` sets the lock's TTL (`undefined`
+   * leaves it, for `'fixed'` mode). `ours` is false, and nothing is handed over, if the lock was lost.
+   */
+  async keep(lease: Lease, lockTtlMs: number | undefined): Promise<Settled> {
+    const ttl = lockTtlMs === undefined ? '' : GUARD_OPTIONS.lockTtlMs.check('lockTtlMs', lockTtlMs);
+    return this.store.run(
+      () => contextOf(lease.target, lease.lockKey, lease.token),
+      this.replicas.write(extendScript, [lease.lockKey, lease.waitersKey], [lease.token, ttl, (ttl || 0) + WAITERS_GRACE_MS, 'take'], true).then(settled),
     );
   }
 

@@ -131,8 +131,15 @@ export const commitScript = defineScript<[token: string, artifact: Buffer | stri
 /** Compare-and-delete the lock on failure, wake and hand over parked waiters; 0 if refused. */
 export const releaseScript = defineScript<[token: string, channel: string], SettleReply>('release.lua', 'fireOnceReleaseV3', 2);
 
-/** Compare-and-expire the lock (lease renewal, hold after the dispatch); 1 if ours, 0 if lost. */
-export const extendScript = defineScript<[token: string, lockTtlMs: number, waitersTtlMs: number], 0 | 1>('extend.lua', 'fireOnceExtendV3', 2);
+/**
+ * Compare-and-expire the lock (lease renewal, hold after the dispatch); 1 if ours, 0 if lost.
+ * With `'take'`, the parked waiters are handed over as by a commit, and `''` for the TTL leaves it.
+ */
+export const extendScript = defineScript<[token: string, lockTtlMs: number | '', waitersTtlMs: number, take: '' | 'take'], SettleReply>(
+  'extend.lua',
+  'fireOnceExtendV3',
+  2,
+);
 
 /** Delete an artifact and publish its key to every worker's cache; 1 if it existed, else 0. */
 export const invalidateScript = defineScript<[channel: string], 0 | 1>('invalidate.lua', 'fireOnceInvalidateV3', 1);

@@ -8,8 +8,9 @@ import { runWithFireOnceContext } from './context';
 import type { GuardedCall } from './interceptor';
 import type { Observer } from './observe';
 import type { LockMode } from './options';
+import { toApplicationFailure } from './failures';
 import { completerOf } from './park';
-import { completeWaiters, failWaiters } from './parked';
+import { completeWaiters, failWaiters, failWaitersWith, type Completer } from './parked';
 
 /**
  * Record the dispatch and run the activity under a held lock. In `'lease'` mode the lease is renewed until the activity
@@ -73,15 +74,20 @@ async function commitResult(
   try {
     payload = setup.payloadConverter.toPayload(result);
   } catch (err) {
-    await hold(call, lease, log, renewal);
     // The converter's own message quotes the value it failed on, i.e. the result: it must not
     // reach logs or the workflow's history, so only its error class is named.
     const kind = err instanceof Error ? err.constructor.name : typeof err;
-    throw new FireOnceUnstorableResult(
+    const unstorable = new FireOnceUnstorableResult(
       `the result of ${ctx.info.activityType} cannot be serialised by the payload converter (${kind}); the lock is kept until its TTL`,
       { ...log, jobType: lease.target.jobType, activityType: ctx.info.activityType },
     );
+    // Parked waiters would get nothing either: they fail as the holder does, for good.
+    const failure = toApplicationFailure(unstorable, { activityType: ctx.info.activityType });
+    await hold(call, lease, log, renewal, (completer, waiters) => failWaitersWith(completer, waiters, failure));
+    throw unstorable;
   }
+  // Stored or not, the result in hand is what any waiter parked on this dispatch gets.
+  const handResult: HandOver = (completer, waiters) => completeWaiters(completer, waiters, payload);
   let bytes: Buffer;
   try {
     bytes = await encodeArtifact(payload, setup.payloadCodecs);
@@ -90,20 +96,20 @@ async function commitResult(
       ...log,
       error: (err as Error).message,
     });
-    await hold(call, lease, log, renewal);
+    await hold(call, lease, log, renewal, handResult);
     return resultOf(payload, setup.payloadConverter);
   }
   const max = setup.defaults.maxArtifactBytes;
   if (bytes.length > max) {
     const err = new FireOnceArtifactTooLarge(`artifact of ${bytes.length} bytes exceeds maxArtifactBytes (${max}); not stored, lock held for lockTtlMs`, log);
     ctx.log.error(`fire-once: ${err.message}`, { ...log, type: err.type });
-    await hold(call, lease, log, renewal);
+    await hold(call, lease, log, renewal, handResult);
     return resultOf(payload, setup.payloadConverter);
   }
   const artifactTtlMs = options.artifactTtlMs ?? setup.guard.options.artifactTtlMs;
   const committed = async (settled: Settled, late: boolean) => {
     setup.cache?.set(lease.artifactKey, bytes, lease.target.argsHash ?? '', artifactTtlMs);
-    await handOver(call, settled, log, (completer) => completeWaiters(completer, settled.waiters, payload));
+    await handOver(call, settled, log, handResult);
     observer.decision('committed', { holder: log.holder, fencingToken: lease.fencingToken, ...(late ? { late: true } : {}) });
     if (!settled.ours) ctx.log.warn('fire-once: artifact written after the lock had expired; raise lockTtlMs or leaseMs above the job time', log);
   };
@@ -123,17 +129,29 @@ async function commitResult(
 
 /**
  * Keep the lock for `lockTtlMs` after the activity settled without an artifact of ours: the
- * job's own artifact (or nothing) must take over before anyone may dispatch again.
+ * job's own artifact (or nothing) must take over before anyone may dispatch again. With
+ * `handOver` (a result in hand but not stored), the waiters parked on the lock are taken in the
+ * same step and given that outcome; otherwise they stay parked, for the job's own artifact.
  */
-async function hold(call: GuardedCall, lease: Lease, log: LogContext, renewal: Renewal | undefined): Promise<void> {
-  if (renewal === undefined) return; // 'fixed' mode: the lock already has lockTtlMs
-  const ttl = call.options.lockTtlMs ?? call.setup.guard.options.lockTtlMs;
+async function hold(call: GuardedCall, lease: Lease, log: LogContext, renewal: Renewal | undefined, handOverTo?: HandOver): Promise<void> {
+  const { guard } = call.setup;
+  // 'fixed' mode: the lock already has lockTtlMs, so its TTL is left as it is.
+  const ttl = renewal === undefined ? undefined : (call.options.lockTtlMs ?? guard.options.lockTtlMs);
+  if (ttl === undefined && handOverTo === undefined) return;
   const lost = () => call.ctx.log.warn('fire-once: lock lost before it could be held after the dispatch', log);
+  const held = async (settled: Settled) => {
+    if (!settled.ours) lost();
+    else if (handOverTo !== undefined) await handOver(call, settled, log, handOverTo);
+  };
   try {
-    if (!(await call.setup.guard.extend(lease, ttl))) lost();
+    await held(handOverTo === undefined ? { ours: await guard.extend(lease, ttl!), waiters: [] } : await guard.keep(lease, ttl));
   } catch (err) {
     followLate(call, err, 'hold', 'the lock', {
-      landed: (held) => (held ? call.ctx.log.info('fire-once: the hold that timed out landed: lock held for lockTtlMs', log) : lost()),
+      landed: (reply) => {
+        const settled = typeof reply === 'boolean' ? { ours: reply, waiters: [] } : (reply as Settled);
+        if (settled.ours) call.ctx.log.info('fire-once: the hold that timed out landed: lock held for lockTtlMs', log);
+        void held(settled);
+      },
       timedOut: 'whether the lock is held after the dispatch is unknown until Redis answers; it expires with its lease if not',
       failed: 'could not hold the lock after the dispatch; it expires with its lease',
     });
@@ -146,7 +164,7 @@ async function releaseAfterFailure(call: GuardedCall, observer: Observer, lease:
   const released = async (settled: Settled, late: boolean) => {
     observer.decision(settled.ours ? 'released-on-failure' : 'release-refused', { ...holder, ...(late ? { late: true } : {}) });
     const why = `the dispatch of step ${JSON.stringify(lease.target.step)} failed; retry to dispatch it again`;
-    await handOver(call, settled, log, (completer) => failWaiters(completer, settled.waiters, why));
+    await handOver(call, settled, log, (completer, waiters) => failWaiters(completer, waiters, why));
     if (settled.ours) call.ctx.log.info('fire-once: dispatch failed, lock released', log);
     else call.ctx.log.warn('fire-once: dispatch failed, lock release refused (expired or held by another holder)', log);
   };
@@ -161,13 +179,11 @@ async function releaseAfterFailure(call: GuardedCall, observer: Observer, lease:
   }
 }
 
+/** What the waiters a commit, release or hold handed over are given: a result or a failure. */
+type HandOver = (completer: Completer, waiters: readonly Buffer[]) => Promise<void>;
+
 /** Complete or fail the waiters parked on the lock that commit or release handed over; never throws. */
-async function handOver(
-  call: GuardedCall,
-  settled: Settled,
-  log: LogContext,
-  settle: (completer: NonNullable<ReturnType<typeof completerOf>>) => Promise<void>,
-) {
+async function handOver(call: GuardedCall, settled: Settled, log: LogContext, settle: HandOver) {
   if (settled.waiters.length === 0) return;
   const completer = completerOf(call);
   if (completer === undefined) {
@@ -178,7 +194,7 @@ async function handOver(
     return;
   }
   await call.setup.parkedWatch
-    .detached(() => settle(completer))
+    .detached(() => settle(completer, settled.waiters))
     .catch((err: unknown) => call.ctx.log.error('fire-once: handing over parked waiters failed', { ...log, error: (err as Error).message }));
 }
 

@@ -39,10 +39,11 @@ export async function completeWaiters(
 /** Fail handed-over waiters with a retryable `FireOnceInFlight` and no retry delay, so that one of them acquires. */
 export async function failWaiters(completer: Completer, waiters: readonly Uint8Array[], why: string): Promise<void> {
   const failure = ApplicationFailure.create({ type: 'FireOnceInFlight', message: why, nonRetryable: false, nextRetryDelay: PARKED_RETRY_DELAY_MS });
-  await failAll(completer, waiters, failure);
+  await failWaitersWith(completer, waiters, failure);
 }
 
-async function failAll(completer: Completer, waiters: readonly Uint8Array[], failure: ApplicationFailure): Promise<void> {
+/** Fail handed-over waiters with `failure` as it is: the holder's own non-retryable error, say. */
+export async function failWaitersWith(completer: Completer, waiters: readonly Uint8Array[], failure: ApplicationFailure): Promise<void> {
   await Promise.all(waiters.map((token) => completer.client.activity.fail(token, failure).catch((err: unknown) => gone(completer, 'fail', err))));
 }
 
@@ -190,7 +191,7 @@ export class ParkedWatch {
       const tokens = mine.flatMap((key) => entry.parked.get(key)?.token ?? []);
       forget();
       completer.log.warn('fire-once: Redis unavailable; failing parked waiters so they retry', { ...logOf(spot), error: err.message });
-      await failAll(completer, tokens, toApplicationFailure(err));
+      await failWaitersWith(completer, tokens, toApplicationFailure(err));
       // A reap that timed out may still land and take the list: hand over what it took.
       err.late?.then((late) => handOver(completer, spot, late as ReapOutcome)).catch(() => undefined);
     }

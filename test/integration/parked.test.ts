@@ -15,6 +15,7 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
   const prefix = testPrefix('park');
   const queues = { a: `fire-once-park-a-${randomUUID()}`, b: `fire-once-park-b-${randomUUID()}` };
   const keys = new FireOnceKeys(prefix);
+  const MAX_ARTIFACT_BYTES = 16_384; // bigJob's results go over it; every other fixture's stay far below
   let redis: Redis;
   let connection: Connection;
   let client: Client;
@@ -22,7 +23,12 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
 
   beforeAll(async () => {
     redis = connectRedis();
-    const env = { TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS as string, REDIS_URL: process.env.REDIS_URL as string, KEY_PREFIX: prefix };
+    const env = {
+      TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS as string,
+      REDIS_URL: process.env.REDIS_URL as string,
+      KEY_PREFIX: prefix,
+      MAX_ARTIFACT_BYTES: String(MAX_ARTIFACT_BYTES),
+    };
     const script = 'test/integration/fixtures/worker-process.ts';
     workers = await Promise.all([spawnWorker(script, { ...env, TASK_QUEUE: queues.a }), spawnWorker(script, { ...env, TASK_QUEUE: queues.b })]);
     connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS as string });
@@ -37,7 +43,7 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
   });
 
   const dispatches = async (counterId: string) => Number((await redis.get(counterKey(prefix, counterId))) ?? 0);
-  const start = <W extends 'parkedRun' | 'parkedFailFirstRun' | 'parkedExternalRun'>(
+  const start = <W extends 'parkedRun' | 'parkedFailFirstRun' | 'parkedExternalRun' | 'parkedBigRun' | 'parkedUnstorableRun'>(
     workflow: W,
     args: Parameters<(typeof workflows)[W]>,
   ): Promise<WorkflowHandle> => client.workflow.start(workflow, { taskQueue: queues.a, workflowId: `${workflow}-${randomUUID()}`, args } as never);
@@ -158,5 +164,55 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
     const later = await Promise.all([queues.a, queues.b].map(async (q) => (await start('parkedRun', [scope, counterId, 3_000, q])).result()));
     expect((later as JobResult[]).map((r) => r.nonce)).toEqual([held.nonce, held.nonce]);
     expect(await dispatches(counterId)).toBe(1);
+  });
+
+  /** A holder on queue A, then 5 waiters parked by process B. */
+  async function holderAndParkedWaiters(startOne: (queue: string) => Promise<WorkflowHandle>, counterId: string, scope: string, step: string) {
+    const holder = await startOne(queues.a);
+    await until('the holder dispatched', async () => (await dispatches(counterId)) === 1);
+    const waiters = await Promise.all(Array.from({ length: 5 }, () => startOne(queues.b)));
+    await until('the 5 waiters parked', async () => (await parkedNow(scope, step)) === 5);
+    return { holder, waiters };
+  }
+
+  it('a result over maxArtifactBytes, delivered but not stored, completes the parked waiters with it: 1 dispatch, not a second once the lock expires', async () => {
+    const scope = `s-${randomUUID()}`;
+    const counterId = randomUUID();
+    const { holder, waiters } = await holderAndParkedWaiters(
+      (q) => start('parkedBigRun', [scope, counterId, 1_500, 2 * MAX_ARTIFACT_BYTES, q]),
+      counterId,
+      scope,
+      'bigJob',
+    );
+    const results = (await Promise.all([holder, ...waiters].map((h) => h.result()))) as (JobResult & { padding: string })[];
+    expect(new Set(results.map((r) => r.nonce)).size).toBe(1);
+    expect(results.map((r) => r.padding.length)).toEqual(results.map(() => 2 * MAX_ARTIFACT_BYTES));
+    expect(await dispatches(counterId)).toBe(1);
+    // Completed by the hold's hand-over on their first attempt, not by a timeout and a retry.
+    expect(await Promise.all(waiters.map(firstAttempt))).toEqual(waiters.map(() => 1));
+    // Nothing stored; the lock still holds later invocations off, and no waiter is left on it.
+    expect(await redis.exists(keys.artifact(scope, 'bigJob'))).toBe(0);
+    expect(await redis.exists(keys.lock(scope, 'bigJob'))).toBe(1);
+    expect(await parkedNow(scope, 'bigJob')).toBe(0);
+  });
+
+  it('a result the converter refuses fails the parked waiters as it fails the holder, for good: 1 dispatch', async () => {
+    const scope = `s-${randomUUID()}`;
+    const counterId = randomUUID();
+    const { holder, waiters } = await holderAndParkedWaiters(
+      (q) => start('parkedUnstorableRun', [scope, counterId, 1_500, q]),
+      counterId,
+      scope,
+      'unstorableJob',
+    );
+    const outcomes = await Promise.all([holder, ...waiters].map((h) => h.result().catch((e: unknown) => e)));
+    for (const outcome of outcomes) {
+      expect(outcome).toBeInstanceOf(WorkflowFailedError);
+      const failure = (outcome as WorkflowFailedError).cause?.cause as ApplicationFailure;
+      expect([failure.type, failure.nonRetryable]).toEqual(['FireOnceUnstorableResult', true]);
+    }
+    expect(await dispatches(counterId)).toBe(1);
+    expect(await Promise.all(waiters.map(firstAttempt))).toEqual(waiters.map(() => 1));
+    expect(await parkedNow(scope, 'unstorableJob')).toBe(0);
   });
 });
