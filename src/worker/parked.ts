@@ -89,7 +89,7 @@ interface Watched {
 }
 
 /**
- * The waiters one worker parked, watched until someone hands them over. Every `tickMs` it asks
+ * The waiters one worker parked, watched until someone hands them over. Every `reapEveryMs` it asks
  * Redis, per parked `(scope, step)`, whether the lock ended without a commit or release handing
  * them over ({@link ParkingLot.reap}): the holder died and its lease expired (fail them so that
  * they retry), or the job wrote its own artifact (external mode: complete them). It also
@@ -114,6 +114,9 @@ interface Watched {
 export class ParkedWatch {
   private readonly watched = new Map<string, Watched>();
   private timer: NodeJS.Timeout | undefined;
+  /** The timer's period: `reapEveryMs`, or a parked waiter's heartbeat period if that is shorter. */
+  private tickMs = Infinity;
+  private nextReap = 0;
   // The context this watch was made in (the worker's, not an activity's). The worker ties client
   // calls made inside an activity to that activity's abort signal; a waiter that parked, or a
   // holder that was cancelled, must not take its hand-overs and heartbeats down with it.
@@ -121,7 +124,7 @@ export class ParkedWatch {
 
   constructor(
     private readonly lot: ParkingLot,
-    private readonly tickMs: number,
+    private readonly reapEveryMs: number,
   ) {}
 
   /** Watch one parked task token. */
@@ -132,7 +135,13 @@ export class ParkedWatch {
       this.watched.set(spot.waitersKey, entry);
     }
     entry.parked.set(Buffer.from(token).toString('base64'), { token, heartbeatMs, nextBeat: Date.now() + beatEvery(heartbeatMs) });
-    this.timer ??= this.detached(() => setInterval(() => this.tick(), this.tickMs).unref());
+    // Heartbeats are due every third of the heartbeat timeout, whatever `reapEveryMs` is: the
+    // timer runs at the shorter of the two, and reaps only every `reapEveryMs`.
+    const tickMs = Math.min(this.reapEveryMs, beatEvery(heartbeatMs));
+    if (this.timer !== undefined && tickMs >= this.tickMs) return;
+    clearInterval(this.timer);
+    this.tickMs = tickMs;
+    this.timer = this.detached(() => setInterval(() => this.tick(), tickMs).unref());
   }
 
   /** Run `fn` outside any activity's context, so the client calls it makes outlive that activity. */
@@ -149,20 +158,28 @@ export class ParkedWatch {
 
   /** Stop watching; parked waiters are then bounded by their heartbeat or start-to-close timeout. */
   close(): void {
+    this.stop();
+    this.watched.clear();
+  }
+
+  private stop(): void {
     clearInterval(this.timer);
     this.timer = undefined;
-    this.watched.clear();
+    this.tickMs = Infinity;
   }
 
   private tick(): void {
     if (this.watched.size === 0) {
-      clearInterval(this.timer);
-      this.timer = undefined;
+      this.stop();
       return;
     }
+    const now = Date.now();
+    // A tick a little early (timers drift) still reaps: reaps never come further apart than reapEveryMs plus one tick.
+    const reap = now + this.tickMs / 2 >= this.nextReap;
+    if (reap) this.nextReap = now + this.reapEveryMs;
     for (const entry of this.watched.values()) {
-      this.heartbeat(entry);
-      if (!entry.busy) {
+      this.heartbeat(entry, now + this.tickMs / 2);
+      if (reap && !entry.busy) {
         entry.busy = true;
         void this.reap(entry).finally(() => (entry.busy = false));
       }
@@ -197,10 +214,11 @@ export class ParkedWatch {
     }
   }
 
-  private heartbeat(entry: Watched): void {
+  /** Heartbeat every waiter of `entry` whose next beat is due by `due`. */
+  private heartbeat(entry: Watched, due: number): void {
     const now = Date.now();
     for (const [key, parked] of entry.parked) {
-      if (parked.heartbeatMs === undefined || now < parked.nextBeat) continue;
+      if (parked.heartbeatMs === undefined || due < parked.nextBeat) continue;
       parked.nextBeat = now + beatEvery(parked.heartbeatMs);
       entry.completer.client.activity.heartbeat(parked.token).catch((err: unknown) => {
         entry.parked.delete(key);
