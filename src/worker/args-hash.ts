@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Payload, PayloadConverter } from '@temporalio/common';
+import { FireOnceConfigError } from '../core/errors';
 import type { FireOnceOptions } from './activity-options';
 
 const JSON_PLAIN = 'json/plain';
@@ -19,7 +20,7 @@ export function argsHash(options: FireOnceOptions, args: readonly unknown[], con
   const values = options.conflictKey === undefined ? args : [options.conflictKey(args as unknown[])];
   const hash = createHash('sha256');
   for (const value of values) {
-    const payload = converter.toPayload(value);
+    const payload = toPayload(converter, value);
     const canonical = canonicalJson(payload);
     if (canonical !== undefined) {
       hash.update(`j${Buffer.byteLength(canonical)}:`).update(canonical);
@@ -31,6 +32,19 @@ export function argsHash(options: FireOnceOptions, args: readonly unknown[], con
     hash.update(`${payload.data?.length ?? 0}:`).update(payload.data ?? new Uint8Array());
   }
   return hash.digest('base64url');
+}
+
+/**
+ * The arguments reached the worker through this converter, so only a `conflictKey` value can fail
+ * here. The converter's own message quotes the value, which may be secret: only its class is named.
+ */
+function toPayload(converter: PayloadConverter, value: unknown): Payload {
+  try {
+    return converter.toPayload(value);
+  } catch (err) {
+    const kind = err instanceof Error ? err.constructor.name : typeof err;
+    throw new FireOnceConfigError(`gave a value the payload converter cannot serialise (${kind})`);
+  }
 }
 
 /** The canonical JSON of a `json/plain` or `binary/null` payload, or `undefined` for any other payload. */

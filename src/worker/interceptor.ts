@@ -235,21 +235,36 @@ async function noteConflicts<T>(observer: Observer, fn: () => Promise<T>): Promi
 
 function resolveTarget({ setup, options, ctx, input }: GuardedCall): DispatchTarget {
   const { activityType, workflowExecution, activityId, namespace } = ctx.info;
-  const scope = options.scope !== undefined ? options.scope(input.args, ctx.info) : scopeFromHeaders(input.headers);
+  const scope = options.scope !== undefined ? userOption('scope', activityType, () => options.scope!(input.args, ctx.info)) : scopeFromHeaders(input.headers);
   if (scope === undefined) {
     throw new FireOnceMissingScope(
-      `activity ${JSON.stringify(activityType)} has no dispatch scope: call setDispatchScope() in the workflow, or give fireOnce a scope option`,
+      `activity ${JSON.stringify(activityType)} has no dispatch scope: call setDispatchScope() in the workflow, or give fireOnce a scope option; a workflow bundle built without the plugin's workflow interceptors (workflowInterceptorModules) carries no scope`,
       { activityType },
     );
   }
   const step = options.step ?? activityType;
   const jobType = options.jobType ?? step;
   const holder = `${workflowExecution?.workflowId ?? ''} ${workflowExecution?.runId ?? ''} ${activityId}`;
-  const hash = argsHash(options, input.args, setup.payloadConverter);
+  const hash = userOption('conflictKey', activityType, () => argsHash(options, input.args, setup.payloadConverter));
   const base = { scope, step, jobType, namespace: setup.defaults.keyNamespace ?? namespace, holder, argsHash: hash };
   const artifact = options.artifact;
   if (artifact === undefined || artifact === 'result') return base;
-  return { ...base, externalArtifactKey: externalKey(setup.guard, artifact.external({ scope, jobType, namespace: base.namespace }), base) };
+  const key = userOption('artifact.external', activityType, () => artifact.external({ scope, jobType, namespace: base.namespace }));
+  return { ...base, externalArtifactKey: externalKey(setup.guard, key, base) };
+}
+
+/**
+ * Run one of the option functions the user wrote. If it throws, the worker's configuration is at
+ * fault, not the call: a non-retryable `FireOnceConfigError` naming the option, before anything
+ * is locked, instead of an untyped error that Temporal would retry for ever.
+ */
+function userOption<T>(name: 'scope' | 'conflictKey' | 'artifact.external', activityType: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    const why = err instanceof FireOnceConfigError ? err.message : `threw: ${String(err)}`;
+    throw new FireOnceConfigError(`the ${name} option of activity ${JSON.stringify(activityType)} ${why}`, { activityType }, { cause: err });
+  }
 }
 
 /**
