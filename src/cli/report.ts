@@ -99,6 +99,8 @@ export class Tally {
   private readonly dispatched = new Map<string, { jobType: string; scope: string; step: string; ids: string[] }>();
   /** Latest outcome per holder, to annotate the dispatches of duplicates. */
   private readonly outcomes = new Map<string, string>();
+  /** `invalidated` entries seen per (job type, scope): a dispatch after one is a fresh start, not a duplicate. */
+  private readonly invalidations = new Map<string, number>();
 
   constructor(private readonly jobTypeFilter?: string) {}
 
@@ -118,8 +120,12 @@ export class Tally {
       ),
       decision,
     );
-    if (decision === 'dispatched') getOr(this.dispatched, `${jobType}\u0000${scope}\u0000${step}`, () => ({ jobType, scope, step, ids: [] })).ids.push(id);
-    else if (holder !== undefined && OUTCOMES.has(decision)) this.outcomes.set(holder, decision);
+    const artifact = `${jobType}\u0000${scope}`;
+    if (decision === 'invalidated') this.invalidations.set(artifact, (this.invalidations.get(artifact) ?? 0) + 1);
+    else if (decision === 'dispatched') {
+      const group = `${artifact}\u0000${step}\u0000${this.invalidations.get(artifact) ?? 0}`;
+      getOr(this.dispatched, group, () => ({ jobType, scope, step, ids: [] })).ids.push(id);
+    } else if (holder !== undefined && OUTCOMES.has(decision)) this.outcomes.set(holder, decision);
   }
 
   /** IDs of every `dispatched` entry of a (scope, step) dispatched more than once. */

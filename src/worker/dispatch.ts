@@ -111,7 +111,11 @@ async function commitResult(
     setup.cache?.set(lease.artifactKey, bytes, lease.target.argsHash ?? '', artifactTtlMs);
     await handOver(call, settled, log, handResult);
     observer.decision('committed', { holder: log.holder, fencingToken: lease.fencingToken, ...(late ? { late: true } : {}) });
-    if (!settled.ours) ctx.log.warn('fire-once: artifact written after the lock had expired; raise lockTtlMs or leaseMs above the job time', log);
+    if (!settled.ours)
+      ctx.log.warn(
+        'fire-once: artifact written after the lock had expired or been taken (raise lockTtlMs or leaseMs above the job time; or fire-once release --force ran)',
+        log,
+      );
   };
   try {
     await committed(await setup.guard.commit(lease, bytes, { artifactTtlMs }), false);

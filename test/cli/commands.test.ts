@@ -112,6 +112,37 @@ describe('fire-once CLI against a real Redis', () => {
       expect(human.stdout).toContain('duplicates: none');
     });
 
+    it('counts a dispatch after `invalidate` as a fresh start, not a duplicate; two after it are one', async () => {
+      const { prefix, guard } = fresh('cli-invalidated');
+      const entry = (decision: string, workflowId?: string) =>
+        redis.xadd(
+          guard.keys.log(),
+          '*',
+          'decision',
+          decision,
+          'scope',
+          's1',
+          'step',
+          'x',
+          'jobType',
+          'summary',
+          ...(workflowId ? ['workflowId', workflowId] : []),
+        );
+      await entry('dispatched', 'before');
+      await entry('committed');
+      await entry('invalidated');
+      await entry('dispatched', 'after');
+      const fresh1 = await cli(['report', '--prefix', prefix, '--json']);
+      expect(json<{ duplicates: unknown[] }>(fresh1.stdout).duplicates).toEqual([]);
+      expect(fresh1.code).toBe(0);
+
+      await entry('dispatched', 'after-again');
+      const twice = await cli(['report', '--prefix', prefix, '--json']);
+      expect(twice.code).toBe(1);
+      const report = json<{ duplicates: { dispatches: { workflowId: string }[] }[] }>(twice.stdout);
+      expect(report.duplicates.map((d) => d.dispatches.map((x) => x.workflowId))).toEqual([['after', 'after-again']]);
+    });
+
     it('reads a log longer than one page, entry for entry', async () => {
       const { prefix, guard } = fresh('cli-pages');
       const total = 23_456; // more than two XRANGE pages of 10,000
