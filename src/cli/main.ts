@@ -240,6 +240,12 @@ Exit codes:
 `;
 
 if (require.main === module) {
+  // A reader that stops early (`fire-once report | head`) closes the pipe: stop quietly, as Unix
+  // tools do, instead of dying of an unhandled EPIPE.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    process.exit(process.exitCode ?? 0);
+  });
   void main(process.argv).then((code) => {
     process.exitCode = code;
   });

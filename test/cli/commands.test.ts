@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { FireOnceGuard } from '../../src';
 import { DispatchLog, holderId, parseEvent, type DispatchEvent } from '../../src/core';
@@ -393,6 +395,16 @@ describe('fire-once CLI against a real Redis', () => {
       const run = await runCli(args);
       expect(run.code).toBe(2);
       expect(run.stderr).toMatch(message);
+    });
+
+    it('stops quietly when its reader closes the pipe early (`fire-once --help | head`)', async () => {
+      const child = spawn(process.execPath, ['--import', 'tsx', join('src', 'cli', 'main.ts'), '--help'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      child.stdout.destroy(); // the reader is gone before the CLI writes
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+      expect(stderr).toBe('');
+      expect(code).toBe(0);
     });
 
     it('exits 0 on --help, which lists the exit codes', async () => {
