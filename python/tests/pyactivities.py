@@ -75,4 +75,23 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         context = fire_once_context()
         return {"lockKey": context.lock_key, "fencing": context.fencing_token, "lost": context.lost.is_set()}
 
-    return [context_job, cross_job, flaky_job, plain_job, fail_while_busy, skip_while_busy, long_job, cancellable_job, external_job]
+    def broken_scope(args: Any, info: Any) -> str:
+        raise ZeroDivisionError("boom")
+
+    @fire_once(scope=broken_scope)
+    @activity.defn(name="brokenScopeJob")
+    async def broken_scope_job(counter_id: str) -> None:
+        await redis.incr(counter_key(prefix, counter_id))
+
+    return [
+        context_job,
+        cross_job,
+        flaky_job,
+        plain_job,
+        fail_while_busy,
+        skip_while_busy,
+        long_job,
+        cancellable_job,
+        external_job,
+        broken_scope_job,
+    ]

@@ -87,6 +87,20 @@ async def test_a_guarded_activity_without_a_scope_fails_with_its_type_and_dispat
     assert await client.get(counter_key(prefix, "none")) is None
 
 
+async def test_a_scope_option_that_raises_fails_with_a_config_error_naming_it_and_dispatches_nothing(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        with pytest.raises(WorkflowFailureError) as caught:
+            await temporal_env.client.execute_workflow(GuardedCall.run, args=["s", "brokenScopeJob", ["broken"]], id=queue, task_queue=queue)
+    cause = caught.value.cause
+    assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
+    assert (cause.cause.type, cause.cause.non_retryable) == ("FireOnceConfigError", True)
+    assert "the scope option of activity 'brokenScopeJob' raised: ZeroDivisionError: boom" in cause.cause.message
+    assert await client.get(counter_key(prefix, "broken")) is None
+
+
 async def test_while_another_holds_the_lock_fail_raises_retryable_in_flight_and_skip_returns_none(
     temporal_env: Any, client: Redis, prefix: str
 ) -> None:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from temporalio import activity
 from temporalio.common import RawValue
@@ -17,7 +18,7 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 from temporalio.worker import WorkflowInboundInterceptor
 
 from .._header import scope_from_headers
-from ..core.errors import FireOnceError, FireOnceInFlight, FireOnceKeyConflict, FireOnceMissingScope
+from ..core.errors import FireOnceConfigError, FireOnceError, FireOnceInFlight, FireOnceKeyConflict, FireOnceMissingScope
 from ..core.guard import Acquired, DispatchTarget, FastForward, FireOnceGuard, Held
 from ..core.wake import WakeHub
 from ..workflow.interceptor import FireOnceWorkflowInterceptor
@@ -64,6 +65,9 @@ class FireOnceInterceptor(Interceptor):
         return self._workflow.workflow_interceptor_class(input)
 
 
+T = TypeVar("T")
+
+
 class _GuardedActivity(ActivityInboundInterceptor):
     def __init__(self, next: ActivityInboundInterceptor, root: FireOnceInterceptor) -> None:
         super().__init__(next)
@@ -80,6 +84,7 @@ class _GuardedActivity(ActivityInboundInterceptor):
             raise to_application_error(err, {"activityType": info.activity_type}) from None
 
     async def _guarded(self, input: ExecuteActivityInput, options: FireOnceOptions, info: activity.Info) -> Any:
+        started = time.time()  # the attempt's start-to-close timeout runs from about now
         root = self._root
         call = CallSetup(
             root.guard, root.defaults, options, activity.payload_converter(), root.payload_codec, _target(input, options, info, root), root.log
@@ -89,7 +94,7 @@ class _GuardedActivity(ActivityInboundInterceptor):
             return await self.next.execute_activity(input)
         try:
             first = await root.guard.acquire(call.target, call.lock_ttl_ms)
-            outcome = await _on_held(call, first, info, root.wake) if isinstance(first, Held) else first
+            outcome = await _on_held(call, first, info, root.wake, started) if isinstance(first, Held) else first
         except FireOnceKeyConflict:
             call.decision("conflict")
             raise
@@ -105,7 +110,8 @@ class _GuardedActivity(ActivityInboundInterceptor):
 
 
 def _target(input: ExecuteActivityInput, options: FireOnceOptions, info: activity.Info, root: FireOnceInterceptor) -> DispatchTarget:
-    scope = options.scope(input.args, info) if options.scope is not None else scope_from_headers(input.headers)
+    scope_fn = options.scope
+    scope = _user_option("scope", info, lambda: scope_fn(input.args, info)) if scope_fn is not None else scope_from_headers(input.headers)
     if scope is None:
         raise FireOnceMissingScope(
             f"activity {info.activity_type!r} has no dispatch scope: call set_dispatch_scope() in the workflow, or give fire_once a scope option",
@@ -116,16 +122,29 @@ def _target(input: ExecuteActivityInput, options: FireOnceOptions, info: activit
     holder = f"{info.workflow_id or ''} {info.workflow_run_id or ''} {info.activity_id}"
     hashed = ""
     if options.on_conflict != "ignore":
-        values = list(input.args) if options.conflict_key is None else [options.conflict_key(input.args)]
+        key_fn = options.conflict_key
+        values = list(input.args) if key_fn is None else [_user_option("conflict_key", info, lambda: key_fn(input.args))]
         hashed = args_hash(values, activity.payload_converter())
     external = None
-    if options.artifact != "result":
-        external = options.artifact.external(ArtifactIds(scope, job_type))
+    artifact = options.artifact
+    if artifact != "result":
+        external = _user_option("artifact.external", info, lambda: artifact.external(ArtifactIds(scope, job_type)))
     namespace = root.defaults.key_namespace or info.namespace
     return DispatchTarget(scope, step, job_type, namespace, external, holder, hashed)
 
 
-async def _on_held(call: CallSetup, held: Held, info: activity.Info, hub: WakeHub | None) -> FastForward | Acquired | None:
+def _user_option(name: str, info: activity.Info, fn: Callable[[], T]) -> T:
+    """Run an option function the user wrote; if it raises, the worker's configuration is at fault:
+    a non-retryable ``FireOnceConfigError`` naming the option, before anything is locked."""
+    try:
+        return fn()
+    except Exception as err:
+        raise FireOnceConfigError(
+            f"the {name} option of activity {info.activity_type!r} raised: {type(err).__name__}: {err}", {"activityType": info.activity_type}
+        ) from err
+
+
+async def _on_held(call: CallSetup, held: Held, info: activity.Info, hub: WakeHub | None, started: float) -> FastForward | Acquired | None:
     policy = call.options.on_in_flight or call.defaults.on_in_flight
     if policy == "skip":
         call.decision("in-flight-skipped", fencing=held.fencing_token)
@@ -133,7 +152,7 @@ async def _on_held(call: CallSetup, held: Held, info: activity.Info, hub: WakeHu
     if policy == "fail":
         call.decision("in-flight-failed", fencing=held.fencing_token)
         raise FireOnceInFlight(f"step {call.target.step!r} is in flight in scope {call.target.scope!r}", held.ttl_ms, {"key": held.lock_key, **call.ids})
-    deadline = _deadline(info)
+    deadline = _deadline(info, started)
     poll = call.defaults.poll_interval_ms / 1000
     if info.heartbeat_timeout is not None:
         poll = min(poll, max(info.heartbeat_timeout.total_seconds() / 2, 0.001))
@@ -193,8 +212,10 @@ async def _sleep(bell: asyncio.Event | None, seconds: float) -> None:
     bell.clear()
 
 
-def _deadline(info: activity.Info) -> float:
-    """Give up before Temporal times this attempt out, so the failure is ours and says why."""
+def _deadline(info: activity.Info, started: float) -> float:
+    """Give up before Temporal times this attempt out, so the failure is ours and says why. The
+    timeout runs from the attempt's start (``started``), not from ``current_attempt_scheduled_time``,
+    which for a local activity is its first attempt's schedule and which counts queue time too."""
     start_to_close = info.start_to_close_timeout.total_seconds() if info.start_to_close_timeout else 3600.0
     margin = min(1.0, start_to_close * 0.2)
-    return info.current_attempt_scheduled_time.timestamp() + start_to_close - margin
+    return started + start_to_close - margin
