@@ -134,7 +134,7 @@ async function commitResult(
 /**
  * Keep the lock for `lockTtlMs` after the activity settled without an artifact of ours: the
  * job's own artifact (or nothing) must take over before anyone may dispatch again. With
- * `handOver` (a result in hand but not stored), the waiters parked on the lock are taken in the
+ * `handOverTo` (a result in hand but not stored), the waiters parked on the lock are taken in the
  * same step and given that outcome; otherwise they stay parked, for the job's own artifact.
  */
 async function hold(call: GuardedCall, lease: Lease, log: LogContext, renewal: Renewal | undefined, handOverTo?: HandOver): Promise<void> {
