@@ -69,7 +69,7 @@ export async function checkPrefixes(primaries: readonly DoctorNode[], expected: 
       'warn',
       `keys of 0.1 (protocol v2) under ${prefixes}, which 0.2 never reads${found.length > 0 ? `; guard prefixes: ${found.join(', ')}` : ''}`,
       {
-        fix: `stop the 0.1 workers, then run npx fire-once migrate --prefix <prefix> for each (README, "Upgrading from 0.1")`,
+        fix: `stop the 0.1 workers, then run npx fire-once migrate --prefix <prefix> for each (docs/upgrading.md)`,
       },
     );
   }
