@@ -311,7 +311,7 @@ export class FireOnceGuard {
     const ttl = lockTtlMs === undefined ? '' : GUARD_OPTIONS.lockTtlMs.check('lockTtlMs', lockTtlMs);
     return this.store.run(
       () => contextOf(lease.target, lease.lockKey, lease.token),
-      this.replicas.write(extendScript, [lease.lockKey, lease.waitersKey], [lease.token, ttl, (ttl || 0) + WAITERS_GRACE_MS, 'take'], true).then(settled),
+      this.replicas.write(extendScript, [lease.lockKey, lease.waitersKey], [lease.token, ttl, 0, 'take'], true).then(settled),
     );
   }
 

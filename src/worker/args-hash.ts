@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Payload, PayloadConverter } from '@temporalio/common';
 import { FireOnceConfigError } from '../core/errors';
 import type { FireOnceOptions } from './activity-options';
+import { converterFailure } from './artifact';
 
 const JSON_PLAIN = 'json/plain';
 const BINARY_NULL = 'binary/null';
@@ -34,16 +35,12 @@ export function argsHash(options: FireOnceOptions, args: readonly unknown[], con
   return hash.digest('base64url');
 }
 
-/**
- * The arguments reached the worker through this converter, so only a `conflictKey` value can fail
- * here. The converter's own message quotes the value, which may be secret: only its class is named.
- */
+/** The arguments reached the worker through this converter, so only a `conflictKey` value can fail here. */
 function toPayload(converter: PayloadConverter, value: unknown): Payload {
   try {
     return converter.toPayload(value);
   } catch (err) {
-    const kind = err instanceof Error ? err.constructor.name : typeof err;
-    throw new FireOnceConfigError(`gave a value the payload converter cannot serialise (${kind})`);
+    throw new FireOnceConfigError(`gave a value the payload converter cannot serialise (${converterFailure(err)})`);
   }
 }
 

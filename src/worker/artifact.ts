@@ -4,6 +4,14 @@ import { FireOnceCorruptArtifact, type FireOnceErrorContext } from '../core/erro
 
 const ProtoPayload = temporal.api.common.v1.Payload;
 
+/**
+ * How a payload converter's failure is named: by its error class only. The converter's own message
+ * quotes the value it failed on, which may be secret and must not reach logs or a workflow's history.
+ */
+export function converterFailure(err: unknown): string {
+  return err instanceof Error ? err.constructor.name : typeof err;
+}
+
 /** A payload as the bytes stored in Redis: its protobuf encoding, metadata and data intact. */
 export function payloadToBytes(payload: Payload): Buffer {
   const bytes = ProtoPayload.encode(ProtoPayload.create(payload)).finish();

@@ -3,7 +3,7 @@ import type { Payload } from '@temporalio/common';
 import { FireOnceArtifactTooLarge, FireOnceStoreUnavailable, FireOnceUnstorableResult } from '../core/errors';
 import { holderId, type Lease, type Settled } from '../core/guard';
 import { startRenewal, type Renewal } from '../core/renewal';
-import { encodeArtifact, resultOf } from './artifact';
+import { converterFailure, encodeArtifact, resultOf } from './artifact';
 import { runWithFireOnceContext } from './context';
 import type { GuardedCall } from './interceptor';
 import type { Observer } from './observe';
@@ -74,11 +74,8 @@ async function commitResult(
   try {
     payload = setup.payloadConverter.toPayload(result);
   } catch (err) {
-    // The converter's own message quotes the value it failed on, i.e. the result: it must not
-    // reach logs or the workflow's history, so only its error class is named.
-    const kind = err instanceof Error ? err.constructor.name : typeof err;
     const unstorable = new FireOnceUnstorableResult(
-      `the result of ${ctx.info.activityType} cannot be serialised by the payload converter (${kind}); the lock is kept until its TTL`,
+      `the result of ${ctx.info.activityType} cannot be serialised by the payload converter (${converterFailure(err)}); the lock is kept until its TTL`,
       { ...log, jobType: lease.target.jobType, activityType: ctx.info.activityType },
     );
     // Parked waiters would get nothing either: they fail as the holder does, for good.

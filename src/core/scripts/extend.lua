@@ -9,7 +9,8 @@
   ARGV[1]  token the caller acquired the lock with
   ARGV[2]  new lock TTL in milliseconds (positive integer)
   ARGV[3]  new TTL of the parked-waiter list in milliseconds (positive integer): the lock's TTL
-           plus the grace in which a waiter's own worker notices the lock is gone
+           plus the grace in which a waiter's own worker notices the lock is gone; ignored with
+           ARGV[4] 'take', which removes the list
   ARGV[4]  optional: 'take' to hand the parked waiters over instead, after a dispatch whose result
            is in hand but not stored (they get that result now, not a second dispatch once the
            lock expires); ARGV[2] may then be '' to leave the lock's TTL as it is ('fixed' mode)
