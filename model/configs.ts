@@ -17,7 +17,7 @@ export interface ModelConfig {
 }
 
 /** How a trail ends: the property the model's printf names, or an acceptance cycle. */
-export type Violation = 'no duplicate' | 'strict no duplicate' | 'no lost result' | 'release safety' | 'fencing' | 'acceptance cycle';
+export type Violation = 'no duplicate' | 'strict no duplicate' | 'no lost result' | 'release safety' | 'fencing' | 'one result' | 'acceptance cycle';
 
 /** Exhaustive sizes, from the issue: 3 invocations, 2 crashes, 2 expiries, 1 invalidation. */
 const SIZES = ['N=3', 'MAX_CRASH=2', 'MAX_EXPIRE=2', 'MAX_INVALIDATE=1'];
@@ -47,13 +47,15 @@ const NO_FAULTS = ['N=3', 'MAX_CRASH=0', 'MAX_EXPIRE=0', 'MAX_INVALIDATE=0'];
 const ONE_LAPSE = ['N=3', 'MAX_CRASH=0', 'MAX_EXPIRE=1', 'MAX_INVALIDATE=0'];
 
 /** Each weaker strategy, the sizes it needs, and the properties its shortest counterexample may break. */
-const WEAK: readonly { readonly define: string; readonly sizes: readonly string[]; readonly fails: readonly Violation[] }[] = [
+const WEAK: readonly { readonly define: string; readonly sizes: readonly string[]; readonly fails: readonly Violation[]; readonly resultModeOnly?: true }[] = [
   { define: 'NO_GUARD', sizes: NO_FAULTS, fails: ['no duplicate', 'no lost result'] }, // every invocation dispatches
   { define: 'ARTIFACT_ONLY', sizes: NO_FAULTS, fails: ['no duplicate'] }, // (a) in flight
   { define: 'LOCK_ONLY', sizes: NO_FAULTS, fails: ['no lost result'] }, // (c) after the lock's TTL
   { define: 'RELEASE_ON_ANY', sizes: NO_FAULTS, fails: ['no duplicate'] }, // (b) resolved, not written
   { define: 'PLAIN_DEL', sizes: ONE_LAPSE, fails: ['release safety'] }, // a stale holder's DEL
   { define: 'COARSE_CLOCK', sizes: NO_FAULTS, fails: ['fencing'] }, // tokens in whole seconds
+  // A late commit that overwrites (commit.lua up to 0.2.0); external mode has no commit to weaken.
+  { define: 'LATE_OVERWRITE', sizes: ONE_LAPSE, fails: ['one result'], resultModeOnly: true },
   // Not a strategy: the real protocol against a promise it does not make (docs/model.md).
   { define: 'STRICT', sizes: ONE_LAPSE, fails: ['strict no duplicate'] },
 ];
@@ -79,7 +81,7 @@ export const CONFIGS: readonly ModelConfig[] = [
   })),
   // Breadth-first, so that each counterexample is a shortest one.
   ...WEAK.flatMap((w) =>
-    MODES.map((m) => ({
+    (w.resultModeOnly ? MODES.slice(0, 1) : MODES).map((m) => ({
       name: `${w.define}, ${m.label}`,
       defines: [...w.sizes, w.define, ...m.defines],
       cflags: [...SAFETY, 'BFS'],

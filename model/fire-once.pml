@@ -18,6 +18,8 @@
  *                   is written afterwards: the seed's "(b) resolved, not written" window
  *   PLAIN_DEL       release is a plain DEL instead of compare-and-delete (fails property 3)
  *   COARSE_CLOCK    the fencing token is TIME in whole seconds, not microseconds (fails property 4)
+ *   LATE_OVERWRITE  commit writes the artifact whoever holds the lock, as commit.lua did up to
+ *                   0.2.0: a late holder replaces a newer holder's stored result (fails property 6)
  *   STRICT          a stronger property 1 that the protocol does NOT promise: no dispatch while
  *                   an earlier job succeeded and its result is not stored yet, even if that
  *                   holder's lease lapsed. It fails: a lease cannot tell a paused holder from a
@@ -46,8 +48,9 @@
 #define ACQUIRE_EXISTS         1 /* {1, pttl}: the external artifact exists (mode 'x') */
 #define ACQUIRE_HELD           3 /* {3, pttl, lock}: another token holds the lock */
 #define ACQUIRE_CORRUPT        5 /* {5, error}: never here: the model's artifact is always a string */
-#define COMMIT_NOT_OURS        0 /* artifact written; the lock had expired or passed on: left alone */
+#define COMMIT_NOT_OURS        0 /* artifact written; no lock stood (it had expired) */
 #define COMMIT_OURS            1 /* artifact written; our lock deleted in the same step */
+#define COMMIT_REFUSED         2 /* nothing written: another holder's lock, or a stored result, stands */
 #define RELEASE_REFUSED        0 /* the lock is missing or another holder's: nothing changed */
 #define RELEASE_DELETED        1 /* our lock is deleted */
 #define EXTEND_LOST            0 /* the lock is missing or another holder's: nothing changed */
@@ -73,6 +76,12 @@
 #else
 #define COMMIT_DELETES_LOCK 1
 #endif
+/* Whether a commit writes whatever stands: the seed's strategies write the artifact blindly. */
+#if defined(NO_GUARD) || defined(ARTIFACT_ONLY) || defined(LOCK_ONLY) || defined(LATE_OVERWRITE)
+#define COMMIT_WRITES_ANY 1
+#else
+#define COMMIT_WRITES_ANY 0
+#endif
 
 /* ---- Redis: the keys of the one (scope, step). A token is the invocation's number + 1. */
 byte lock;        /* lock key l:<step>: the token in its record, 0 = no key */
@@ -94,6 +103,7 @@ byte crashes, expiries, invalidations;
 #define STORED  3 /* its result is stored in the artifact */
 #define GONE    4 /* its stored result was invalidated or expired */
 #define FAILED  5 /* the job failed (or was cancelled) */
+#define DROPPED 6 /* the job succeeded late and its commit was refused: a newer holder's stands */
 byte ph[N];       /* ghost: the phase of each invocation's dispatch */
 bit  lapsed[N];   /* ghost: its lock expired while it was RUN or PEND (no renewal in time) */
 bit  renewing[N]; /* alive between acquire and its settling call: renews its lease */
@@ -265,19 +275,37 @@ inline hold(p, r) {
   }
 }
 
-/* ---- commit.lua: write the artifact and, in the same step, delete the lock if still ours. */
+/* ---- commit.lua: with our lock, write the artifact and delete the lock in the same step. A
+ * late holder writes only into an empty slot (no lock, no artifact), and is refused otherwise. */
 inline commit(p, r) {
   atomic {
     tick(p);
-    storeResult(p);
     if
-    :: COMMIT_DELETES_LOCK && lock == p + 1 -> deleteLock(p); r = COMMIT_OURS
-    :: else -> r = COMMIT_NOT_OURS
+    :: COMMIT_WRITES_ANY || lock == p + 1 || (lock == 0 && !art) ->
+      /* PROPERTY 6 (one result): a stored result is never replaced by another invocation's
+       * commit; every invocation that fast-forwards while it stands gets that same result. */
+      do
+      :: q < N ->
+        if
+        :: q != p && ph[q] == STORED ->
+          printf("@@ VIOLATION one result: inv%d's commit replaces the stored result of inv%d\n", p, q);
+          assert(false)
+        :: else -> q++
+        fi
+      :: else -> q = 0; break
+      od;
+      storeResult(p);
+      if
+      :: COMMIT_DELETES_LOCK && lock == p + 1 -> deleteLock(p); r = COMMIT_OURS
+      :: else -> r = COMMIT_NOT_OURS
+      fi
+    :: else -> ph[p] = DROPPED; r = COMMIT_REFUSED
     fi;
     renewing[p] = 0;
     if
     :: r == COMMIT_OURS -> printf("@@ inv%d commit -> 1 (artifact written, our lock deleted)\n", p)
-    :: else -> printf("@@ inv%d commit -> 0 (artifact written; the lock is not ours: left alone)\n", p)
+    :: r == COMMIT_NOT_OURS -> printf("@@ inv%d commit -> 0 (artifact written; no lock of ours to delete)\n", p)
+    :: else -> printf("@@ inv%d commit -> 2 (refused: a newer holder's lock or result stands)\n", p)
     fi
   }
 }
@@ -335,7 +363,7 @@ retry:
   fi;
   CRASH_POINT;
   /* The job resolves. A lost lease aborts the signal, but the job may still succeed: then the
-   * commit below is a late commit, and the scripts compare the token. */
+   * commit below is a late commit: it writes only if no newer holder's lock or result stands. */
   if
   :: atomic { ph[p] = PEND; printf("@@ inv%d job resolves: success\n", p) }
   :: atomic { ph[p] = FAILED; printf("@@ inv%d job resolves: failure\n", p) }

@@ -16,7 +16,7 @@ export { FireOnceKeys, MAX_ID_BYTES, PROTOCOL_VERSION, DEFAULT_NAMESPACE, encode
 export type { IdKind, ParsedKey, ScopeKeyKind } from './core/keys';
 export { formatArtifact, parseArtifact, parseLock } from './core/records';
 export type { ArtifactRecord, LockRecord } from './core/records';
-export { ACQUIRE_REPLY, PARK_REPLY, PROTOCOL_SCRIPTS, REAP_REPLY, SCRIPTS_DIR } from './core/scripts';
+export { ACQUIRE_REPLY, COMMIT_REFUSED, PARK_REPLY, PROTOCOL_SCRIPTS, REAP_REPLY, SCRIPTS_DIR } from './core/scripts';
 export type { LuaScript, RedisClient } from './core/scripts';
 export { claimProtocol } from './core/protocol';
 export { SAFE_EVICTION_POLICY, checkEvictionPolicy, readEvictionPolicies } from './core/deployment/eviction';
@@ -24,7 +24,7 @@ export type { EvictionCheckOptions, EvictionPolicy } from './core/deployment/evi
 
 // The core guard's parts.
 export { holderId, WAITERS_GRACE_MS } from './core/guard';
-export type { AcquireOptions, Settled } from './core/guard';
+export type { AcquireOptions, Committed, Settled } from './core/guard';
 export { GUARD_DEFAULTS } from './core/options';
 export type { ResolvedGuardOptions } from './core/options';
 export type { FireOnceErrorContext } from './core/errors';

@@ -103,6 +103,22 @@ async def test_commit_fast_forwards_and_release_refuses_a_stale_token(client: Re
         await guard.acquire(DispatchTarget("s", "step", "job", args_hash="h2"))
 
 
+async def test_a_late_holder_never_replaces_the_newer_holders_result(client: Redis, prefix: str) -> None:
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    target = DispatchTarget("s", "step", "job")
+    first = await guard.acquire(target)
+    assert isinstance(first, Acquired)
+    await client.delete(first.lease.lock_key)  # what `fire-once release --force` does
+    second = await guard.acquire(target)
+    assert isinstance(second, Acquired)
+    refused = await guard.commit(first.lease, b"stale")  # while the newer holder's lock stands
+    assert not refused.stored and not refused.ours and await client.exists(first.lease.artifact_key) == 0
+    assert (await guard.commit(second.lease, b"newer")).stored
+    assert not (await guard.commit(first.lease, b"stale")).stored  # and after its commit
+    after = await guard.acquire(target)
+    assert isinstance(after, FastForward) and after.artifact == b"newer"
+
+
 async def test_a_known_artifact_is_read_with_a_get_and_a_gone_one_is_left_to_the_script(client: Redis, prefix: str) -> None:
     async def scripts_run(call: Callable[[], Awaitable[T]]) -> tuple[T, int]:
         """``call``'s result, and how many scripts Redis ran meanwhile (a GET runs none)."""

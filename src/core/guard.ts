@@ -8,6 +8,7 @@ import {
   ACQUIRE_REPLY,
   acquireScript,
   coalesceWrites,
+  COMMIT_REFUSED,
   commitScript,
   extendScript,
   invalidateScript,
@@ -91,6 +92,16 @@ export interface Settled {
   readonly ours: boolean;
   /** Task tokens of the waiters parked on the lock, now handed to the caller to complete or fail. */
   readonly waiters: readonly Buffer[];
+}
+
+/** What a commit found: {@link Settled}, and whether the artifact was written. */
+export interface Committed extends Settled {
+  /**
+   * False: the commit was refused and changed nothing, because another holder's lock stands, or
+   * no lock stands and another result is stored (a later dispatch's). A late holder never
+   * replaces the newest holder's result; `waiters` is empty then.
+   */
+  readonly stored: boolean;
 }
 
 /** Per-call overrides of the guard's TTLs. */
@@ -249,20 +260,23 @@ export class FireOnceGuard {
   /**
    * Store the result artifact after a successful dispatch; in the same atomic step the lock is
    * deleted if it is still ours, so the artifact takes over with no gap. Resolves whether the lock
-   * was still ours, and the waiters that were parked on it. If Redis does not answer in time, the
+   * was still ours, and the waiters that were parked on it. A holder whose lock expired or was
+   * taken writes only into an empty slot (no lock, no artifact): `stored` is false otherwise, and
+   * nothing changed. If Redis does not answer in time, the
    * `FireOnceStoreUnavailable` carries the commit as `late`, which settles with the same result
    * if the commit lands after all.
    */
-  async commit(lease: Lease, artifact: Buffer, options: { readonly artifactTtlMs?: number } = {}): Promise<Settled> {
+  async commit(lease: Lease, artifact: Buffer, options: { readonly artifactTtlMs?: number } = {}): Promise<Committed> {
     const ttl = callDuration('artifactTtlMs', options.artifactTtlMs, this.options.artifactTtlMs);
     const record = artifactArgument(lease.target.argsHash ?? '', artifact);
     return this.store.run(
       () => contextOf(lease.target, lease.artifactKey, lease.token),
       this.replicas
         .write(commitScript, [lease.artifactKey, lease.lockKey, lease.waitersKey], [lease.token, record, ttl, this.channel(lease.target)], true)
-        .then((written) => {
+        .then(({ reply, ...rest }) => {
+          if (reply === COMMIT_REFUSED) return { ours: false, waiters: [], stored: false };
           this.known?.set(lease.artifactKey, true);
-          return settled(written);
+          return { ...settled({ reply, ...rest }), stored: true };
         }),
     );
   }

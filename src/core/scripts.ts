@@ -121,12 +121,23 @@ export const acquireScript = defineScript<[token: string, lockTtlMs: number, mod
 /** Reply of commit.lua and release.lua: whether the lock was ours, then any parked waiters' task tokens. */
 export type SettleReply = 0 | 1 | [0 | 1, ...Buffer[]];
 
-/** Write the artifact, delete the lock if still ours, wake and hand over parked waiters. */
-export const commitScript = defineScript<[token: string, artifact: Buffer | string, artifactTtlMs: number, channel: string], SettleReply>(
-  'commit.lua',
-  'fireOnceCommitV3',
-  3,
-);
+/**
+ * Reply of commit.lua when it refused to write: a late holder's commit while another holder's
+ * lock, or another result, stands. Nothing is changed then.
+ *
+ * @example
+ * ```ts
+ * import { COMMIT_REFUSED } from 'temporal-fire-once/core';
+ * COMMIT_REFUSED; // 2
+ * ```
+ */
+export const COMMIT_REFUSED = 2;
+
+/** Write the artifact, delete the lock if still ours, wake and hand over parked waiters; or refuse (a late holder). */
+export const commitScript = defineScript<
+  [token: string, artifact: Buffer | string, artifactTtlMs: number, channel: string],
+  SettleReply | typeof COMMIT_REFUSED
+>('commit.lua', 'fireOnceCommitV3', 3);
 
 /** Compare-and-delete the lock on failure, wake and hand over parked waiters; 0 if refused. */
 export const releaseScript = defineScript<[token: string, channel: string], SettleReply>('release.lua', 'fireOnceReleaseV3', 2);

@@ -291,6 +291,13 @@ describe('fire-once CLI against a real Redis', () => {
       expect(next.lease.fencingToken).toBeGreaterThan(first.lease.fencingToken);
       // The crashed holder's late release is refused: the lock is the new holder's.
       expect((await guard.release(first.lease)).ours).toBe(false);
+      // So is its late commit, before and after the new holder's: one result, the new holder's.
+      expect(await guard.commit(first.lease, Buffer.from('stale'))).toEqual({ ours: false, stored: false, waiters: [] });
+      expect(await redis.exists(first.lease.artifactKey)).toBe(0);
+      expect(await guard.commit(next.lease, Buffer.from('newer'))).toMatchObject({ ours: true, stored: true });
+      expect(await guard.commit(first.lease, Buffer.from('stale'))).toMatchObject({ ours: false, stored: false });
+      const after = await guard.acquire({ ...target, holder: 'wf-later run-1 1' });
+      expect(after.kind === 'fast-forward' && after.artifact.toString()).toBe('newer');
 
       const none = await cli(['release', 'session-other', '--step', 'dispatch', '--prefix', prefix, '--force']);
       expect(none.code).toBe(4);

@@ -58,7 +58,7 @@ describe('FireOnceGuard on Redis alone', () => {
     const outcome = await guard.acquire(target);
     if (outcome.kind !== 'acquired') throw new Error('expected acquired');
     const bytes = Buffer.from([0, 0xff, 0x80, 0x0a, 0x00, 0x7b]);
-    expect(await guard.commit(outcome.lease, bytes)).toEqual({ ours: true, waiters: [] });
+    expect(await guard.commit(outcome.lease, bytes)).toEqual({ ours: true, stored: true, waiters: [] });
     expect(await redis.exists(outcome.lease.lockKey)).toBe(0);
     const artifactTtl = await redis.pttl(outcome.lease.artifactKey);
     expect(artifactTtl).toBeGreaterThan(30_000);

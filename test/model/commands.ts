@@ -109,9 +109,9 @@ class Commit extends OnLease {
   override async run(m: ProtocolModel, r: RealSystem) {
     const lease = this.lease(m);
     const expected = model.commit(m, lease, this.bytes);
-    note(r, expected ? 'commit' : 'stale commit');
-    const actual = (await r.guards[0].commit(r.leases[lease.id], Buffer.from(this.bytes))).ours;
-    if (actual !== expected) fail(`commit(lease ${lease.id}) "still ours"`, expected, actual);
+    note(r, expected.ours ? 'commit' : expected.stored ? 'late commit' : 'refused commit');
+    const { ours, stored } = await r.guards[0].commit(r.leases[lease.id], Buffer.from(this.bytes));
+    if (ours !== expected.ours || stored !== expected.stored) fail(`commit(lease ${lease.id})`, expected, { ours, stored });
     r.executed.count++;
     await verifyRedis(m, r);
   }

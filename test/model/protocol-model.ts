@@ -114,16 +114,21 @@ export function owns(m: ProtocolModel, lease: ModelLease): boolean {
 }
 
 /**
- * Success: the artifact is written (whoever holds the lock now: the job did run, and commit.lua
- * documents that it writes anyway and reports 0). If the lock is still ours it is deleted in the
- * same step, so the artifact takes over with no gap; another holder's lock is left alone.
+ * Success. While the lock is ours the artifact is written and the lock deleted in the same step,
+ * so the artifact takes over with no gap. A late holder (its lock expired or was taken) writes
+ * only into an empty slot: no lock and no artifact, or its very record already there. Otherwise
+ * the commit is refused and nothing changes: a newer holder's lock or result stands.
  */
-export function commit(m: ProtocolModel, lease: ModelLease, bytes: Uint8Array): boolean {
+export function commit(m: ProtocolModel, lease: ModelLease, bytes: Uint8Array): { readonly ours: boolean; readonly stored: boolean } {
   const stillOurs = owns(m, lease);
-  m.artifacts.set(artifactId(TARGETS[lease.target]), bytes);
-  if (stillOurs) m.locks.delete(lockId(TARGETS[lease.target]));
+  const t = TARGETS[lease.target];
+  const current = m.artifacts.get(artifactId(t));
+  const emptySlot = !m.locks.has(lockId(t)) && (current === undefined || Buffer.from(current).equals(Buffer.from(bytes)));
   lease.status = 'committed';
-  return stillOurs;
+  if (!stillOurs && !emptySlot) return { ours: false, stored: false };
+  m.artifacts.set(artifactId(t), bytes);
+  if (stillOurs) m.locks.delete(lockId(t));
+  return { ours: stillOurs, stored: true };
 }
 
 /** Failure: compare-and-delete. A stale holder's release is refused and changes nothing. */

@@ -20,7 +20,7 @@ from .keys import FireOnceKeys, encode_id
 from .options import GuardOptions, positive_int
 from .protocol import claim_protocol
 from .records import format_artifact, lock_tail, parse_artifact, parse_lock
-from .scripts import ACQUIRE, COMMIT, EXTEND, INVALIDATE, LOG_APPEND, RELEASE, AcquireReply, RedisClient
+from .scripts import ACQUIRE, COMMIT, COMMIT_REFUSED, EXTEND, INVALIDATE, LOG_APPEND, RELEASE, AcquireReply, RedisClient
 
 WAITERS_GRACE_MS = 60_000
 """How long a parked waiter's registration outlives the lock (PROTOCOL.md section 7)."""
@@ -91,10 +91,13 @@ AcquireOutcome = FastForward | Acquired | Held
 
 @dataclass(frozen=True)
 class Settled:
-    """Whether the lock was still ours, and the task tokens of the waiters parked on it."""
+    """Whether the lock was still ours, and the task tokens of the waiters parked on it. For a
+    commit, ``stored`` is False when it was refused and changed nothing: a holder whose lock
+    expired or was taken writes only where no lock and no other result stand."""
 
     ours: bool
     waiters: tuple[bytes, ...] = ()
+    stored: bool = True
 
 
 class FireOnceGuard:
@@ -169,12 +172,16 @@ class FireOnceGuard:
         raise FireOnceProtocolError(f"unexpected reply from {ACQUIRE.command}: {code!r}", context)
 
     async def commit(self, lease: Lease, artifact: bytes, artifact_ttl_ms: int | None = None) -> Settled:
-        """Store the artifact; in the same step delete the lock if still ours."""
+        """Store the artifact; in the same step delete the lock if still ours. A late holder
+        writes only into an empty slot: ``stored`` is False otherwise, and nothing changed."""
         ttl = self.options.artifact_ttl_ms if artifact_ttl_ms is None else positive_int("artifact_ttl_ms", artifact_ttl_ms)
         record = format_artifact(lease.target.args_hash, artifact)
         keys = [lease.artifact_key, lease.lock_key, lease.waiters_key]
         args: list[str | bytes | int] = [lease.token, record, ttl, self._channel(lease.target)]
-        settled = _settled(await self._run(_context(lease.target, lease.artifact_key, lease.token), lambda: COMMIT(self.redis, keys, args)))
+        reply = await self._run(_context(lease.target, lease.artifact_key, lease.token), lambda: COMMIT(self.redis, keys, args))
+        if reply == COMMIT_REFUSED:
+            return Settled(False, stored=False)
+        settled = _settled(reply)
         self._remember(lease.artifact_key)
         await self._hand_back(lease, settled)
         return settled

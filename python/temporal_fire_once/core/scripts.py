@@ -78,3 +78,7 @@ class AcquireReply:
     EXISTS = 1
     HELD = 3
     CORRUPT = 5
+
+
+COMMIT_REFUSED = 2
+"""Reply of commit.lua when it refused to write: another holder's lock, or another result, stands."""

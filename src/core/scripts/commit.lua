@@ -11,25 +11,33 @@
   ARGV[3]  artifact TTL in milliseconds (positive integer)
   ARGV[4]  pub/sub channel to wake waiters on, or '' for none
 
-  Writes the artifact with its TTL and, in the same atomic step, deletes the lock if it is still
-  ours: the artifact takes over from the lock with no moment between them in which neither
-  stands. A lock that expired or passed to another holder is left alone. Publishes on ARGV[4] so
-  that waiters re-check, and hands the parked waiters to the caller, who completes them with the
-  result.
+  While the lock is ours: writes the artifact with its TTL and, in the same atomic step, deletes
+  the lock: the artifact takes over from the lock with no moment between them in which neither
+  stands. A late caller (its lock expired, or `fire-once release --force` took it) writes only
+  into an empty slot: no lock and no artifact. It never replaces the result of a dispatch that
+  started after it, nor one whose lock stands: one result per (scope, step), the newest holder's.
+  Publishes on ARGV[4] so that waiters re-check, and hands the parked waiters to the caller, who
+  completes them with the result.
 
   Returns:
     1 or 0                the artifact is written; 1 if the lock still held ARGV[1] (and is now
-                          deleted), 0 if it had expired or passed to another holder
+                          deleted), 0 if no lock stood (it had expired or been released)
     {1 or 0, waiter...}   the same, and the parked waiters' task tokens, now removed from KEYS[3]
+    2                     refused, nothing changed: another holder's lock stands, or no lock stands
+                          and KEYS[1] holds another record (a later holder's result). The same
+                          record already stored counts as written (a resent commit).
 
   Under maxmemory the first write, SET, is refused with OOM before anything is written.
 ]]
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 local ours = 0
 local lock = redis.call('GET', KEYS[2])
-if lock and string.sub(lock, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then
+if lock then
+  if string.sub(lock, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then return 2 end
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   redis.call('DEL', KEYS[2])
   ours = 1
+elseif not redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3], 'NX') and redis.pcall('GET', KEYS[1]) ~= ARGV[2] then
+  return 2
 end
 if ARGV[4] ~= '' then
   redis.call('PUBLISH', ARGV[4], 'commit')
