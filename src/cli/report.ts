@@ -15,6 +15,7 @@ export const DECISION_ORDER: readonly string[] = [
   'in-flight-failed',
   'conflict',
   'committed',
+  'commit-refused',
   'released-on-failure',
   'release-refused',
   'lock-lost',
@@ -74,7 +75,7 @@ export interface ReportQuery {
 }
 
 /** Decisions that end a dispatch: the outcome shown beside each dispatch of a duplicate. */
-const OUTCOMES = new Set(['committed', 'released-on-failure', 'release-refused', 'lock-lost', 'release-forced']);
+const OUTCOMES = new Set(['committed', 'commit-refused', 'released-on-failure', 'release-refused', 'lock-lost', 'release-forced']);
 
 /**
  * Read the namespace's log over the window, decoding only the fields counted by, and count

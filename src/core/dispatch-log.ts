@@ -11,6 +11,7 @@ export type Decision =
   | 'in-flight-failed'
   | 'conflict'
   | 'committed'
+  | 'commit-refused'
   | 'released-on-failure'
   | 'release-refused'
   | 'lock-lost'

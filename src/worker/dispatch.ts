@@ -1,7 +1,7 @@
 import { CompleteAsyncError } from '@temporalio/activity';
 import type { Payload } from '@temporalio/common';
 import { FireOnceArtifactTooLarge, FireOnceStoreUnavailable, FireOnceUnstorableResult } from '../core/errors';
-import { holderId, type Lease, type Settled } from '../core/guard';
+import { holderId, type Committed, type Lease, type Settled } from '../core/guard';
 import { startRenewal, type Renewal } from '../core/renewal';
 import { converterFailure, encodeArtifact, resultOf } from './artifact';
 import { runWithFireOnceContext } from './context';
@@ -104,15 +104,21 @@ async function commitResult(
     return resultOf(payload, setup.payloadConverter);
   }
   const artifactTtlMs = options.artifactTtlMs ?? setup.guard.options.artifactTtlMs;
-  const committed = async (settled: Settled, late: boolean) => {
-    setup.cache?.set(lease.artifactKey, bytes, lease.target.argsHash ?? '', artifactTtlMs);
-    await handOver(call, settled, log, handResult);
-    observer.decision('committed', { holder: log.holder, fencingToken: lease.fencingToken, ...(late ? { late: true } : {}) });
-    if (!settled.ours)
+  const committed = async (settled: Committed, late: boolean) => {
+    const holder = { holder: log.holder, fencingToken: lease.fencingToken, ...(late ? { late: true } : {}) };
+    if (!settled.stored) {
+      observer.decision('commit-refused', holder);
       ctx.log.warn(
-        'fire-once: artifact written after the lock had expired or been taken (raise lockTtlMs or leaseMs above the job time; or fire-once release --force ran)',
+        "fire-once: result delivered, not stored: this holder lost its lock (lockTtlMs or leaseMs below the job time, or fire-once release --force), and a newer holder's lock or result stands",
         log,
       );
+      return;
+    }
+    setup.cache?.set(lease.artifactKey, bytes, lease.target.argsHash ?? '', artifactTtlMs);
+    await handOver(call, settled, log, handResult);
+    observer.decision('committed', holder);
+    if (!settled.ours)
+      ctx.log.warn('fire-once: artifact written after the lock had expired or been released (raise lockTtlMs or leaseMs above the job time)', log);
   };
   try {
     await committed(await setup.guard.commit(lease, bytes, { artifactTtlMs }), false);
@@ -120,7 +126,7 @@ async function commitResult(
     // The job ran and its result is in hand: deliver it. Later invocations stay held off only as
     // long as the lock lives; after that, with no artifact, they would dispatch again.
     followLate(call, err, 'commit', 'the artifact', {
-      landed: (settled) => void committed(settled as Settled, true),
+      landed: (settled) => void committed(settled as Committed, true),
       timedOut: 'result delivered; whether the artifact is stored is unknown until Redis answers, and the lock is left to its TTL',
       failed: 'could not store the artifact; result delivered, lock left to its TTL',
     });

@@ -1,3 +1,4 @@
+import { defaultPayloadConverter } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { Redis } from 'ioredis';
 import { FireOnceGuard, fireOnce } from '../../src';
@@ -98,6 +99,37 @@ describe('local artifact cache', () => {
     await redis.del(guard.keys.artifact('s', 'job'), guard.keys.lock('s', 'job'));
     await run(cache);
     expect(runs).toBe(2);
+  });
+
+  it("caches nothing from a late holder whose commit was refused: every worker serves the newer holder's result", async () => {
+    const cache = await workerCache();
+    let openGate!: () => void;
+    const gate = new Promise<void>((resolve) => (openGate = resolve));
+    let calls = 0;
+    const numbered = {
+      job: fireOnce(
+        async (_scope: string) => {
+          const n = ++calls;
+          if (n === 1) await gate; // the first holder is still running when its lock is taken
+          return `result ${n}`;
+        },
+        { scope: ([s]) => s },
+      ),
+    };
+    const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(numbered), cache });
+    // A fast-forward returns the stored payload (a RawValue); the converter turns either back into the value.
+    const value = (result: unknown) => defaultPayloadConverter.fromPayload(defaultPayloadConverter.toPayload(result));
+    const go = async () =>
+      value(await new MockActivityEnvironment({ namespace: 'default', activityType: 'job' }, { interceptors: [factory] }).run(numbered.job, 's'));
+    const first = go();
+    while (calls === 0) await new Promise((r) => setTimeout(r, 10));
+    await redis.del(guard.keys.lock('s', 'job')); // what `fire-once release --force` does
+    expect(await go()).toBe('result 2'); // the newer holder dispatches and commits
+    openGate();
+    expect(await first).toBe('result 1'); // the late holder gets its own result; its commit is refused
+    expect(await go()).toBe('result 2');
+    expect(value(await run(await workerCache()))).toBe('result 2'); // another worker reads Redis
+    expect(calls).toBe(2);
   });
 
   it('stays within its byte bound', async () => {

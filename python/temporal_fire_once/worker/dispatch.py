@@ -119,9 +119,16 @@ async def _commit(call: CallSetup, lease: Lease, renewal: Renewal | None, result
     except Exception as err:
         _logger.error("fire-once: could not store the artifact; result delivered, lock left to its TTL: %s", err)
         return result
+    if not settled.stored:
+        call.decision("commit-refused", lease=lease)
+        _logger.warning(
+            "fire-once: result delivered, not stored: this holder lost its lock (lock_ttl_ms or lease_ms below the job time, "
+            "or fire-once release --force), and a newer holder's lock or result stands"
+        )
+        return result
     call.decision("committed", lease=lease)
     if not settled.ours:
-        _logger.warning("fire-once: artifact written after the lock had expired; raise lock_ttl_ms or lease_ms above the job time")
+        _logger.warning("fire-once: artifact written after the lock had expired or been released; raise lock_ttl_ms or lease_ms above the job time")
     return result
 
 
