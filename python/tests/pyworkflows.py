@@ -30,6 +30,19 @@ class GuardedCall:
 
 
 @workflow.defn
+class LocalCall:
+    """Sets the scope and calls one activity as a local activity, with short attempts retried."""
+
+    @workflow.run
+    async def run(self, scope: str, activity: str, args: list[Any], attempt_ms: int, attempts: int) -> Any:
+        set_dispatch_scope(scope)
+        retry = RetryPolicy(maximum_attempts=attempts, initial_interval=timedelta(milliseconds=50), backoff_coefficient=1.0)
+        return await workflow.execute_local_activity(
+            activity, args=args, start_to_close_timeout=timedelta(milliseconds=attempt_ms), retry_policy=retry
+        )
+
+
+@workflow.defn
 class ParentCall:
     """Sets the scope and leaves the call to a child that sets none: the child inherits it."""
 

@@ -19,7 +19,7 @@ from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceGuard, Fir
 
 from .conftest import collect_garbage
 from .pyactivities import counter_key, make_activities
-from .pyworkflows import CancelledCall, ContinuedCall, GuardedCall, ParentCall
+from .pyworkflows import CancelledCall, ContinuedCall, GuardedCall, LocalCall, ParentCall
 
 
 async def run_worker(env: Any, client: Redis, prefix: str) -> tuple[Worker, str]:
@@ -28,7 +28,7 @@ async def run_worker(env: Any, client: Redis, prefix: str) -> tuple[Worker, str]
     worker = Worker(
         env.client,
         task_queue=queue,
-        workflows=[GuardedCall, ParentCall, ContinuedCall, CancelledCall],
+        workflows=[GuardedCall, ParentCall, ContinuedCall, CancelledCall, LocalCall],
         activities=make_activities(client, prefix),
         plugins=[FireOncePlugin(client, key_prefix=prefix, poll_interval_ms=50)],
     )
@@ -135,6 +135,25 @@ async def test_a_job_five_leases_long_with_racing_runs_dispatches_once(temporal_
         results = await asyncio.gather(*(run(i, i * 1.0) for i in range(5)))
     assert all(r == results[0] for r in results)
     assert await client.get(counter_key(prefix, "long")) == b"1"
+
+
+async def test_a_local_activity_waiter_waits_again_on_each_retry(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """A local activity's retries are scheduled from its first attempt, so a give-up deadline
+    counted from ``current_attempt_scheduled_time`` would be past at once on every retry, and the
+    waiter would fail while the one dispatch still runs. Each attempt must wait its own time."""
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        holder = await temporal_env.client.start_workflow(
+            GuardedCall.run, args=["s-local", "crossJob", ["local", 3_000]], id=f"{queue}-holder", task_queue=queue
+        )
+        while await client.get(counter_key(prefix, "local")) is None:
+            await asyncio.sleep(0.05)
+        # 1.5 s attempts, 6 of them: together they outlast the 3 s job only if each one waits.
+        waited = await temporal_env.client.execute_workflow(
+            LocalCall.run, args=["s-local", "crossJob", ["local", 3_000], 1_500, 6], id=f"{queue}-waiter", task_queue=queue
+        )
+        assert waited == await holder.result()
+    assert await client.get(counter_key(prefix, "local")) == b"1"
 
 
 async def test_a_cancelled_dispatch_releases_its_lock(temporal_env: Any, client: Redis, prefix: str) -> None:
