@@ -15,7 +15,7 @@ from .errors import (
     FireOnceStoreUnavailable,
     FireOnceUnstorableResult,
 )
-from .guard import Acquired, AcquireOutcome, DispatchTarget, FastForward, FireOnceGuard, Held, Lease, Settled, holder_id
+from .guard import Acquired, AcquireOutcome, Committed, DispatchTarget, FastForward, FireOnceGuard, Held, Lease, Settled, holder_id
 from .keys import DEFAULT_NAMESPACE, PROTOCOL_VERSION, FireOnceKeys, encode_id
 from .options import GuardOptions
 from .protocol import claim_protocol
@@ -29,6 +29,7 @@ __all__ = [
     "Acquired",
     "AcquireOutcome",
     "ArtifactRecord",
+    "Committed",
     "DispatchTarget",
     "FastForward",
     "FireOnceArtifactTooLarge",

@@ -91,12 +91,17 @@ AcquireOutcome = FastForward | Acquired | Held
 
 @dataclass(frozen=True)
 class Settled:
-    """Whether the lock was still ours, and the task tokens of the waiters parked on it. For a
-    commit, ``stored`` is False when it was refused and changed nothing: a holder whose lock
-    expired or was taken writes only where no lock and no other result stand."""
+    """Whether the lock was still ours, and the task tokens of the waiters parked on it."""
 
     ours: bool
     waiters: tuple[bytes, ...] = ()
+
+
+@dataclass(frozen=True)
+class Committed(Settled):
+    """What a commit found: ``stored`` is False when it was refused and changed nothing, because
+    a holder whose lock expired or was taken writes only where no lock and no other result stand."""
+
     stored: bool = True
 
 
@@ -171,7 +176,7 @@ class FireOnceGuard:
             raise FireOnceCorruptArtifact(f"stored artifact is not one this library wrote: {detail}", _context(target, artifact_key))
         raise FireOnceProtocolError(f"unexpected reply from {ACQUIRE.command}: {code!r}", context)
 
-    async def commit(self, lease: Lease, artifact: bytes, artifact_ttl_ms: int | None = None) -> Settled:
+    async def commit(self, lease: Lease, artifact: bytes, artifact_ttl_ms: int | None = None) -> Committed:
         """Store the artifact; in the same step delete the lock if still ours. A late holder
         writes only into an empty slot: ``stored`` is False otherwise, and nothing changed."""
         ttl = self.options.artifact_ttl_ms if artifact_ttl_ms is None else positive_int("artifact_ttl_ms", artifact_ttl_ms)
@@ -180,11 +185,11 @@ class FireOnceGuard:
         args: list[str | bytes | int] = [lease.token, record, ttl, self._channel(lease.target)]
         reply = await self._run(_context(lease.target, lease.artifact_key, lease.token), lambda: COMMIT(self.redis, keys, args))
         if reply == COMMIT_REFUSED:
-            return Settled(False, stored=False)
+            return Committed(False, stored=False)
         settled = _settled(reply)
         self._remember(lease.artifact_key)
         await self._hand_back(lease, settled)
-        return settled
+        return Committed(settled.ours, settled.waiters)
 
     async def release(self, lease: Lease) -> Settled:
         """Compare-and-delete after a failure; ``ours`` is false when refused."""
