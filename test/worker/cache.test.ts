@@ -2,7 +2,15 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { Redis } from 'ioredis';
 import { FireOnceGuard, fireOnce } from '../../src';
-import { ArtifactCache, ARTIFACT_CACHE_DEFAULTS, WakeHub, createFireOnceActivityInterceptor, fireOnceActivityMap } from '../../src/core';
+import {
+  ArtifactCache,
+  ARTIFACT_CACHE_DEFAULTS,
+  DispatchLog,
+  WakeHub,
+  createFireOnceActivityInterceptor,
+  fireOnceActivityMap,
+  parseEvent,
+} from '../../src/core';
 import { deletePrefix, testPrefix } from '../support/redis';
 import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
 
@@ -116,7 +124,8 @@ describe('local artifact cache', () => {
         { scope: ([s]) => s },
       ),
     };
-    const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(numbered), cache });
+    const log = new DispatchLog(redis, guard.keys, 1_000);
+    const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(numbered), cache, dispatchLog: log });
     // A fast-forward returns the stored payload (a RawValue); the converter turns either back into the value.
     const value = (result: unknown) => defaultPayloadConverter.fromPayload(defaultPayloadConverter.toPayload(result));
     const go = async () =>
@@ -130,6 +139,9 @@ describe('local artifact cache', () => {
     expect(await go()).toBe('result 2');
     expect(value(await run(await workerCache()))).toBe('result 2'); // another worker reads Redis
     expect(calls).toBe(2);
+    await log.flush();
+    const decisions = (await redis.xrange(guard.keys.log(), '-', '+')).map(([, fields]) => parseEvent(fields).decision);
+    expect(decisions.filter((d) => d === 'committed' || d === 'commit-refused')).toEqual(['committed', 'commit-refused']);
   });
 
   it('stays within its byte bound', async () => {
