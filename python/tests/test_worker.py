@@ -35,6 +35,15 @@ async def run_worker(env: Any, client: Redis, prefix: str) -> tuple[Worker, str]
     return worker, queue
 
 
+async def activity_failure(env: Any, queue: str, workflow_id: str, args: list[Any]) -> ApplicationError:
+    """Run ``GuardedCall`` with ``args``, which must fail; the guarded activity's ``ApplicationError``."""
+    with pytest.raises(WorkflowFailureError) as caught:
+        await env.client.execute_workflow(GuardedCall.run, args=args, id=workflow_id, task_queue=queue)
+    cause = caught.value.cause
+    assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
+    return cause.cause
+
+
 async def test_ten_racing_runs_of_one_scope_dispatch_once(temporal_env: Any, client: Redis, prefix: str) -> None:
     worker, queue = await run_worker(temporal_env, client, prefix)
     async with worker:
@@ -79,11 +88,8 @@ async def test_a_guarded_activity_without_a_scope_fails_with_its_type_and_dispat
 ) -> None:
     worker, queue = await run_worker(temporal_env, client, prefix)
     async with worker:
-        with pytest.raises(WorkflowFailureError) as caught:
-            await temporal_env.client.execute_workflow(GuardedCall.run, args=["", "crossJob", ["none", 0]], id=queue, task_queue=queue)
-    cause = caught.value.cause
-    assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
-    assert (cause.cause.type, cause.cause.non_retryable) == ("FireOnceMissingScope", True)
+        failure = await activity_failure(temporal_env, queue, queue, ["", "crossJob", ["none", 0]])
+    assert (failure.type, failure.non_retryable) == ("FireOnceMissingScope", True)
     assert await client.get(counter_key(prefix, "none")) is None
 
 
@@ -92,12 +98,9 @@ async def test_a_scope_option_that_raises_fails_with_a_config_error_naming_it_an
 ) -> None:
     worker, queue = await run_worker(temporal_env, client, prefix)
     async with worker:
-        with pytest.raises(WorkflowFailureError) as caught:
-            await temporal_env.client.execute_workflow(GuardedCall.run, args=["s", "brokenScopeJob", ["broken"]], id=queue, task_queue=queue)
-    cause = caught.value.cause
-    assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
-    assert (cause.cause.type, cause.cause.non_retryable) == ("FireOnceConfigError", True)
-    assert "the scope option of activity 'brokenScopeJob' raised: ZeroDivisionError: boom" in cause.cause.message
+        failure = await activity_failure(temporal_env, queue, queue, ["s", "brokenScopeJob", ["broken"]])
+    assert (failure.type, failure.non_retryable) == ("FireOnceConfigError", True)
+    assert "the scope option of activity 'brokenScopeJob' raised: ZeroDivisionError: boom" in failure.message
     assert await client.get(counter_key(prefix, "broken")) is None
 
 
@@ -110,14 +113,9 @@ async def test_while_another_holds_the_lock_fail_raises_retryable_in_flight_and_
     worker, queue = await run_worker(temporal_env, client, prefix)
     async with worker:
         skipped = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-busy", "skipWhileBusy", ["busy"]], id=f"{queue}-s", task_queue=queue)
-        with pytest.raises(WorkflowFailureError) as caught:
-            await temporal_env.client.execute_workflow(
-                GuardedCall.run, args=["s-busy", "failWhileBusy", ["busy"], None, 1], id=f"{queue}-f", task_queue=queue
-            )
+        failure = await activity_failure(temporal_env, queue, f"{queue}-f", ["s-busy", "failWhileBusy", ["busy"], None, 1])
     assert skipped is None
-    cause = caught.value.cause
-    assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
-    assert (cause.cause.type, cause.cause.non_retryable) == ("FireOnceInFlight", False)
+    assert (failure.type, failure.non_retryable) == ("FireOnceInFlight", False)
     assert await client.get(counter_key(prefix, "busy")) is None
 
 
@@ -200,11 +198,8 @@ async def test_with_redis_down_a_guarded_activity_fails_closed_and_retryable(tem
         interceptors=[FireOnceInterceptor(guard, WorkerDefaults(dispatch_log=False))],
     )
     async with worker:
-        with pytest.raises(WorkflowFailureError) as caught:
-            await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-down", "crossJob", ["down", 0], None, 1], id=queue, task_queue=queue)
-    cause = caught.value.cause
-    assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
-    assert (cause.cause.type, cause.cause.non_retryable) == ("FireOnceStoreUnavailable", False)
+        failure = await activity_failure(temporal_env, queue, queue, ["s-down", "crossJob", ["down", 0], None, 1])
+    assert (failure.type, failure.non_retryable) == ("FireOnceStoreUnavailable", False)
     assert await client.get(counter_key(prefix, "down")) is None
     await dead.aclose()
 
