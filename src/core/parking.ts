@@ -99,7 +99,7 @@ export class ParkingLot {
   async reap(spot: ParkingSpot): Promise<ReapOutcome> {
     const reply = await this.store.run(
       () => contextOf(spot.target, spot.waitersKey),
-      reapScript(this.guard.redis, [spot.artifactKey, spot.lockKey, spot.waitersKey], [spot.mode], true),
+      reapScript(this.guard.redis, [spot.artifactKey, spot.lockKey, spot.waitersKey], [spot.mode, WAITERS_GRACE_MS], true),
     );
     if (reply === REAP_REPLY.HELD) return { kind: 'held' };
     switch (reply[0]) {

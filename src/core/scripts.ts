@@ -190,7 +190,7 @@ export type ReapReply =
   typeof REAP_REPLY.HELD | [typeof REAP_REPLY.DONE, Buffer, ...Buffer[]] | [typeof REAP_REPLY.FREE, ...Buffer[]] | [typeof REAP_REPLY.CORRUPT, Buffer];
 
 /** Hand over the parked waiters of a lock that ended without a commit or release handing them over. */
-export const reapScript = defineScript<[mode: 'r' | 'x'], ReapReply>('reap.lua', 'fireOnceReapV3', 3);
+export const reapScript = defineScript<[mode: 'r' | 'x', graceMs: number], ReapReply>('reap.lua', 'fireOnceReapV3', 3);
 
 /** Append a batch of dispatch-log entries (each a field count, then its fields) to one stream; resolves how many. */
 export const logAppendScript = defineScript<(string | number)[], number>('log-append.lua', 'fireOnceLogAppendV3', 1);

@@ -10,9 +10,15 @@
   All three carry the same {<ns>/<scope>} hash tag.
 
   ARGV[1]  artifact mode: 'r' or 'x', as in park.lua
+  ARGV[2]  grace in milliseconds (positive integer), as in park.lua: while the lock stands, the
+           list lives the lock's PTTL plus this. The lock may be another holder's than the one the
+           waiters parked on (theirs expired and another invocation took over): its commit or
+           release hands them over as long as the list outlives it, which its own renewals alone
+           do not ensure ('fixed' mode never renews; a long lease renews less often than the grace)
 
   Returns one of (the names are those of REAP_REPLY in scripts.ts):
-    0                        HELD: no artifact, and the lock stands; the waiters stay parked
+    0                        HELD: no artifact, and the lock stands; the waiters stay parked,
+                             and their list (if any) now lives the lock's PTTL plus ARGV[2]
     {1, record, waiter...}   DONE: the artifact exists; its record ('r'), or '' ('x'), and the
                              parked waiters' task tokens, now removed from KEYS[3]
     {2, waiter...}           FREE: no artifact and no lock; the parked waiters' task tokens, now
@@ -20,7 +26,7 @@
     {5, error}               CORRUPT ('r'): KEYS[1] holds something that is not a string;
                              nothing is changed
 
-  Its only write is DEL, which Redis allows under maxmemory; there is nothing else to leave half done.
+  Its writes are DEL and PEXPIRE, which Redis allows under maxmemory; each is the script's last.
 ]]
 local record = false
 if ARGV[1] ~= 'x' then
@@ -30,8 +36,12 @@ if ARGV[1] ~= 'x' then
 elseif redis.call('EXISTS', KEYS[1]) == 1 then
   record = ''
 end
-if not record and redis.call('EXISTS', KEYS[2]) == 1 then
-  return 0
+if not record then
+  local pttl = redis.call('PTTL', KEYS[2])
+  if pttl ~= -2 then
+    redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + tonumber(ARGV[2]))
+    return 0
+  end
 end
 local waiters = redis.call('LRANGE', KEYS[3], 0, -1)
 redis.call('DEL', KEYS[3])
