@@ -3,12 +3,21 @@ import type { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure, type PayloadCodec, type PayloadConverter } from '@temporalio/common';
 import { FireOnceStoreUnavailable } from '../core/errors';
+import { WAITERS_GRACE_MS } from '../core/guard';
 import type { ParkingLot, ParkingSpot, ReapOutcome } from '../core/parking';
 import { decodeArtifact, resultOf } from './artifact';
 import { toApplicationFailure } from './failures';
 
 /** The retry delay a handed-over waiter is failed with: as good as none, so one of them acquires at once. */
 export const PARKED_RETRY_DELAY_MS = 1;
+
+/**
+ * The longest time between two reaps of one worker. A waiter list lives the lock's PTTL plus
+ * {@link WAITERS_GRACE_MS}, so the worker must reap within the grace of the lock ending: to fail
+ * its waiters if the lock vanished, or to stretch their list over the lock of a holder who took
+ * over. Reaps come at most this plus one tick apart (the tick is never longer), half the grace.
+ */
+export const MAX_REAP_EVERY_MS = WAITERS_GRACE_MS / 4;
 
 type Logger = Context['log'];
 
@@ -89,9 +98,9 @@ interface Watched {
 }
 
 /**
- * The waiters one worker parked, watched until someone hands them over. Every `reapEveryMs` it asks
- * Redis, per parked `(scope, step)`, whether the lock ended without a commit or release handing
- * them over ({@link ParkingLot.reap}): the holder died and its lease expired (fail them so that
+ * The waiters one worker parked, watched until someone hands them over. Every `reapEveryMs` (at
+ * most {@link MAX_REAP_EVERY_MS}) it asks Redis, per parked `(scope, step)`, whether the lock
+ * ended without a commit or release handing them over ({@link ParkingLot.reap}): the holder died and its lease expired (fail them so that
  * they retry), or the job wrote its own artifact (external mode: complete them). It also
  * heartbeats each parked waiter whose activity has a heartbeat timeout, so that the timeout
  * bounds it only if this worker dies.
@@ -122,10 +131,14 @@ export class ParkedWatch {
   // holder that was cancelled, must not take its hand-overs and heartbeats down with it.
   private readonly outside = new AsyncResource('fire-once-parked');
 
+  private readonly reapEveryMs: number;
+
   constructor(
     private readonly lot: ParkingLot,
-    private readonly reapEveryMs: number,
-  ) {}
+    reapEveryMs: number,
+  ) {
+    this.reapEveryMs = Math.min(reapEveryMs, MAX_REAP_EVERY_MS);
+  }
 
   /** Watch one parked task token. */
   watch(spot: ParkingSpot, completer: Completer, token: Uint8Array, heartbeatMs: number | undefined): void {

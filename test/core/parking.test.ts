@@ -1,13 +1,17 @@
-// ParkingLot on a real redis-server: a waiter parked on one holder's lock is handed over by the
-// holder who takes over once that lock expired, however long the new holder's job runs.
+// A parked waiter's list lives the lock's PTTL plus WAITERS_GRACE_MS. On a real redis-server:
+// the list is handed over by a holder who took over once the lock the waiter parked on expired,
+// however long that holder's job runs, and the waiter's worker reaps within the grace, whatever
+// pollIntervalMs is (ParkedWatch, under jest's fake clock: timers and Date only, real Redis I/O).
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Client } from '@temporalio/client';
 import { Redis } from 'ioredis';
 import { FireOnceGuard } from '../../src';
-import { ParkingLot, WAITERS_GRACE_MS } from '../../src/core';
+import { ParkedWatch, ParkingLot, WAITERS_GRACE_MS, type ParkingSpot } from '../../src/core';
+import type { Completer } from '../../src/worker/parked';
 import { testPrefix } from '../support/redis';
 import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
 
-describe('ParkingLot', () => {
+describe("parked waiters' list", () => {
   let server: SpawnedRedis;
   let redis: Redis;
 
@@ -19,20 +23,29 @@ describe('ParkingLot', () => {
     await redis.quit();
     await server.stop();
   });
+  afterEach(() => {
+    jest.useRealTimers();
+  });
 
-  it("keeps a waiter parked on an expired holder's lock for the holder that took over, past the grace", async () => {
+  const target = { scope: 'session-1', step: 'summarise', jobType: 'summary' };
+
+  /** A holder acquires with `lockTtlMs`, and 'waiter-1' parks on its lock. */
+  async function parkOnHeldLock(lockTtlMs: number) {
     const guard = new FireOnceGuard({ redis, keyPrefix: testPrefix('parking') });
     const lot = new ParkingLot(guard);
-    const target = { scope: 'session-1', step: 'summarise', jobType: 'summary' };
-    const first = await guard.acquire(target, { lockTtlMs: 30_000 });
-    if (first.kind !== 'acquired') throw new Error(`expected to acquire, got ${first.kind}`);
+    const holder = await guard.acquire(target, { lockTtlMs });
+    if (holder.kind !== 'acquired') throw new Error(`expected to acquire, got ${holder.kind}`);
     const parked = await lot.park(target, Buffer.from('waiter-1'));
     if (parked.kind !== 'parked') throw new Error(`expected to park, got ${parked.kind}`);
-    const { spot } = parked;
+    return { guard, lot, lease: holder.lease, spot: parked.spot as ParkingSpot };
+  }
+
+  it('is handed over by the holder who took over from an expired one, past the grace', async () => {
+    const { guard, lot, lease, spot } = await parkOnHeldLock(30_000);
 
     // The first holder's worker dies and its lock expires; another invocation takes over with a
     // fixed lock of 10 minutes, which nobody renews while its job runs.
-    await redis.del(first.lease.lockKey);
+    await redis.del(lease.lockKey);
     const second = await guard.acquire(target, { lockTtlMs: 600_000 });
     if (second.kind !== 'acquired') throw new Error(`expected to acquire, got ${second.kind}`);
 
@@ -53,5 +66,24 @@ describe('ParkingLot', () => {
     const committed = await guard.commit(second.lease, Buffer.from('summary'));
     expect(committed).toMatchObject({ ours: true, stored: true });
     expect(committed.waiters.map((w) => w.toString())).toEqual(['waiter-1']);
+  });
+
+  it('is reaped at least every quarter of the grace, even with the longest pollIntervalMs', async () => {
+    const { lot, spot } = await parkOnHeldLock(600_000);
+    const reaps = jest.spyOn(lot, 'reap'); // observes only: every reap still runs on Redis
+    // While the lock stands a reap hands nothing over, so the completer is never called.
+    const completer = { client: {} as Client, log: console, payloadConverter: undefined, payloadCodecs: [] } as unknown as Completer;
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask', 'performance'] });
+    const watch = new ParkedWatch(lot, 60_000); // pollIntervalMs at its maximum
+    try {
+      watch.watch(spot, completer, Buffer.from('waiter-1'), undefined);
+      for (const quarter of [1, 2, 3, 4]) {
+        await jest.advanceTimersByTimeAsync(WAITERS_GRACE_MS / 4);
+        expect({ after: `${quarter}/4 of the grace`, reaps: reaps.mock.calls.length }).toEqual({ after: `${quarter}/4 of the grace`, reaps: quarter });
+        expect(await reaps.mock.results[quarter - 1].value).toEqual({ kind: 'held' }); // the reap itself, on Redis
+      }
+    } finally {
+      watch.close();
+    }
   });
 });
