@@ -7,7 +7,7 @@
  * them are not: any other process may move between an invocation's two calls.
  *
  * Switches (spin -D...):
- *   N, MAX_CRASH, MAX_EXPIRE, MAX_INVALIDATE   sizes (below)
+ *   N, MAX_CRASH, MAX_EXPIRE, MAX_INVALIDATE, PARKERS   sizes (below)
  *   EXTERNAL        the external-artifact mode: the job writes the artifact itself, after the
  *                   activity resolved; acquire runs in mode 'x'; success holds the lock (extend)
  *   Weaker variants, each of which must fail a property (the first four are the seed's strategies):
@@ -20,6 +20,9 @@
  *   COARSE_CLOCK    the fencing token is TIME in whole seconds, not microseconds (fails property 4)
  *   LATE_OVERWRITE  commit writes the artifact whoever holds the lock, as commit.lua did up to
  *                   0.2.0: a late holder replaces a newer holder's stored result (fails property 6)
+ *   OLD_REAP        reap leaves the waiter list's TTL alone, as reap.lua did up to 0.2.1: the list
+ *                   of waiters parked on a holder that died may expire under the lock of the
+ *                   holder that took over, whose commit then hands nobody over (fails property 7)
  *   STRICT          a stronger property 1 that the protocol does NOT promise: no dispatch while
  *                   an earlier job succeeded and its result is not stored yet, even if that
  *                   holder's lease lapsed. It fails: a lease cannot tell a paused holder from a
@@ -37,6 +40,9 @@
 #endif
 #ifndef MAX_INVALIDATE
 #define MAX_INVALIDATE 1 /* invalidate.lua calls by an operator */
+#endif
+#ifndef PARKERS
+#define PARKERS N        /* invocations that may park on a held lock (the others wait in the slot) */
 #endif
 
 /* ---- The alphabet: every reply of every modelled script, named as the Lua headers name them.
@@ -57,6 +63,15 @@
 #define EXTEND_HELD            1 /* our lock's TTL is set again */
 #define INVALIDATE_NONE        0 /* there was no artifact */
 #define INVALIDATE_DELETED     1 /* the artifact is deleted */
+#define PARK_FAST_FORWARD    100 /* bulk string: the artifact record (mode 'r'); not parked */
+#define PARK_FREE              0 /* no lock stands; not parked (acquire again) */
+#define PARK_EXISTS            1 /* {1, pttl}: the external artifact exists (mode 'x'); not parked */
+#define PARK_PARKED            2 /* {2, pttl, lock}: the task token is on the waiter list */
+#define PARK_CORRUPT           5 /* {5, error}: never here: the model's artifact is always a string */
+#define REAP_HELD              0 /* no artifact, the lock stands: the waiters stay parked */
+#define REAP_DONE              1 /* the artifact exists: the list is taken, to complete with it */
+#define REAP_FREE              2 /* no artifact, no lock: the list is taken, to fail (they retry) */
+#define REAP_CORRUPT           5 /* {5, error}: never here: the model's artifact is always a string */
 
 /* ---- Which strategy: what acquire checks, and whether anything takes a lock. */
 #if defined(NO_GUARD)
@@ -110,7 +125,17 @@ bit  renewing[N]; /* alive between acquire and its settling call: renews its lea
 bit  held[N];     /* external mode: the lock is held for lockTtlMs after success (extend) */
 bit  waiting[N];  /* ghost: got HELD, has not fast-forwarded or acquired yet */
 bit  seenNow[N];  /* the invocation's last reply came at the current `now` */
-byte nwait;       /* ghost: how many invocations are waiting */
+byte nwait;       /* ghost: how many invocations are waiting (in the slot, or parked) */
+
+/* ---- Parked waiters (park.lua, reap.lua): the waiter list w:<step>, and what each waiter is handed. */
+#define HANDED_RESULT 1 /* completed with the stored result: by a commit, or a reap that found it */
+#define HANDED_RETRY  2 /* failed retryably, so that it acquires again: by a release, or a reap */
+bit  parked[N];   /* its task token is on the waiter list */
+byte nparked;     /* how many task tokens the list holds (0: no list) */
+byte handed[N];   /* what a parked waiter was handed over with, 0 = nothing yet */
+#ifdef OLD_REAP
+byte listLock;    /* the lock whose PTTL the list's TTL was last set from (its token), 0 = none */
+#endif
 byte q;           /* scratch for loops inside one atomic step; always 0 between steps */
 byte tm;          /* scratch */
 
@@ -149,6 +174,15 @@ inline resultsGone() {
   :: q < N -> if :: ph[q] == STORED -> ph[q] = GONE :: else -> skip fi; q++
   :: else -> q = 0; break
   od
+}
+
+/* The waiter list is taken, and every waiter on it handed over with `how`. */
+inline handOver(how) {
+  do
+  :: q < N -> if :: parked[q] -> parked[q] = 0; handed[q] = how :: else -> skip fi; q++
+  :: else -> q = 0; break
+  od;
+  nparked = 0
 }
 
 /* The artifact record is written: by commit.lua, or by the job itself (external mode). */
@@ -251,7 +285,10 @@ inline extend(p, r) {
   atomic {
     tick(p);
     if
-    :: USES_LOCK && lock == p + 1 -> lockNow = 1; r = EXTEND_HELD
+    :: USES_LOCK && lock == p + 1 -> lockNow = 1; r = EXTEND_HELD;
+#ifdef OLD_REAP
+      listLock = lock /* the list's TTL is set from the lock's too */
+#endif
     :: else -> r = EXTEND_LOST
     fi;
     if
@@ -268,6 +305,9 @@ inline hold(p, r) {
     tick(p);
     if
     :: lock == p + 1 -> lockNow = 1; held[p] = 1; r = EXTEND_HELD;
+#ifdef OLD_REAP
+      listLock = lock;
+#endif
       printf("@@ inv%d extend -> 1 (lock held for lockTtlMs, no longer renewed)\n", p)
     :: else -> r = EXTEND_LOST; printf("@@ inv%d extend -> 0 (lost before the hold)\n", p)
     fi;
@@ -298,7 +338,8 @@ inline commit(p, r) {
       if
       :: COMMIT_DELETES_LOCK && lock == p + 1 -> deleteLock(p); r = COMMIT_OURS
       :: else -> r = COMMIT_NOT_OURS
-      fi
+      fi;
+      handOver(HANDED_RESULT)
     :: else -> ph[p] = DROPPED; r = COMMIT_REFUSED
     fi;
     renewing[p] = 0;
@@ -316,9 +357,9 @@ inline release(p, r) {
     tick(p);
     if
 #ifdef PLAIN_DEL
-    :: lock != 0 -> deleteLock(p); r = RELEASE_DELETED /* DEL whoever holds it */
+    :: lock != 0 -> deleteLock(p); handOver(HANDED_RETRY); r = RELEASE_DELETED /* DEL whoever holds it */
 #else
-    :: lock == p + 1 -> deleteLock(p); r = RELEASE_DELETED
+    :: lock == p + 1 -> deleteLock(p); handOver(HANDED_RETRY); r = RELEASE_DELETED
 #endif
     :: else -> r = RELEASE_REFUSED
     fi;
@@ -326,6 +367,59 @@ inline release(p, r) {
     if
     :: r == RELEASE_DELETED -> printf("@@ inv%d release -> 1 (lock deleted)\n", p)
     :: else -> printf("@@ inv%d release -> 0 (refused: the lock is not ours; nothing changed)\n", p)
+    fi
+  }
+}
+
+/* ---- park.lua: re-check the artifact and the lock; on a held lock, put the task token on the list. */
+inline park(p, r) {
+  atomic {
+    tick(p);
+    if
+    :: art ->
+#ifdef EXTERNAL
+      r = PARK_EXISTS
+#else
+      r = PARK_FAST_FORWARD
+#endif
+    :: !art && lock != 0 -> r = PARK_PARKED; parked[p] = 1; nparked++;
+#ifdef OLD_REAP
+      listLock = lock /* the list's TTL: the lock's PTTL plus the grace */
+#endif
+    :: !art && lock == 0 -> r = PARK_FREE
+    fi;
+    if
+    :: r == PARK_PARKED -> printf("@@ inv%d park -> PARKED on the lock of inv%d (holds no slot)\n", p, lock - 1)
+    :: r == PARK_FREE -> printf("@@ inv%d park -> FREE (no lock stands: acquire again)\n", p)
+    :: else -> waiting[p] = 0; nwait--; printf("@@ inv%d park -> fast-forwards to the result\n", p)
+    fi
+  }
+}
+
+/* ---- reap.lua, by the worker that parked invocation p, every poll interval while it waits:
+ * hand the list over if the artifact exists or the lock is gone. The worker then stops
+ * watching p (ParkedWatch forgets every token it had parked there). */
+inline reap(p, r) {
+  atomic {
+    tick(p);
+    if
+    :: art -> r = REAP_DONE; handOver(HANDED_RESULT)
+    :: !art && lock != 0 -> r = REAP_HELD /* the list's TTL: the lock's PTTL plus the grace (not with OLD_REAP) */
+    :: !art && lock == 0 -> r = REAP_FREE; handOver(HANDED_RETRY)
+    fi;
+    if
+    :: r == REAP_HELD -> printf("@@ inv%d reap -> HELD (stays parked)\n", p)
+    :: r == REAP_DONE -> printf("@@ inv%d reap -> DONE (the list is completed with the result)\n", p)
+    :: else -> printf("@@ inv%d reap -> FREE (the list is failed, to retry)\n", p)
+    fi;
+    /* PROPERTY 7 (no stranded waiter): a worker stops watching a parked waiter only once it has
+     * been handed over (completed, or failed so that it retries). A waiter nobody hands over
+     * would stall until its own start-to-close timeout. */
+    if
+    :: r != REAP_HELD && handed[p] == 0 ->
+      printf("@@ VIOLATION no stranded waiter: inv%d's worker stops watching it, and nobody handed it over\n", p);
+      assert(false)
+    :: else -> skip
     fi
   }
 }
@@ -351,7 +445,24 @@ proctype Inv(byte p) {
 retry:
   acquire(p, r);
   if
-  :: r == ACQUIRE_HELD -> goto retry /* wait in the slot: woken by a publish, or by a poll */
+  :: r == ACQUIRE_HELD ->
+    if
+    :: goto retry /* wait in the slot ('wait'): woken by a publish, or by a poll */
+    /* A plain guard first: begun with park's script (the clock's `if … :: else` first), the
+     * option was never taken by the search beside `goto retry` (docs/model.md; OLD_REAP fails
+     * only if it is). */
+    :: p < PARKERS; park(p, r); /* park ('park', the default): hold no slot until handed over */
+      if
+      :: r == PARK_FREE -> goto retry
+      :: r == PARK_FAST_FORWARD || r == PARK_EXISTS -> goto out
+      :: r == PARK_PARKED ->
+        do
+        :: handed[p] == HANDED_RESULT -> atomic { handed[p] = 0; waiting[p] = 0; nwait--; printf("@@ inv%d is completed with the result\n", p) }; goto out
+        :: handed[p] == HANDED_RETRY -> atomic { handed[p] = 0; printf("@@ inv%d is failed, and retries\n", p) }; goto retry
+        :: handed[p] == 0 -> reap(p, r)
+        od
+      fi
+    fi
   :: r == ACQUIRE_FAST_FORWARD || r == ACQUIRE_EXISTS -> goto out /* done */
   :: r == ACQUIRE_ACQUIRED -> skip
   fi;
@@ -420,6 +531,22 @@ end:
       printf("@@ clock: the lease of inv%d lapses before its next call (inv%d paused)\n", lock - 1, lock - 1);
       lock = 0
     }
+#ifdef OLD_REAP
+  /* The waiter list's TTL runs out under the lock of a holder that took over: its TTL was set
+   * from an earlier lock, and neither a reap nor that holder's renewal set it since. (The real
+   * reap sets it from whichever lock stands, and a worker reaps at least every quarter of the
+   * grace, so a list outlives every lock while its waiters' worker lives: assumption A4.) */
+  :: atomic {
+      nparked > 0 && lock != 0 && lock != listLock ->
+      printf("@@ clock: the waiter list expires under the lock of inv%d\n", lock - 1);
+      q = 0;
+      do
+      :: q < N -> parked[q] = 0; q++
+      :: else -> q = 0; break
+      od;
+      nparked = 0
+    }
+#endif
   /* The artifact's TTL runs out. */
   :: atomic { art && expiries < MAX_EXPIRE -> expiries++; resultsGone(); printf("@@ clock: the artifact expires\n") }
   /* An operator invalidates the result (fire-once invalidate). */
