@@ -3,14 +3,17 @@
 // profile goes to bench/out/profile/). Prints p50 ratios to the SET and the client CPU per call,
 // and the server's own time per command from `INFO commandstats`, all measured in this one run.
 // The fire is also split: Powertools' two plain SETs (an in-progress record, then the result),
-// and the guard's two scripts called alone, without the guard around them.
+// and the guard's two scripts called alone, without the guard around them. So is another
+// process's fast-forward (a step this guard has not seen, read by acquire.lua): a GET, a script
+// that only GETs, acquire.lua by a plain EVALSHA, through the guard's script command, and the
+// guard itself, taking turns op by op.
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { FireOnceGuard, PROTOCOL_SCRIPTS } from './library';
 import { startRedis } from '../../sample-workflows/services';
 import { unlinkMatching } from './memory';
 import { summariseNs } from './stats';
-import { timeSerial } from './timing';
+import { timeInterleaved, timeSerial } from './timing';
 
 /** Time `ops` serial calls and the client's CPU (user + system) per call, in microseconds. */
 async function phase(ops: number, op: (i: number) => Promise<unknown>) {
@@ -31,6 +34,7 @@ const script = (command: string) => {
   return found as unknown as (redis: Redis, keys: string[], args: (string | number)[], buffers: boolean) => Promise<unknown>;
 };
 const acquire = script('fireOnceAcquireV3');
+const acquireLua = PROTOCOL_SCRIPTS.find((s) => s.command === 'fireOnceAcquireV3')?.lua ?? '';
 const commit = script('fireOnceCommitV3');
 
 async function main(): Promise<void> {
@@ -40,6 +44,29 @@ async function main(): Promise<void> {
   const root = `profile-${process.pid}`;
   const guard = new FireOnceGuard({ redis, keyPrefix: root, lockTtlMs: 60_000, artifactTtlMs: 600_000 });
   const target = (i: number, r: number) => ({ scope: `s${r}.${i}`, step: 'dispatch', jobType: 'dispatch' });
+  const acquireSha = (await redis.script('LOAD', acquireLua)) as string;
+  const getSha = (await redis.script('LOAD', "return redis.call('GET', KEYS[1])")) as string;
+  /** Another process's fast-forward of the steps round `r` committed, taken apart. */
+  const otherSplit = async (r: number) => {
+    const other = new FireOnceGuard({ redis, keyPrefix: root });
+    const artifact = (i: number) => guard.keys.artifact(target(i, r).scope, 'dispatch');
+    const lock = (i: number) => guard.keys.lock(target(i, r).scope, 'dispatch');
+    const lanes: [string, (i: number) => Promise<unknown>][] = [
+      ['GET', (i) => redis.getBuffer(artifact(i))],
+      ['a script that only GETs', (i) => redis.callBuffer('EVALSHA', getSha, 1, artifact(i))],
+      ['acquire.lua by EVALSHA', (i) => redis.callBuffer('EVALSHA', acquireSha, 2, artifact(i), lock(i), randomUUID(), 60_000, 'r', ' ')],
+      ["the guard's script command", (i) => acquire(redis, [artifact(i), lock(i)], [randomUUID(), 60_000, 'r', ' '], true)],
+      ['FireOnceGuard.acquire', (i) => other.acquire(target(i, r))],
+    ];
+    const samples = await timeInterleaved(
+      OPS,
+      lanes.map(([, op]) => op),
+    );
+    const get = summariseNs(samples[0]).p50Us;
+    return lanes
+      .map(([name], k) => `${name} ${summariseNs(samples[k]).p50Us.toFixed(0)} us (+${(summariseNs(samples[k]).p50Us - get).toFixed(0)})`)
+      .join(' | ');
+  };
   try {
     for (let r = 0; r < ROUNDS; r++) {
       const stats = async () => {
@@ -74,11 +101,13 @@ async function main(): Promise<void> {
         if (outcome.kind !== 'fast-forward') throw new Error(`expected fast-forward, got ${outcome.kind}`);
       });
       const forwarded = await stats();
+      const split = await otherSplit(r);
       const row = (name: string, s: { p50Us: number; cpuUs: number }) => `${name} ${(s.p50Us / set.p50Us).toFixed(2)}x (client CPU ${s.cpuUs.toFixed(0)} us)`;
       process.stdout.write(
         `round ${r + 1}: SET p50 ${set.p50Us.toFixed(0)} us (client CPU ${set.cpuUs.toFixed(0)} us) | ${row('GET', get)} | ${row('fast-forward', ff)} | ${row('fire', fire)}\n` +
           `  fire split: ${row('two plain SETs', twoSets)} | ${row('the two scripts alone', scripts)}\n` +
-          `  server usec/call: set ${plain('set')} get ${plain('get')} evalsha on fast-forward ${forwarded('evalsha')}, on fire (acquire + commit) ${fired('evalsha')}\n`,
+          `  server usec/call: set ${plain('set')} get ${plain('get')} evalsha on fast-forward ${forwarded('evalsha')}, on fire (acquire + commit) ${fired('evalsha')}\n` +
+          `  another process's fast-forward, p50: ${split}\n`,
       );
     }
   } finally {
