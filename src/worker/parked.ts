@@ -100,10 +100,11 @@ interface Watched {
 /**
  * The waiters one worker parked, watched until someone hands them over. Every `reapEveryMs` (at
  * most {@link MAX_REAP_EVERY_MS}) it asks Redis, per parked `(scope, step)`, whether the lock
- * ended without a commit or release handing them over ({@link ParkingLot.reap}): the holder died and its lease expired (fail them so that
- * they retry), or the job wrote its own artifact (external mode: complete them). It also
- * heartbeats each parked waiter whose activity has a heartbeat timeout, so that the timeout
- * bounds it only if this worker dies.
+ * ended without a commit or release handing them over ({@link ParkingLot.reap}): the holder died
+ * and its lease expired (fail them so that they retry), or the job wrote its own artifact
+ * (external mode: complete them). While the lock stands, the reap stretches their list over it,
+ * whoever holds it now. It also heartbeats each parked waiter whose activity has a heartbeat
+ * timeout, so that the timeout bounds it only if this worker dies.
  *
  * @example
  * ```ts
