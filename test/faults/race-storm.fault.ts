@@ -10,7 +10,7 @@ import { mapLimit } from '../support/faults/wait';
 // exactly one dispatch per scope, every run completes, and all 20 runs of a scope get that one
 // dispatch's result.
 // RACE_STORM_ROUNDS: 3 by default; RACE_STORM_SCOPES: 200 by default. .ci/run runs 1 round of
-// 100 scopes (2,000 runs): each scope still sees its 20 runs race, which is the point.
+// 50 scopes (1,000 runs): each scope still sees its 20 runs race, which is the point.
 const ROUNDS = Number(process.env.RACE_STORM_ROUNDS ?? 3);
 const SCOPES = Number(process.env.RACE_STORM_SCOPES ?? 200);
 const RUNS_PER_SCOPE = 20;
