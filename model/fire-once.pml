@@ -535,7 +535,7 @@ end:
   /* The waiter list's TTL runs out under the lock of a holder that took over: its TTL was set
    * from an earlier lock, and neither a reap nor that holder's renewal set it since. (The real
    * reap sets it from whichever lock stands, and a worker reaps at least every quarter of the
-   * grace, so a list outlives every lock while its waiters' worker lives: assumption A4.) */
+   * grace, so a list outlives every lock while its waiters' worker lives: assumption A5.) */
   :: atomic {
       nparked > 0 && lock != 0 && lock != listLock ->
       printf("@@ clock: the waiter list expires under the lock of inv%d\n", lock - 1);
