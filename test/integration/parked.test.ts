@@ -43,7 +43,7 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
   });
 
   const dispatches = async (counterId: string) => Number((await redis.get(counterKey(prefix, counterId))) ?? 0);
-  const start = <W extends 'parkedRun' | 'parkedFailFirstRun' | 'parkedExternalRun' | 'parkedBigRun' | 'parkedUnstorableRun'>(
+  const start = <W extends 'parkedRun' | 'parkedFailFirstRun' | 'parkedExternalRun' | 'parkedBigRun' | 'parkedUnstorableRun' | 'parkedCodecRefusedRun'>(
     workflow: W,
     args: Parameters<(typeof workflows)[W]>,
   ): Promise<WorkflowHandle> => client.workflow.start(workflow, { taskQueue: queues.a, workflowId: `${workflow}-${randomUUID()}`, args } as never);
@@ -70,6 +70,11 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
     const started = (events ?? []).filter((e) => e.activityTaskStartedEventAttributes).at(-1)?.activityTaskStartedEventAttributes;
     const last = started?.lastFailure;
     return last?.applicationFailureInfo?.type ?? (last?.timeoutFailureInfo ? 'timeout' : last ? 'other' : 'none');
+  };
+  /** Why the previous attempt of the run's pending activity ended (Temporal records a retried attempt's start only once it closes). */
+  const pendingFailure = async (handle: WorkflowHandle) => {
+    const last = (await handle.describe()).raw.pendingActivities?.[0]?.lastFailure;
+    return last?.applicationFailureInfo?.type ?? (last ? 'other' : 'none');
   };
   /** The attempt on which the run's first activity completed. */
   const firstAttempt = async (handle: WorkflowHandle) => {
@@ -214,5 +219,29 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
     expect(await dispatches(counterId)).toBe(1);
     expect(await Promise.all(waiters.map(firstAttempt))).toEqual(waiters.map(() => 1));
     expect(await parkedNow(scope, 'unstorableJob')).toBe(0);
+  });
+
+  it('a result the payload codec refuses fails the parked waiters as Temporal fails the holder, retryably, at once', async () => {
+    const scope = `s-${randomUUID()}`;
+    const counterId = randomUUID();
+    const { holder, waiters } = await holderAndParkedWaiters(
+      (q) => start('parkedCodecRefusedRun', [scope, counterId, 1_500, q]),
+      counterId,
+      scope,
+      'codecRefusedJob',
+    );
+    try {
+      // The holder's own completion goes through the same codec, so Temporal fails its attempt
+      // with the codec's error. The waiters get that failure now, not after the lock (held for
+      // lockTtlMs, 15 minutes) and their heartbeat timeout.
+      const runs = [holder, ...waiters];
+      await until('every run is on a later attempt', async () => (await Promise.all(runs.map(pendingFailure))).every((f) => f !== 'none'));
+      expect(await Promise.all(runs.map(pendingFailure))).toEqual(runs.map(() => 'CodecRefusedError'));
+      expect(await dispatches(counterId)).toBe(1);
+      expect(await redis.exists(keys.artifact(scope, 'codecRefusedJob'))).toBe(0);
+    } finally {
+      // Their retries wait on the held lock; end them rather than wait out its TTL.
+      await Promise.all([holder, ...waiters].map((h) => h.terminate('test done').catch(() => undefined)));
+    }
   });
 });
