@@ -64,6 +64,8 @@ const WEAK: readonly { readonly define: string; readonly sizes: readonly string[
   { define: 'LATE_OVERWRITE', sizes: ONE_LAPSE, fails: ['one result'], resultModeOnly: true },
   // reap.lua up to 0.2.1: a waiter list outlived only the lock it parked on, not the next holder's.
   { define: 'OLD_REAP', sizes: ONE_LAPSE, fails: ['no stranded waiter'] },
+  // 0.2.2's hand-over of a result the codec refused: the list taken, completions refused; no fault needed.
+  { define: 'CODEC_COMPLETES', sizes: NO_FAULTS, fails: ['no stranded waiter'], resultModeOnly: true },
   // Not a strategy: the real protocol against a promise it does not make (docs/model.md).
   { define: 'STRICT', sizes: ONE_LAPSE, fails: ['strict no duplicate'] },
 ];

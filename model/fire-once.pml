@@ -7,7 +7,7 @@
  * them are not: any other process may move between an invocation's two calls.
  *
  * Switches (spin -D...):
- *   N, MAX_CRASH, MAX_EXPIRE, MAX_INVALIDATE, PARKERS   sizes (below)
+ *   N, MAX_CRASH, MAX_EXPIRE, MAX_INVALIDATE, PARKERS, KEEPERS   sizes (below)
  *   EXTERNAL        the external-artifact mode: the job writes the artifact itself, after the
  *                   activity resolved; acquire runs in mode 'x'; success holds the lock (extend)
  *   Weaker variants, each of which must fail a property (the first four are the seed's strategies):
@@ -23,6 +23,9 @@
  *   OLD_REAP        reap leaves the waiter list's TTL alone, as reap.lua did up to 0.2.1: the list
  *                   of waiters parked on a holder that died may expire under the lock of the
  *                   holder that took over, whose commit then hands nobody over (fails property 7)
+ *   CODEC_COMPLETES a result the payload codec refuses is kept (not stored) and the waiters are
+ *                   taken but completed through that codec, which refuses again, as 0.2.2 did:
+ *                   nobody hands them over (fails property 7)
  *   STRICT          a stronger property 1 that the protocol does NOT promise: no dispatch while
  *                   an earlier job succeeded and its result is not stored yet, even if that
  *                   holder's lease lapsed. It fails: a lease cannot tell a paused holder from a
@@ -40,6 +43,9 @@
 #endif
 #ifndef MAX_INVALIDATE
 #define MAX_INVALIDATE 1 /* invalidate.lua calls by an operator */
+#endif
+#ifndef KEEPERS
+#define KEEPERS N        /* invocations whose successful result may go unstored (extend ... take) */
 #endif
 #ifndef PARKERS
 #define PARKERS N        /* invocations that may park on a held lock (the others wait in the slot) */
@@ -119,10 +125,12 @@ byte crashes, expiries, invalidations;
 #define GONE    4 /* its stored result was invalidated or expired */
 #define FAILED  5 /* the job failed (or was cancelled) */
 #define DROPPED 6 /* the job succeeded late and its commit was refused: a newer holder's stands */
+#define UNSTORED 7 /* the job succeeded; its result was delivered, not stored (over maxArtifactBytes,
+                      or refused by the payload codec), and the lock is kept for lockTtlMs */
 byte ph[N];       /* ghost: the phase of each invocation's dispatch */
 bit  lapsed[N];   /* ghost: its lock expired while it was RUN or PEND (no renewal in time) */
 bit  renewing[N]; /* alive between acquire and its settling call: renews its lease */
-bit  held[N];     /* external mode: the lock is held for lockTtlMs after success (extend) */
+bit  held[N];     /* the lock is held for lockTtlMs after success (extend): external mode, or unstored */
 bit  waiting[N];  /* ghost: got HELD, has not fast-forwarded or acquired yet */
 bit  seenNow[N];  /* the invocation's last reply came at the current `now` */
 byte nwait;       /* ghost: how many invocations are waiting (in the slot, or parked) */
@@ -180,6 +188,15 @@ inline resultsGone() {
 inline handOver(how) {
   do
   :: q < N -> if :: parked[q] -> parked[q] = 0; handed[q] = how :: else -> skip fi; q++
+  :: else -> q = 0; break
+  od;
+  nparked = 0
+}
+
+/* The waiter list is gone, and nobody is handed anything. */
+inline dropList() {
+  do
+  :: q < N -> parked[q] = 0; q++
   :: else -> q = 0; break
   od;
   nparked = 0
@@ -310,6 +327,31 @@ inline hold(p, r) {
 #endif
       printf("@@ inv%d extend -> 1 (lock held for lockTtlMs, no longer renewed)\n", p)
     :: else -> r = EXTEND_LOST; printf("@@ inv%d extend -> 0 (lost before the hold)\n", p)
+    fi;
+    renewing[p] = 0
+  }
+}
+
+/* ---- extend.lua with 'take', after a job that succeeded with a result in hand that is not
+ * stored (over maxArtifactBytes, or refused by the payload codec): hold the lock for lockTtlMs, no
+ * longer renewed, and take the waiter list in the same step. The waiters are completed with the
+ * result (over maxArtifactBytes), or failed with the codec's error so that they retry, as Temporal
+ * fails the holder (refused by the codec). Later invocations wait on the lock until it expires. */
+inline keep(p, r) {
+  atomic {
+    tick(p);
+    ph[p] = UNSTORED;
+    if
+    :: lock == p + 1 -> lockNow = 1; held[p] = 1; r = EXTEND_HELD;
+      if
+      :: true -> handOver(HANDED_RESULT); printf("@@ inv%d extend take -> 1 (lock held for lockTtlMs; waiters completed with the unstored result)\n", p)
+#ifdef CODEC_COMPLETES
+      :: true -> dropList(); printf("@@ inv%d extend take -> 1 (lock held for lockTtlMs; waiters taken, their completion refused by the codec)\n", p)
+#else
+      :: true -> handOver(HANDED_RETRY); printf("@@ inv%d extend take -> 1 (lock held for lockTtlMs; waiters failed with the codec's error, to retry)\n", p)
+#endif
+      fi
+    :: else -> r = EXTEND_LOST; printf("@@ inv%d extend take -> 0 (lost before the hold)\n", p)
     fi;
     renewing[p] = 0
   }
@@ -492,7 +534,10 @@ retry:
 #elif defined(EXTERNAL)
     hold(p, r) /* extend.lua to lockTtlMs: the job's own artifact takes over */
 #else
-    commit(p, r)
+    if
+    :: commit(p, r)
+    :: p < KEEPERS; keep(p, r) /* the result is delivered, not stored */
+    fi
 #endif
   fi;
 out:
@@ -539,12 +584,7 @@ end:
   :: atomic {
       nparked > 0 && lock != 0 && lock != listLock ->
       printf("@@ clock: the waiter list expires under the lock of inv%d\n", lock - 1);
-      q = 0;
-      do
-      :: q < N -> parked[q] = 0; q++
-      :: else -> q = 0; break
-      od;
-      nparked = 0
+      dropList()
     }
 #endif
   /* The artifact's TTL runs out. */
