@@ -1,8 +1,8 @@
 import { AsyncResource } from 'node:async_hooks';
 import type { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
-import { ApplicationFailure, type PayloadCodec, type PayloadConverter } from '@temporalio/common';
-import { FireOnceStoreUnavailable } from '../core/errors';
+import { ApplicationFailure, ensureApplicationFailure, type PayloadCodec, type PayloadConverter } from '@temporalio/common';
+import { FireOnceError, FireOnceStoreUnavailable } from '../core/errors';
 import { WAITERS_GRACE_MS } from '../core/guard';
 import type { ParkingLot, ParkingSpot, ReapOutcome } from '../core/parking';
 import { decodeArtifact, resultOf } from './artifact';
@@ -65,8 +65,23 @@ async function handOver(completer: Completer, spot: ParkingSpot, outcome: ReapOu
     await failWaiters(completer, outcome.waiters, `the dispatch of step ${JSON.stringify(spot.target.step)} ended without a result; retry`);
     return;
   }
-  const payload = spot.mode === 'x' ? undefined : await decodeArtifact(outcome.artifact, completer.payloadCodecs, logOf(spot));
-  await completeWaiters(completer, outcome.waiters, payload);
+  try {
+    const payload = spot.mode === 'x' ? undefined : await decodeArtifact(outcome.artifact, completer.payloadCodecs, logOf(spot));
+    await completeWaiters(completer, outcome.waiters, payload);
+  } catch (err) {
+    // This worker cannot read the stored result (another codec, another converter): a
+    // fast-forward to it fails the same way, so the waiters fail now, not at their timeouts.
+    completer.log.error('fire-once: parked waiters cannot be completed with the stored result; failing them', {
+      ...logOf(spot),
+      error: (err as Error).message,
+    });
+    await failWaitersWith(completer, outcome.waiters, failureOf(err));
+  }
+}
+
+/** The failure a waiter gets for `err`, as its own fast-forward would end with it. */
+function failureOf(err: unknown): ApplicationFailure {
+  return err instanceof FireOnceError ? toApplicationFailure(err) : ensureApplicationFailure(err);
 }
 
 /**
@@ -195,7 +210,11 @@ export class ParkedWatch {
       this.heartbeat(entry, now + this.tickMs / 2);
       if (reap && !entry.busy) {
         entry.busy = true;
-        void this.reap(entry).finally(() => (entry.busy = false));
+        void this.reap(entry)
+          .catch((err: unknown) =>
+            entry.completer.log.error('fire-once: a reap of parked waiters failed', { ...logOf(entry.spot), error: (err as Error).message }),
+          )
+          .finally(() => (entry.busy = false));
       }
     }
   }
@@ -203,29 +222,39 @@ export class ParkedWatch {
   private async reap(entry: Watched): Promise<void> {
     const mine = [...entry.parked.keys()];
     const { completer, spot } = entry;
-    const forget = () => {
+    /** Stop watching the tokens parked before this reap, and give them back. */
+    const forget = (): Uint8Array[] => {
+      const tokens = mine.flatMap((key) => entry.parked.get(key)?.token ?? []);
       for (const key of mine) entry.parked.delete(key);
       if (entry.parked.size === 0) this.watched.delete(spot.waitersKey);
+      return tokens;
     };
+    let outcome: ReapOutcome;
     try {
-      const outcome = await this.lot.reap(spot);
-      if (outcome.kind === 'held') return;
-      forget(); // the lock ended: every token parked on it before this reap has been handed to someone
-      await handOver(completer, spot, outcome);
+      outcome = await this.lot.reap(spot);
     } catch (err) {
-      if (!(err instanceof FireOnceStoreUnavailable)) {
+      // Fail this worker's parked waiters as a waiter in its slot fails on its next poll: retryably
+      // when Redis is away (FireOnceStoreUnavailable), so their retries check again once it is
+      // back; for good when the artifact is not one this library wrote (FireOnceCorruptArtifact).
+      // Anything else is tried again at the next reap.
+      const failsThem = err instanceof FireOnceStoreUnavailable || (err instanceof FireOnceError && !err.retryable);
+      if (!failsThem) {
         completer.log.warn('fire-once: could not check on parked waiters; trying again', { ...logOf(spot), error: (err as Error).message });
         return;
       }
-      // Redis is away: fail this worker's parked waiters closed, retryably, as a waiter in its slot
-      // fails when its poll cannot reach Redis, so their retries check again once it is back.
-      const tokens = mine.flatMap((key) => entry.parked.get(key)?.token ?? []);
-      forget();
-      completer.log.warn('fire-once: Redis unavailable; failing parked waiters so they retry', { ...logOf(spot), error: err.message });
-      await failWaitersWith(completer, tokens, toApplicationFailure(err));
+      completer.log.warn('fire-once: parked waiters cannot be handed over; failing them as their acquire would fail', {
+        ...logOf(spot),
+        type: err.type,
+        error: err.message,
+      });
+      await failWaitersWith(completer, forget(), toApplicationFailure(err));
       // A reap that timed out may still land and take the list: hand over what it took.
-      err.late?.then((late) => handOver(completer, spot, late as ReapOutcome)).catch(() => undefined);
+      if (err instanceof FireOnceStoreUnavailable) err.late?.then((late) => handOver(completer, spot, late as ReapOutcome)).catch(() => undefined);
+      return;
     }
+    if (outcome.kind === 'held') return;
+    forget(); // the lock ended: every token parked on it before this reap has been handed to someone
+    await handOver(completer, spot, outcome);
   }
 
   /** Heartbeat every waiter of `entry` whose next beat is due by `due`. */

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { Redis } from 'ioredis';
+import { FireOnceGuard } from '../../src';
 import { FireOnceKeys, parseEvent } from '../../src/core';
 import { counterKey, externalArtifactKey, type JobResult } from './fixtures/activities';
 import type * as workflows from './fixtures/workflows';
@@ -243,5 +244,37 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
       // Their retries wait on the held lock; end them rather than wait out its TTL.
       await Promise.all([holder, ...waiters].map((h) => h.terminate('test done').catch(() => undefined)));
     }
+  });
+
+  it('a stored result its worker cannot read, found by a reap, fails the parked waiters at once, as a fast-forward to it fails', async () => {
+    // Another process (a Python worker, another codec) holds each scope's step, and 'slowJob'
+    // waiters park on it. That process then stores what this fleet cannot read, deletes its lock
+    // and leaves the waiters to their worker's reap.
+    const unreadable: Record<string, (key: string) => Promise<unknown>> = {
+      'not a string': (key) => redis.hset(key, 'result', 'x'),
+      'not a record': (key) => redis.set(key, 'no record of this library'),
+      'not a payload': (key) => redis.set(key, '3::no serialised payload'),
+    };
+    const guard = new FireOnceGuard({ redis, keyPrefix: prefix });
+    const counterId = randomUUID();
+    const runs = await Promise.all(
+      Object.entries(unreadable).map(async ([what, write]) => {
+        const scope = `s-${randomUUID()}`;
+        const held = await guard.acquire({ scope, step: 'slowJob', jobType: 'slowJob', holder: 'elsewhere' });
+        expect(held.kind).toBe('acquired');
+        const waiter = await start('parkedRun', [scope, counterId, 100, queues.b]);
+        await until(`the waiter parked (${what})`, async () => (await parkedNow(scope, 'slowJob')) === 1);
+        await write(keys.artifact(scope, 'slowJob'));
+        await redis.del(keys.lock(scope, 'slowJob'));
+        return { what, waiter };
+      }),
+    );
+    for (const { what, waiter } of runs) {
+      const outcome = await waiter.result().catch((e: unknown) => e);
+      expect([what, ((outcome as WorkflowFailedError).cause?.cause as ApplicationFailure | undefined)?.type]).toEqual([what, 'FireOnceCorruptArtifact']);
+      // Failed on the attempt that parked: not stranded until a timeout, not retried.
+      expect([what, await firstAttempt(waiter)]).toEqual([what, 1]);
+    }
+    expect(await dispatches(counterId)).toBe(0);
   });
 });
