@@ -95,28 +95,36 @@ export class ParkingLot {
     }
   }
 
-  /** Hand over the waiters of `spot` if its artifact exists or its lock vanished; one round trip. */
+  /**
+   * Hand over the waiters of `spot` if its artifact exists or its lock vanished; one round trip.
+   * A reap that times out fails with `FireOnceStoreUnavailable` whose `late` settles with the
+   * outcome once Redis runs it: the waiters it took are then still to be handed over.
+   */
   async reap(spot: ParkingSpot): Promise<ReapOutcome> {
-    const reply = await this.store.run(
+    const script = reapScript(this.guard.redis, [spot.artifactKey, spot.lockKey, spot.waitersKey], [spot.mode, WAITERS_GRACE_MS], true);
+    return this.store.run(
       () => contextOf(spot.target, spot.waitersKey),
-      reapScript(this.guard.redis, [spot.artifactKey, spot.lockKey, spot.waitersKey], [spot.mode, WAITERS_GRACE_MS], true),
+      script.then((reply) => reapOutcome(spot, reply)),
     );
-    if (reply === REAP_REPLY.HELD) return { kind: 'held' };
-    switch (reply[0]) {
-      case REAP_REPLY.DONE: {
-        const [, record, ...waiters] = reply;
-        if (spot.mode === 'x') return { kind: 'done', artifact: Buffer.alloc(0), waiters };
-        const artifact = parseArtifact(record);
-        if (artifact === undefined)
-          throw new FireOnceCorruptArtifact('stored artifact is not one this library wrote', contextOf(spot.target, spot.artifactKey));
-        return { kind: 'done', artifact: artifact.payload, waiters };
-      }
-      case REAP_REPLY.FREE:
-        return { kind: 'free', waiters: reply.slice(1) as Buffer[] };
-      case REAP_REPLY.CORRUPT:
-        throw new FireOnceCorruptArtifact(`stored artifact is not one this library wrote: ${reply[1].toString()}`, contextOf(spot.target, spot.artifactKey));
-      default:
-        throw new FireOnceProtocolError(`unexpected reply from ${reapScript.command}: ${String(reply[0])}`, contextOf(spot.target, spot.waitersKey));
+  }
+}
+
+/** What a reply of reap.lua means for the waiters of `spot`. */
+function reapOutcome(spot: ParkingSpot, reply: Awaited<ReturnType<typeof reapScript>>): ReapOutcome {
+  if (reply === REAP_REPLY.HELD) return { kind: 'held' };
+  switch (reply[0]) {
+    case REAP_REPLY.DONE: {
+      const [, record, ...waiters] = reply;
+      if (spot.mode === 'x') return { kind: 'done', artifact: Buffer.alloc(0), waiters };
+      const artifact = parseArtifact(record);
+      if (artifact === undefined) throw new FireOnceCorruptArtifact('stored artifact is not one this library wrote', contextOf(spot.target, spot.artifactKey));
+      return { kind: 'done', artifact: artifact.payload, waiters };
     }
+    case REAP_REPLY.FREE:
+      return { kind: 'free', waiters: reply.slice(1) as Buffer[] };
+    case REAP_REPLY.CORRUPT:
+      throw new FireOnceCorruptArtifact(`stored artifact is not one this library wrote: ${reply[1].toString()}`, contextOf(spot.target, spot.artifactKey));
+    default:
+      throw new FireOnceProtocolError(`unexpected reply from ${reapScript.command}: ${String(reply[0])}`, contextOf(spot.target, spot.waitersKey));
   }
 }

@@ -30,8 +30,8 @@ describe("parked waiters' list", () => {
   const target = { scope: 'session-1', step: 'summarise', jobType: 'summary' };
 
   /** A holder acquires with `lockTtlMs`, and 'waiter-1' parks on its lock. */
-  async function parkOnHeldLock(lockTtlMs: number) {
-    const guard = new FireOnceGuard({ redis, keyPrefix: testPrefix('parking') });
+  async function parkOnHeldLock(lockTtlMs: number, storeTimeoutMs?: number) {
+    const guard = new FireOnceGuard({ redis, keyPrefix: testPrefix('parking'), ...(storeTimeoutMs ? { storeTimeoutMs } : {}) });
     const lot = new ParkingLot(guard);
     const holder = await guard.acquire(target, { lockTtlMs });
     if (holder.kind !== 'acquired') throw new Error(`expected to acquire, got ${holder.kind}`);
@@ -84,6 +84,36 @@ describe("parked waiters' list", () => {
       }
     } finally {
       watch.close();
+    }
+  });
+
+  it('a reap that times out hands over the waiters it took once it lands', async () => {
+    const { lot, lease, spot } = await parkOnHeldLock(30_000, 100);
+    await lot.park(target, Buffer.from('waiter-2')); // parked by another worker, not watched here
+    await redis.del(lease.lockKey); // the holder died: its lock is gone, with no release
+    // What the worker's Temporal client is asked to do, recorded (the hand-over itself is what is tested).
+    const failed: Record<string, string> = {};
+    const client = {
+      activity: {
+        fail: async (token: Uint8Array, failure: { type?: string }) => void (failed[Buffer.from(token).toString()] ??= failure.type ?? ''),
+        complete: async () => undefined,
+      },
+    };
+    const quiet = { warn: () => undefined, error: () => undefined, debug: () => undefined };
+    const completer = { client, log: quiet, payloadConverter: undefined, payloadCodecs: [] } as unknown as Completer;
+    const pauser = new Redis(server.url);
+    const watch = new ParkedWatch(lot, 50);
+    try {
+      await pauser.call('CLIENT', 'PAUSE', '600'); // Redis stalls past the guard's storeTimeoutMs (100 ms)
+      watch.watch(spot, completer, Buffer.from('waiter-1'), undefined);
+      for (const deadline = Date.now() + 10_000; failed['waiter-2'] === undefined && Date.now() < deadline;) await sleep(25);
+      // The watch fails its own waiter closed at the timeout; the reap lands after the stall and
+      // takes the list, and the waiter it took for the other worker is failed so that it retries.
+      expect(failed).toEqual({ 'waiter-1': 'FireOnceStoreUnavailable', 'waiter-2': 'FireOnceInFlight' });
+      expect(await redis.exists(spot.waitersKey)).toBe(0);
+    } finally {
+      watch.close();
+      await pauser.quit();
     }
   });
 });
