@@ -103,6 +103,8 @@ interface Parked {
   readonly token: Uint8Array;
   readonly heartbeatMs: number | undefined;
   nextBeat: number;
+  /** Its last heartbeat failed (logged once until one goes through). */
+  beatFailing?: boolean;
 }
 
 interface Watched {
@@ -263,16 +265,43 @@ export class ParkedWatch {
     for (const [key, parked] of entry.parked) {
       if (parked.heartbeatMs === undefined || due < parked.nextBeat) continue;
       parked.nextBeat = now + beatEvery(parked.heartbeatMs);
-      entry.completer.client.activity.heartbeat(parked.token).catch((err: unknown) => {
-        entry.parked.delete(key);
-        // Cancellation requested: say so, so a workflow waiting for it is not kept waiting.
-        if ((err as Error).name === 'ActivityCancelledError') {
-          entry.completer.client.activity.reportCancellation(parked.token).catch((e: unknown) => gone(entry.completer, 'report the cancellation of', e));
-        } else gone(entry.completer, 'heartbeat', err);
-      });
+      entry.completer.client.activity.heartbeat(parked.token).then(
+        () => (parked.beatFailing = false),
+        (err: unknown) => this.beatFailed(entry, key, parked, err),
+      );
     }
   }
+
+  /** A heartbeat of a parked waiter did not go through: end it as the worker ends its own activities, or beat again. */
+  private beatFailed(entry: Watched, key: string, parked: Parked, err: unknown): void {
+    const { completer } = entry;
+    const name = (err as Error | undefined)?.name;
+    const ended = PAUSED_OR_RESET.get(name ?? '');
+    if (name === 'ActivityCancelledError') {
+      // Cancellation requested: say so, so a workflow waiting for it is not kept waiting.
+      completer.client.activity.reportCancellation(parked.token).catch((e: unknown) => gone(completer, 'report the cancellation of', e));
+    } else if (ended !== undefined) {
+      // Paused or reset (`temporal activity pause`/`reset`): fail the attempt as the worker fails
+      // a running activity of its own, so Temporal retries it when unpaused, or at once.
+      completer.client.activity.fail(parked.token, new ApplicationFailure(...ended)).catch((e: unknown) => gone(completer, 'fail', e));
+    } else if (name !== 'ActivityNotFoundError') {
+      // Temporal did not answer (a restart, a network blip past the client's retries): keep it
+      // and beat again; its heartbeat timeout ends it only if that goes on.
+      if (!parked.beatFailing)
+        completer.log.warn('fire-once: could not heartbeat a parked waiter; trying again at each beat', { error: (err as Error).message });
+      parked.beatFailing = true;
+      return;
+    }
+    entry.parked.delete(key);
+    if (name === 'ActivityNotFoundError') gone(completer, 'heartbeat', err);
+  }
 }
+
+/** What the worker fails its own running activity with when Temporal says it was paused or reset. */
+const PAUSED_OR_RESET = new Map<string, [message: string, type: string]>([
+  ['ActivityPausedError', ['Activity paused', 'ActivityPause']],
+  ['ActivityResetError', ['Activity reset', 'ActivityReset']],
+]);
 
 function beatEvery(heartbeatMs: number | undefined): number {
   return heartbeatMs === undefined ? Infinity : Math.max(Math.floor(heartbeatMs / 3), 100);

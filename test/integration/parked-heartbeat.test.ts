@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { Context } from '@temporalio/activity';
-import { Client } from '@temporalio/client';
+import { Client, type WorkflowHandle } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { FireOncePlugin, fireOnce } from '../../src';
+import { FireOnceKeys } from '../../src/core';
 import { useWorkerFixture } from '../support/temporal';
 
 // A parked waiter is heartbeated every third of its heartbeat timeout even when the worker's
@@ -10,15 +11,16 @@ import { useWorkerFixture } from '../support/temporal';
 describe('parked waiters under a heartbeat timeout shorter than pollIntervalMs', () => {
   const fx = useWorkerFixture('park-beat');
 
-  it('live through a 3 s job with a 1 s heartbeat timeout and a 5 s pollIntervalMs, and get its result on their first attempt', async () => {
+  /** A worker whose one guarded job heartbeats for `jobMs` and counts its dispatches outside the guard. */
+  async function setUp(jobMs: number) {
     const { redis, prefix } = fx;
     const taskQueue = `fire-once-park-beat-${randomUUID()}`;
     const counter = `${prefix}:dispatches:${randomUUID()}`;
     const activities = {
-      summarise: fireOnce(async (label: string, jobMs: number): Promise<string> => {
+      summarise: fireOnce(async (label: string, ms: number): Promise<string> => {
         const n = await redis.incr(counter); // counted outside the guard
         // The job heartbeats itself, as any activity under a heartbeat timeout must.
-        for (const end = Date.now() + jobMs; Date.now() < end;) {
+        for (const end = Date.now() + ms; Date.now() < end;) {
           Context.current().heartbeat();
           await new Promise((r) => setTimeout(r, 200));
         }
@@ -35,7 +37,12 @@ describe('parked waiters under a heartbeat timeout shorter than pollIntervalMs',
     const client = new Client({ connection: fx.connection });
     const scope = `session-${randomUUID()}`;
     const start = (n: string) =>
-      client.workflow.start('heartbeatStepRun', { taskQueue, workflowId: `park-beat-${n}-${randomUUID()}`, args: [scope, 'summary', 3_000] });
+      client.workflow.start('heartbeatStepRun', { taskQueue, workflowId: `park-beat-${n}-${randomUUID()}`, args: [scope, 'summary', jobMs] });
+    return { redis, worker, client, counter, scope, start };
+  }
+
+  it('live through a 3 s job with a 1 s heartbeat timeout and a 5 s pollIntervalMs, and get its result on their first attempt', async () => {
+    const { redis, worker, counter, start } = await setUp(3_000);
     const [seen, attempts] = await worker.runUntil(async () => {
       const holder = await start('holder');
       while (Number(await redis.get(counter)) === 0) await new Promise((r) => setTimeout(r, 25));
@@ -50,6 +57,35 @@ describe('parked waiters under a heartbeat timeout shorter than pollIntervalMs',
     });
     expect(seen).toEqual(['summary #1', 'summary #1', 'summary #1']);
     expect(attempts).toEqual([1, 1]); // completed by the commit's hand-over, not after a heartbeat timeout
+    expect(Number(await redis.get(counter))).toBe(1);
+  });
+
+  it('a parked waiter paused with `temporal activity pause` fails its attempt at once, as a running activity does, and completes once unpaused', async () => {
+    const { redis, worker, client, counter, scope, start } = await setUp(6_000);
+    const waitersKey = new FireOnceKeys(fx.prefix).waiters(scope, 'summarise');
+    const pendingOf = async (h: WorkflowHandle) => (await h.describe()).raw.pendingActivities?.[0];
+    const until = async (what: string, check: () => Promise<boolean>) => {
+      for (const deadline = Date.now() + 20_000; !(await check());) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    const [results, whyPaused] = await worker.runUntil(async () => {
+      const holder = await start('holder');
+      await until('the holder dispatched', async () => Number(await redis.get(counter)) === 1);
+      const waiter = await start('w1');
+      await until('the waiter parked', async () => (await redis.llen(waitersKey)) === 1);
+      const activity = { namespace: 'default', execution: { workflowId: waiter.workflowId }, id: '1', identity: 'fire-once test' };
+      await client.workflowService.pauseActivity(activity);
+      // Its worker's next heartbeat (every third of the 1 s timeout) hears of the pause.
+      await until('the paused attempt ended', async () => (await pendingOf(waiter))?.lastFailure != null);
+      const failure = (await pendingOf(waiter))?.lastFailure;
+      const why = failure?.applicationFailureInfo?.type ?? (failure?.timeoutFailureInfo ? 'timeout' : 'other');
+      await client.workflowService.unpauseActivity(activity);
+      return [await Promise.all([holder, waiter].map((h) => h.result())), why];
+    });
+    expect(whyPaused).toBe('ActivityPause'); // not its heartbeat timeout
+    expect(results).toEqual(['summary #1', 'summary #1']);
     expect(Number(await redis.get(counter))).toBe(1);
   });
 });
