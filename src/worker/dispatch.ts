@@ -1,5 +1,5 @@
 import { CompleteAsyncError } from '@temporalio/activity';
-import { ensureApplicationFailure, type Payload } from '@temporalio/common';
+import type { Payload } from '@temporalio/common';
 import { FireOnceArtifactTooLarge, FireOnceStoreUnavailable, FireOnceUnstorableResult } from '../core/errors';
 import { holderId, type Committed, type Lease, type Settled } from '../core/guard';
 import { startRenewal, type Renewal } from '../core/renewal';
@@ -83,21 +83,19 @@ async function commitResult(
     await hold(call, lease, log, renewal, (completer, waiters) => failWaitersWith(completer, waiters, failure));
     throw unstorable;
   }
-  // Stored or not, the result in hand is what any waiter parked on this dispatch gets (unless the codec refuses it).
+  // Stored or not, the result in hand is what any waiter parked on this dispatch gets.
   const handResult: HandOver = (completer, waiters) => completeWaiters(completer, waiters, payload);
   let bytes: Buffer;
   try {
     bytes = await encodeArtifact(payload, setup.payloadCodecs);
   } catch (err) {
-    ctx.log.error('fire-once: the payload codec failed on the result; not stored, lock held for lockTtlMs, parked waiters failed with its error', {
+    ctx.log.error('fire-once: the payload codec failed on the result; result delivered, not stored, lock held for lockTtlMs', {
       ...log,
       error: (err as Error).message,
     });
-    // Temporal runs the same codec over the holder's result and fails its attempt, retryably, with
-    // the codec's error; a completion of the waiters would be refused the same way. They fail as
-    // the holder does, now, rather than at their timeouts.
-    const failure = ensureApplicationFailure(err);
-    await hold(call, lease, log, renewal, (completer, waiters) => failWaitersWith(completer, waiters, failure));
+    // The completions of the holder and of its waiters run the same codec: a waiter whose
+    // completion it refuses again is failed with its error, as Temporal fails the holder.
+    await hold(call, lease, log, renewal, handResult);
     return resultOf(payload, setup.payloadConverter);
   }
   const max = setup.defaults.maxArtifactBytes;

@@ -5,7 +5,7 @@ import { ApplicationFailure, ensureApplicationFailure, type PayloadCodec, type P
 import { FireOnceError, FireOnceStoreUnavailable } from '../core/errors';
 import { WAITERS_GRACE_MS } from '../core/guard';
 import type { ParkingLot, ParkingSpot, ReapOutcome } from '../core/parking';
-import { decodeArtifact, resultOf } from './artifact';
+import { decodeArtifact, encodeArtifact, resultOf } from './artifact';
 import { toApplicationFailure } from './failures';
 
 /** The retry delay a handed-over waiter is failed with: as good as none, so one of them acquires at once. */
@@ -41,6 +41,19 @@ export async function completeWaiters(
   payload: Parameters<typeof resultOf>[0] | undefined,
 ): Promise<void> {
   if (waiters.length === 0) return;
+  if (payload !== undefined && completer.payloadCodecs.length > 0) {
+    try {
+      await encodeArtifact(payload, completer.payloadCodecs); // what the client will run on each completion
+    } catch (err) {
+      // Temporal fails the holder's own attempt with the codecs' error, retryably, as its
+      // completion runs them too: the waiters fail with it rather than wait out their timeouts.
+      completer.log.warn('fire-once: the payload codec refused the result for parked waiters; failing them with its error, as the holder fails', {
+        error: (err as Error).message,
+      });
+      await failWaitersWith(completer, waiters, ensureApplicationFailure(err));
+      return;
+    }
+  }
   const result = payload === undefined ? undefined : resultOf(payload, completer.payloadConverter);
   await Promise.all(waiters.map((token) => completer.client.activity.complete(token, result).catch((err: unknown) => gone(completer, 'complete', err))));
 }
