@@ -302,15 +302,17 @@ export class FireOnceGuard {
     const ttl = GUARD_OPTIONS.lockTtlMs.check('lockTtlMs', lockTtlMs);
     return this.store.run(
       () => contextOf(lease.target, lease.lockKey, lease.token),
-      this.replicas.write(extendScript, [lease.lockKey, lease.waitersKey], [lease.token, ttl, ttl + WAITERS_GRACE_MS, '']).then(({ reply, wanted, acked }) => {
-        // A renewal no replica has would not survive a failover: it counts as a failed renewal.
-        if (reply === 1 && acked < wanted)
-          throw new FireOnceStoreUnavailable(
-            shortfall('lease renewal', wanted, acked, this.options.replicaSync.timeoutMs),
-            contextOf(lease.target, lease.lockKey, lease.token),
-          );
-        return reply === 1;
-      }),
+      this.replicas
+        .write(extendScript, [lease.lockKey, lease.waitersKey], [lease.token, ttl, ttl + WAITERS_GRACE_MS, ''])
+        .then(({ reply, wanted, acked, waitError }) => {
+          // A renewal no replica has would not survive a failover: it counts as a failed renewal.
+          if (reply === 1 && acked < wanted)
+            throw new FireOnceStoreUnavailable(
+              shortfall('lease renewal', wanted, acked, this.options.replicaSync.timeoutMs, waitError),
+              contextOf(lease.target, lease.lockKey, lease.token),
+            );
+          return reply === 1;
+        }),
     );
   }
 
@@ -397,8 +399,9 @@ export function conflict(target: DispatchTarget, key: string, what: string): Fir
 
 const NO_REPLICAS = { wanted: 0, acked: 0 } as const;
 
-function shortfall(what: string, wanted: number, acked: number, timeoutMs: number): string {
-  return `only ${acked} of ${wanted} replica(s) acknowledged the ${what} within ${timeoutMs} ms (replicaSync)`;
+function shortfall(what: string, wanted: number, acked: number, timeoutMs: number, waitError?: Error): string {
+  const why = waitError === undefined ? '' : `: WAIT failed (${waitError.message})`;
+  return `only ${acked} of ${wanted} replica(s) acknowledged the ${what} within ${timeoutMs} ms (replicaSync)${why}`;
 }
 
 /**

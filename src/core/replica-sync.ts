@@ -9,6 +9,8 @@ export interface Written<R> {
   readonly wanted: number;
   /** Replicas that acknowledged it within the timeout (`WAIT`'s reply). */
   readonly acked: number;
+  /** Why `WAIT` failed after the script ran (none acknowledged then), e.g. an ACL without it. */
+  readonly waitError?: Error;
 }
 
 /**
@@ -42,7 +44,8 @@ export class ReplicaSync {
       pipeline.wait(count, this.setting.timeoutMs);
       const [[scriptErr, reply], [waitErr, acked]] = (await pipeline.exec()) as [[Error | null, R], [Error | null, number]];
       if (scriptErr) throw scriptErr;
-      if (waitErr) throw waitErr;
+      // The script ran: its reply stands (a commit wrote, a release deleted, waiters were taken).
+      if (waitErr) return { reply, wanted: count, acked: 0, waitError: waitErr };
       return { reply, wanted: count, acked };
     });
   }

@@ -86,6 +86,33 @@ describe('replica sync: WAIT pipelined behind every write', () => {
     }
   });
 
+  it('a WAIT refused after a commit, a release or a hold ran does not hide what the script did', async () => {
+    await redis.call('ACL', 'SETUSER', 'no-wait', 'reset', 'on', '>pw', '~*', '&*', '+@all', '-wait');
+    const restricted = new Redis(primary.url, { username: 'no-wait', password: 'pw' });
+    try {
+      const full = guardWith();
+      const guard = new FireOnceGuard({ redis: restricted, keyPrefix: testPrefix('replica-sync'), replicaSync: { replicas: 1, timeoutMs: 100 } });
+      const leaseOf = async (scope: string) => {
+        const outcome = await full.acquire(target(scope)); // acquired where WAIT is allowed
+        if (outcome.kind !== 'acquired') throw new Error(outcome.kind);
+        await redis.rpush(outcome.lease.waitersKey, `waiter-of-${scope}`);
+        return outcome.lease;
+      };
+      // Each script runs and takes the waiter list before WAIT is refused: its reply, with the
+      // waiters to hand over, is what the caller must get, not an error that says nothing changed.
+      const committed = await guard.commit(await leaseOf('wait-refused-commit'), Buffer.from('result'));
+      expect({ ...committed, waiters: committed.waiters.map(String) }).toEqual({ ours: true, stored: true, waiters: ['waiter-of-wait-refused-commit'] });
+      const released = await guard.release(await leaseOf('wait-refused-release'));
+      expect({ ...released, waiters: released.waiters.map(String) }).toEqual({ ours: true, waiters: ['waiter-of-wait-refused-release'] });
+      const kept = await guard.keep(await leaseOf('wait-refused-keep'), 60_000);
+      expect({ ...kept, waiters: kept.waiters.map(String) }).toEqual({ ours: true, waiters: ['waiter-of-wait-refused-keep'] });
+      // A renewal counts on its replicas, so it still fails, and says why.
+      await expect(guard.extend(await leaseOf('wait-refused-extend'), 60_000)).rejects.toThrow(/lease renewal.*NOPERM/);
+    } finally {
+      restricted.disconnect();
+    }
+  });
+
   it("'auto' sends no WAIT when no replica is attached", async () => {
     const lone = await spawnRedisServer();
     const client = new Redis(lone.url);
