@@ -332,6 +332,26 @@ export class FireOnceGuard {
   }
 
   /**
+   * Put back on their list the parked waiters a commit, release or hold handed to a caller that
+   * cannot complete them (no Temporal client), with the list's grace as its TTL: the reap of the
+   * worker that parked them hands them over instead (PROTOCOL.md section 7). One round trip.
+   */
+  async handBack(lease: Lease, waiters: readonly Buffer[]): Promise<void> {
+    if (waiters.length === 0) return;
+    const key = lease.waitersKey;
+    const replies = await this.store.run(
+      () => contextOf(lease.target, key, lease.token),
+      this.redis
+        .pipeline()
+        .rpush(key, ...waiters)
+        .pexpire(key, WAITERS_GRACE_MS)
+        .exec(),
+    );
+    const failed = replies?.find(([err]) => err !== null)?.[0];
+    if (failed) throw failed;
+  }
+
+  /**
    * Delete the result artifact of `(scope, jobType)` so that the next invocation dispatches
    * again, and publish the key so every worker's local cache drops its copy. Resolves whether
    * an artifact existed.

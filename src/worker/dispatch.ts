@@ -117,7 +117,7 @@ async function commitResult(
       return;
     }
     setup.cache?.set(lease.artifactKey, bytes, lease.target.argsHash ?? '', artifactTtlMs);
-    await handOver(call, settled, log, handResult);
+    await handOver(call, lease, settled, log, handResult);
     observer.decision('committed', holder);
     if (!settled.ours)
       ctx.log.warn('fire-once: artifact written after the lock had expired or been released (raise lockTtlMs or leaseMs above the job time)', log);
@@ -150,7 +150,7 @@ async function hold(call: GuardedCall, lease: Lease, log: LogContext, renewal: R
   const lost = () => call.ctx.log.warn('fire-once: lock lost before it could be held after the dispatch', log);
   const held = async (settled: Settled) => {
     if (!settled.ours) lost();
-    else if (handOverTo !== undefined) await handOver(call, settled, log, handOverTo);
+    else if (handOverTo !== undefined) await handOver(call, lease, settled, log, handOverTo);
   };
   try {
     await held(handOverTo === undefined ? { ours: await guard.extend(lease, ttl!), waiters: [] } : await guard.keep(lease, ttl));
@@ -173,7 +173,7 @@ async function releaseAfterFailure(call: GuardedCall, observer: Observer, lease:
   const released = async (settled: Settled, late: boolean) => {
     observer.decision(settled.ours ? 'released-on-failure' : 'release-refused', { ...holder, ...(late ? { late: true } : {}) });
     const why = `the dispatch of step ${JSON.stringify(lease.target.step)} failed; retry to dispatch it again`;
-    await handOver(call, settled, log, (completer, waiters) => failWaiters(completer, waiters, why));
+    await handOver(call, lease, settled, log, (completer, waiters) => failWaiters(completer, waiters, why));
     if (settled.ours) call.ctx.log.info('fire-once: dispatch failed, lock released', log);
     else call.ctx.log.warn('fire-once: dispatch failed, lock release refused (expired or held by another holder)', log);
   };
@@ -192,14 +192,18 @@ async function releaseAfterFailure(call: GuardedCall, observer: Observer, lease:
 type HandOver = (completer: Completer, waiters: readonly Buffer[]) => Promise<void>;
 
 /** Complete or fail the waiters parked on the lock that commit or release handed over; never throws. */
-async function handOver(call: GuardedCall, settled: Settled, log: LogContext, settle: HandOver) {
+async function handOver(call: GuardedCall, lease: Lease, settled: Settled, log: LogContext, settle: HandOver) {
   if (settled.waiters.length === 0) return;
   const completer = completerOf(call);
   if (completer === undefined) {
-    call.ctx.log.error('fire-once: no Temporal client to hand over parked waiters; their timeouts will end them', {
-      ...log,
-      waiters: String(settled.waiters.length),
-    });
+    // No client to complete them with: put them back for the reap of the worker that parked them.
+    await call.setup.guard.handBack(lease, settled.waiters).catch((err: unknown) =>
+      call.ctx.log.error('fire-once: no Temporal client to hand over parked waiters, and putting them back failed; their timeouts will end them', {
+        ...log,
+        waiters: String(settled.waiters.length),
+        error: (err as Error).message,
+      }),
+    );
     return;
   }
   await call.setup.parkedWatch

@@ -3,7 +3,7 @@ import { ApplicationFailure, CancelledFailure, RawValue, defaultPayloadConverter
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
 import { FireOnce, FireOnceConfigError, FireOnceGuard, fireOnce, type FireOnceOptions } from '../../src';
-import { createFireOnceActivityInterceptor, fireOnceActivityMap, type InFlightPolicy } from '../../src/core';
+import { ParkingLot, createFireOnceActivityInterceptor, fireOnceActivityMap, type InFlightPolicy } from '../../src/core';
 import { payloadToBytes } from '../../src/worker/artifact';
 import { useGuardFixture } from '../support/redis';
 import { writeArtifact, writeLock } from '../support/records';
@@ -100,6 +100,27 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     await expect(envFor(activities, 'job').run(activities.job, 's')).rejects.toBeInstanceOf(CompleteAsyncError);
     expect(await redis.exists(guard.keys.lock('s', 'job'))).toBe(1);
     expect(await redis.exists(guard.keys.artifact('s', 'job'))).toBe(0);
+  });
+
+  const jobs: [string, () => Promise<string>][] = [
+    ['commits', async () => 'ok'],
+    ['fails', async () => Promise.reject(ApplicationFailure.nonRetryable('job failed', 'JobFailed'))],
+  ];
+  it.each(jobs)('a holder with no Temporal client that %s puts the waiters parked on its lock back on their list', async (_, job) => {
+    // Another worker's waiter parks on this holder's lock while the job runs (PROTOCOL.md section
+    // 7: whoever cannot complete a waiter it is handed must put it back for that worker's reap).
+    const lot = new ParkingLot(guard);
+    const activities = {
+      job: guarded(async (s) => {
+        expect((await lot.park({ scope: s, step: 'job', jobType: 'job' }, Buffer.from('waiter-1'))).kind).toBe('parked');
+        return job();
+      }),
+    };
+    await envFor(activities, 'job')
+      .run(activities.job, 's')
+      .catch(() => undefined);
+    expect(await redis.lrange(guard.keys.waiters('s', 'job'), 0, -1)).toEqual(['waiter-1']);
+    expect(await redis.pttl(guard.keys.waiters('s', 'job'))).toBeGreaterThan(0);
   });
 
   it.each([
