@@ -3,7 +3,7 @@
 // however long that holder's job runs, and the waiter's worker reaps within the grace, whatever
 // pollIntervalMs is (ParkedWatch, under jest's fake clock: timers and Date only, real Redis I/O).
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Client } from '@temporalio/client';
+import { ActivityCompletionError, ActivityNotFoundError, type Client } from '@temporalio/client';
 import { Redis } from 'ioredis';
 import { FireOnceGuard } from '../../src';
 import { ParkedWatch, ParkingLot, WAITERS_GRACE_MS, type ParkingSpot } from '../../src/core';
@@ -114,6 +114,40 @@ describe("parked waiters' list", () => {
     } finally {
       watch.close();
       await pauser.quit();
+    }
+  });
+
+  it('keeps a parked waiter watched through a failed heartbeat, and stops only when Temporal says it is gone', async () => {
+    const { lot, spot } = await parkOnHeldLock(600_000);
+    // Temporal's answers to the waiter's heartbeats, in order: unreachable past the client's
+    // retries, then fine, then NOT_FOUND (the attempt ended).
+    const answers: (Error | undefined)[] = [new ActivityCompletionError('Unexpected failure'), undefined, new ActivityNotFoundError('Not found')];
+    let beats = 0;
+    const warnings: string[] = [];
+    const client = {
+      activity: {
+        heartbeat: async () => {
+          const answer = answers[beats++];
+          if (answer !== undefined) throw answer;
+        },
+      },
+    };
+    const log = { warn: (m: string) => warnings.push(m), error: () => undefined, debug: () => undefined };
+    const completer = { client, log, payloadConverter: undefined, payloadCodecs: [] } as unknown as Completer;
+    const watch = new ParkedWatch(lot, 60_000);
+    const sizeAfter = async (n: number) => {
+      for (const deadline = Date.now() + 5_000; beats < n && Date.now() < deadline;) await sleep(10);
+      await sleep(20); // the heartbeat's answer is handled
+      return watch.size;
+    };
+    try {
+      watch.watch(spot, completer, Buffer.from('waiter-1'), 300); // beats every 100 ms
+      expect(await sizeAfter(1)).toBe(1); // failed: still watched, beaten again
+      expect(await sizeAfter(2)).toBe(1);
+      expect(await sizeAfter(3)).toBe(0); // gone: no longer watched
+      expect(warnings).toEqual(['fire-once: could not heartbeat a parked waiter; trying again at each beat']);
+    } finally {
+      watch.close();
     }
   });
 });
