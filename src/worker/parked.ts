@@ -50,7 +50,7 @@ export async function completeWaiters(
       completer.log.warn('fire-once: the payload codec refused the result for parked waiters; failing them with its error, as the holder fails', {
         error: (err as Error).message,
       });
-      await failWaitersWith(completer, waiters, ensureApplicationFailure(err));
+      await failWaitersWith(completer, waiters, failureOf(err));
       return;
     }
   }
@@ -288,16 +288,18 @@ export class ParkedWatch {
   /** A heartbeat of a parked waiter did not go through: end it as the worker ends its own activities, or beat again. */
   private beatFailed(entry: Watched, key: string, parked: Parked, err: unknown): void {
     const { completer } = entry;
-    const name = (err as Error | undefined)?.name;
-    const ended = PAUSED_OR_RESET.get(name ?? '');
-    if (name === 'ActivityCancelledError') {
+    const name = (err as Error | undefined)?.name ?? '';
+    const ended = PAUSED_OR_RESET.get(name);
+    if (name === 'ActivityNotFoundError') {
+      gone(completer, 'heartbeat', err);
+    } else if (name === 'ActivityCancelledError') {
       // Cancellation requested: say so, so a workflow waiting for it is not kept waiting.
       completer.client.activity.reportCancellation(parked.token).catch((e: unknown) => gone(completer, 'report the cancellation of', e));
     } else if (ended !== undefined) {
       // Paused or reset (`temporal activity pause`/`reset`): fail the attempt as the worker fails
       // a running activity of its own, so Temporal retries it when unpaused, or at once.
       completer.client.activity.fail(parked.token, new ApplicationFailure(...ended)).catch((e: unknown) => gone(completer, 'fail', e));
-    } else if (name !== 'ActivityNotFoundError') {
+    } else {
       // Temporal did not answer (a restart, a network blip past the client's retries): keep it
       // and beat again; its heartbeat timeout ends it only if that goes on.
       if (!parked.beatFailing)
@@ -306,7 +308,6 @@ export class ParkedWatch {
       return;
     }
     entry.parked.delete(key);
-    if (name === 'ActivityNotFoundError') gone(completer, 'heartbeat', err);
   }
 }
 
