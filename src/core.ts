@@ -14,8 +14,8 @@
 // Keys, records, scripts: protocol v3.
 export { FireOnceKeys, MAX_ID_BYTES, PROTOCOL_VERSION, DEFAULT_NAMESPACE, encodeId, decodeId } from './core/keys';
 export type { IdKind, ParsedKey, ScopeKeyKind } from './core/keys';
-export { formatArtifact, parseArtifact, parseLock } from './core/records';
-export type { ArtifactRecord, LockRecord } from './core/records';
+export { formatArtifact, formatWaiter, parseArtifact, parseLock, parseWaiter } from './core/records';
+export type { ArtifactRecord, LockRecord, WaiterEntry } from './core/records';
 export { ACQUIRE_REPLY, COMMIT_REFUSED, PARK_REPLY, PROTOCOL_SCRIPTS, REAP_REPLY, SCRIPTS_DIR } from './core/scripts';
 export type { LuaScript, RedisClient } from './core/scripts';
 export { claimProtocol } from './core/protocol';

@@ -1,6 +1,6 @@
 import { FireOnceCorruptArtifact, FireOnceProtocolError } from './errors';
 import { WAITERS_GRACE_MS, conflict, contextOf, differs, storedPayload, type DispatchTarget, type FireOnceGuard } from './guard';
-import { parseArtifact, parseLock } from './records';
+import { formatWaiter, parseArtifact, parseLock } from './records';
 import { PARK_REPLY, REAP_REPLY, parkScript, reapScript } from './scripts';
 import { StoreCalls } from './store-calls';
 
@@ -26,14 +26,18 @@ export type ParkOutcome =
 /** The decision of {@link ParkingLot.reap}: what to do with the waiters handed over, if any. */
 export type ReapOutcome =
   | { readonly kind: 'held' }
-  /** The artifact exists: complete them with it (the payload; empty for an external artifact). */
-  | { readonly kind: 'done'; readonly artifact: Buffer; readonly waiters: readonly Buffer[] }
+  /**
+   * The artifact exists: complete them with it (the payload; empty for an external artifact),
+   * those whose arguments it was made with (`argsHash`, `''` for an external artifact).
+   */
+  | { readonly kind: 'done'; readonly artifact: Buffer; readonly argsHash: string; readonly waiters: readonly Buffer[] }
   /** The lock vanished with no commit or release: fail them so that they retry. */
   | { readonly kind: 'free'; readonly waiters: readonly Buffer[] };
 
 /**
- * Parked waiters on Redis alone (PROTOCOL.md §7): {@link park} registers a task token on a held
- * lock in the same atomic step that re-checks the artifact and the lock; {@link reap} hands over
+ * Parked waiters on Redis alone (PROTOCOL.md §7): {@link park} registers a task token, with the
+ * waiter's args hash, on a held lock in the same atomic step that re-checks the artifact and the
+ * lock; {@link reap} hands over
  * the waiters of a lock that no commit or release will hand over. Commit and release hand over
  * the rest (`Settled.waiters`).
  *
@@ -69,12 +73,17 @@ export class ParkingLot {
     };
   }
 
-  /** Register `taskToken` on the lock of `target` if it is still held; one round trip. */
+  /** Register `taskToken` (and the args hash of `target`) on the lock of `target` if it is still held; one round trip. */
   async park(target: DispatchTarget, taskToken: Uint8Array): Promise<ParkOutcome> {
     const spot = this.spot(target);
     const reply = await this.store.run(
       () => contextOf(target, spot.lockKey),
-      parkScript(this.guard.redis, [spot.artifactKey, spot.lockKey, spot.waitersKey], [spot.mode, Buffer.from(taskToken), WAITERS_GRACE_MS], true),
+      parkScript(
+        this.guard.redis,
+        [spot.artifactKey, spot.lockKey, spot.waitersKey],
+        [spot.mode, formatWaiter(target.argsHash ?? '', taskToken), WAITERS_GRACE_MS],
+        true,
+      ),
     );
     if (Buffer.isBuffer(reply)) return { kind: 'fast-forward', artifact: storedPayload(reply, target, spot.artifactKey), artifactKey: spot.artifactKey };
     if (reply === PARK_REPLY.FREE) return { kind: 'free' };
@@ -115,10 +124,10 @@ function reapOutcome(spot: ParkingSpot, reply: Awaited<ReturnType<typeof reapScr
   switch (reply[0]) {
     case REAP_REPLY.DONE: {
       const [, record, ...waiters] = reply;
-      if (spot.mode === 'x') return { kind: 'done', artifact: Buffer.alloc(0), waiters };
+      if (spot.mode === 'x') return { kind: 'done', artifact: Buffer.alloc(0), argsHash: '', waiters };
       const artifact = parseArtifact(record);
       if (artifact === undefined) throw new FireOnceCorruptArtifact('stored artifact is not one this library wrote', contextOf(spot.target, spot.artifactKey));
-      return { kind: 'done', artifact: artifact.payload, waiters };
+      return { kind: 'done', artifact: artifact.payload, argsHash: artifact.argsHash, waiters };
     }
     case REAP_REPLY.FREE:
       return { kind: 'free', waiters: reply.slice(1) as Buffer[] };

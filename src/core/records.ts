@@ -8,6 +8,9 @@
  *   (workflow ID, run ID, activity ID) is the rest of the string and may.
  * - artifact: `3:<argsHash>:<payload>`; written by commit.lua, read back whole by acquire.lua. The
  *   args hash is base64url or empty, so the second `:` ends it; the payload is opaque bytes.
+ * - parked waiter, an entry of a waiter list: `w:<argsHash>:<task token>`, pushed by park.lua, so
+ *   that whoever hands the waiters a result gives it only to those whose arguments it was made
+ *   with. An entry without the `w:` is a bare task token (0.2.3 and earlier), with no args hash.
  */
 
 /** A lock record, as {@link parseLock} reads it. */
@@ -26,10 +29,20 @@ export interface ArtifactRecord {
   readonly payload: Buffer;
 }
 
+/** A parked waiter's entry, as {@link parseWaiter} reads it. */
+export interface WaiterEntry {
+  /** `''` when the waiter skipped payload-conflict checks, or parked before entries carried it. */
+  readonly argsHash: string;
+  /** The waiter's activity task token: what completes or fails it. */
+  readonly token: Buffer;
+}
+
 import { isUtf8 } from 'node:buffer';
 
 const LOCK = /^(\S+) (\d+) (\S*) ([\s\S]*)$/;
 const ARTIFACT_MAGIC = Buffer.from('3:');
+// A task token is a protobuf message, which never starts with a 'w' (wire type 7 does not exist).
+const WAITER_MAGIC = Buffer.from('w:');
 const COLON = 0x3a;
 /** Longest args hash a record may carry: a base64url SHA-256 is 43 characters. */
 const MAX_HASH = 64;
@@ -93,4 +106,34 @@ export function parseArtifact(value: Buffer): ArtifactRecord | undefined {
   const end = value.indexOf(COLON, 2);
   if (end < 0 || end - 2 > MAX_HASH) return undefined;
   return { argsHash: value.toString('latin1', 2, end), payload: value.subarray(end + 1) };
+}
+
+/**
+ * The entry a waiter parks as (park.lua pushes it as it is).
+ *
+ * @example
+ * ```ts
+ * import { formatWaiter } from 'temporal-fire-once/core';
+ * formatWaiter('h1', Buffer.from('token')).toString(); // 'w:h1:token'
+ * ```
+ */
+export function formatWaiter(argsHash: string, token: Uint8Array): Buffer {
+  return Buffer.concat([WAITER_MAGIC, Buffer.from(argsHash, 'latin1'), WAITER_MAGIC.subarray(1), token]);
+}
+
+/**
+ * A waiter list's entry back: its args hash and task token. An entry that is not `w:<argsHash>:…`
+ * is a bare task token, as releases before 0.2.4 parked them.
+ *
+ * @example
+ * ```ts
+ * import { parseWaiter } from 'temporal-fire-once/core';
+ * parseWaiter(Buffer.from('w:h1:token')).argsHash; // 'h1'
+ * parseWaiter(Buffer.from('\ntoken')).argsHash; // '' (a bare task token)
+ * ```
+ */
+export function parseWaiter(entry: Buffer): WaiterEntry {
+  const end = entry[0] === WAITER_MAGIC[0] && entry[1] === COLON ? entry.indexOf(COLON, 2) : -1;
+  if (end < 0 || end - 2 > MAX_HASH) return { argsHash: '', token: entry };
+  return { argsHash: entry.toString('latin1', 2, end), token: entry.subarray(end + 1) };
 }

@@ -10,7 +10,7 @@ import type { Observer } from './observe';
 import type { LockMode } from './options';
 import { toApplicationFailure } from './failures';
 import { completerOf } from './park';
-import { completeWaiters, failWaiters, failWaitersWith, type Completer } from './parked';
+import { completeWaiters, failWaiters, failWaitersWith, settleWaiters, type Completer } from './parked';
 
 /**
  * Record the dispatch and run the activity under a held lock. In `'lease'` mode the lease is renewed until the activity
@@ -188,7 +188,7 @@ async function releaseAfterFailure(call: GuardedCall, observer: Observer, lease:
   }
 }
 
-/** What the waiters a commit, release or hold handed over are given: a result or a failure. */
+/** What the waiters a commit, release or hold handed over are given (their task tokens): a result or a failure. */
 type HandOver = (completer: Completer, waiters: readonly Buffer[]) => Promise<void>;
 
 /** Complete or fail the waiters parked on the lock that commit or release handed over; never throws. */
@@ -206,8 +206,9 @@ async function handOver(call: GuardedCall, lease: Lease, settled: Settled, log: 
     );
     return;
   }
+  const { argsHash = '', step } = lease.target;
   await call.setup.parkedWatch
-    .detached(() => settle(completer, settled.waiters))
+    .detached(() => settleWaiters(completer, settled.waiters, argsHash, step, (tokens) => settle(completer, tokens)))
     .catch((err: unknown) => call.ctx.log.error('fire-once: handing over parked waiters failed', { ...log, error: (err as Error).message }));
 }
 

@@ -3,8 +3,9 @@ import type { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure, ensureApplicationFailure, type PayloadCodec, type PayloadConverter } from '@temporalio/common';
 import { FireOnceError, FireOnceStoreUnavailable } from '../core/errors';
-import { WAITERS_GRACE_MS } from '../core/guard';
+import { WAITERS_GRACE_MS, differs } from '../core/guard';
 import type { ParkingLot, ParkingSpot, ReapOutcome } from '../core/parking';
+import { parseWaiter } from '../core/records';
 import { decodeArtifact, encodeArtifact, resultOf } from './artifact';
 import { toApplicationFailure } from './failures';
 
@@ -69,27 +70,59 @@ export async function failWaitersWith(completer: Completer, waiters: readonly Ui
   await Promise.all(waiters.map((token) => completer.client.activity.fail(token, failure).catch((err: unknown) => gone(completer, 'fail', err))));
 }
 
+/**
+ * Hand the waiters of `entries` (a list's entries, PROTOCOL.md §7) an outcome of a dispatch called
+ * with `argsHash`: `settle` gets the task tokens of those parked with the same arguments (or with
+ * none checked). Those parked with other arguments are failed so that they retry: the outcome is
+ * not theirs (a holder that took the step over after their lock ended was called so), and their
+ * retry decides for itself (`FireOnceKeyConflict` on the result, unless they ignore conflicts).
+ */
+export async function settleWaiters(
+  completer: Completer,
+  entries: readonly Buffer[],
+  argsHash: string,
+  step: string,
+  settle: (tokens: readonly Buffer[]) => Promise<void>,
+): Promise<void> {
+  const same: Buffer[] = [];
+  const other: Buffer[] = [];
+  for (const entry of entries) {
+    const waiter = parseWaiter(entry);
+    (differs(argsHash, waiter.argsHash) ? other : same).push(waiter.token);
+  }
+  if (other.length > 0) completer.log.warn('fire-once: parked waiters of other arguments than the dispatch that settled; failing them so they retry', { step });
+  await Promise.all([
+    failWaiters(completer, other, `step ${JSON.stringify(step)} was dispatched with other arguments than this call's; retry`),
+    same.length > 0 ? settle(same) : undefined,
+  ]);
+}
+
 /** Complete or fail the waiters a reap took, as its outcome says. */
 async function handOver(completer: Completer, spot: ParkingSpot, outcome: ReapOutcome): Promise<void> {
   if (outcome.kind === 'held') return;
+  const { step } = spot.target;
   if (outcome.kind === 'free') {
     if (outcome.waiters.length > 0)
       completer.log.warn('fire-once: the lock of parked waiters vanished without a commit (holder lost); failing them so they retry', logOf(spot));
-    await failWaiters(completer, outcome.waiters, `the dispatch of step ${JSON.stringify(spot.target.step)} ended without a result; retry`);
+    await settleWaiters(completer, outcome.waiters, '', step, (tokens) =>
+      failWaiters(completer, tokens, `the dispatch of step ${JSON.stringify(step)} ended without a result; retry`),
+    );
     return;
   }
-  try {
-    const payload = spot.mode === 'x' ? undefined : await decodeArtifact(outcome.artifact, completer.payloadCodecs, logOf(spot));
-    await completeWaiters(completer, outcome.waiters, payload);
-  } catch (err) {
-    // This worker cannot read the stored result (another codec, another converter): a
-    // fast-forward to it fails the same way, so the waiters fail now, not at their timeouts.
-    completer.log.error('fire-once: parked waiters cannot be completed with the stored result; failing them', {
-      ...logOf(spot),
-      error: (err as Error).message,
-    });
-    await failWaitersWith(completer, outcome.waiters, failureOf(err));
-  }
+  await settleWaiters(completer, outcome.waiters, outcome.argsHash, step, async (tokens) => {
+    try {
+      const payload = spot.mode === 'x' ? undefined : await decodeArtifact(outcome.artifact, completer.payloadCodecs, logOf(spot));
+      await completeWaiters(completer, tokens, payload);
+    } catch (err) {
+      // This worker cannot read the stored result (another codec, another converter): a
+      // fast-forward to it fails the same way, so the waiters fail now, not at their timeouts.
+      completer.log.error('fire-once: parked waiters cannot be completed with the stored result; failing them', {
+        ...logOf(spot),
+        error: (err as Error).message,
+      });
+      await failWaitersWith(completer, tokens, failureOf(err));
+    }
+  });
 }
 
 /** The failure a waiter gets for `err`, as its own fast-forward would end with it. */

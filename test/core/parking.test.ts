@@ -6,8 +6,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ActivityCompletionError, ActivityNotFoundError, type Client } from '@temporalio/client';
 import { Redis } from 'ioredis';
 import { FireOnceGuard } from '../../src';
-import { ParkedWatch, ParkingLot, WAITERS_GRACE_MS, type ParkingSpot } from '../../src/core';
-import type { Completer } from '../../src/worker/parked';
+import { ParkedWatch, ParkingLot, WAITERS_GRACE_MS, parseWaiter, type ParkingSpot } from '../../src/core';
+import { settleWaiters, type Completer } from '../../src/worker/parked';
 import { testPrefix } from '../support/redis';
 import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
 
@@ -65,7 +65,7 @@ describe("parked waiters' list", () => {
     // The new holder's commit hands the waiter over, with the result it stores.
     const committed = await guard.commit(second.lease, Buffer.from('summary'));
     expect(committed).toMatchObject({ ours: true, stored: true });
-    expect(committed.waiters.map((w) => w.toString())).toEqual(['waiter-1']);
+    expect(committed.waiters.map((w) => parseWaiter(w).token.toString())).toEqual(['waiter-1']);
   });
 
   it('is reaped at least every quarter of the grace, even with the longest pollIntervalMs', async () => {
@@ -149,5 +149,36 @@ describe("parked waiters' list", () => {
     } finally {
       watch.close();
     }
+  });
+
+  it("hands a dispatch's outcome only to waiters parked with its arguments; the rest, and bare tokens of 0.2.3, as the entries say", async () => {
+    const guard = new FireOnceGuard({ redis, keyPrefix: testPrefix('parking') });
+    const lot = new ParkingLot(guard);
+    const call = { ...target, scope: 'session-args' };
+    const holder = await guard.acquire(call); // no args hash: waiters of any arguments park on it
+    if (holder.kind !== 'acquired') throw new Error(`expected to acquire, got ${holder.kind}`);
+    for (const [argsHash, token] of [
+      ['A', 'same-args'],
+      ['B', 'other-args'],
+      ['', 'no-args-checked'],
+    ])
+      expect((await lot.park({ ...call, argsHash }, Buffer.from(token))).kind).toBe('parked');
+    await redis.rpush(holder.lease.waitersKey, '\n\x04bare'); // a task token as 0.2.3 parked it
+    const { waiters } = await guard.release(holder.lease);
+    const settled: Record<string, string> = {};
+    const client = {
+      activity: { fail: async (token: Uint8Array, failure: { type?: string }) => void (settled[Buffer.from(token).toString()] = failure.type ?? '') },
+    };
+    const quiet = { warn: () => undefined };
+    const completer = { client, log: quiet, payloadConverter: undefined, payloadCodecs: [] } as unknown as Completer;
+    await settleWaiters(completer, waiters, 'A', 'summarise', async (tokens) => {
+      for (const token of tokens) settled[token.toString()] = 'the outcome of A';
+    });
+    expect(settled).toEqual({
+      'same-args': 'the outcome of A',
+      'other-args': 'FireOnceInFlight',
+      'no-args-checked': 'the outcome of A',
+      '\n\x04bare': 'the outcome of A',
+    });
   });
 });

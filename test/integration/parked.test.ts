@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
-import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure, defaultPayloadConverter } from '@temporalio/common';
 import type { Redis } from 'ioredis';
 import { FireOnceGuard } from '../../src';
-import { FireOnceKeys, parseEvent } from '../../src/core';
+import { FireOnceKeys, formatArtifact, parseEvent } from '../../src/core';
+import { payloadToBytes } from '../../src/worker/artifact';
+import { argsHash } from '../../src/worker/args-hash';
 import { counterKey, externalArtifactKey, type JobResult } from './fixtures/activities';
 import type * as workflows from './fixtures/workflows';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
@@ -14,7 +16,8 @@ import { spawnWorker, type WorkerProcess } from '../support/workers';
 // other's commit. Dispatches are counted by INCRs in the activity bodies.
 describe("parked waiters ('park') on a real Temporal server, across two worker processes", () => {
   const prefix = testPrefix('park');
-  const queues = { a: `fire-once-park-a-${randomUUID()}`, b: `fire-once-park-b-${randomUUID()}` };
+  // Queue c's worker reaps only every 15 s (MAX_REAP_EVERY_MS), after a first reap at its first tick.
+  const queues = { a: `fire-once-park-a-${randomUUID()}`, b: `fire-once-park-b-${randomUUID()}`, c: `fire-once-park-c-${randomUUID()}` };
   const keys = new FireOnceKeys(prefix);
   const MAX_ARTIFACT_BYTES = 16_384; // bigJob's results go over it; every other fixture's stay far below
   let redis: Redis;
@@ -31,7 +34,11 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
       MAX_ARTIFACT_BYTES: String(MAX_ARTIFACT_BYTES),
     };
     const script = 'test/integration/fixtures/worker-process.ts';
-    workers = await Promise.all([spawnWorker(script, { ...env, TASK_QUEUE: queues.a }), spawnWorker(script, { ...env, TASK_QUEUE: queues.b })]);
+    workers = await Promise.all([
+      spawnWorker(script, { ...env, TASK_QUEUE: queues.a }),
+      spawnWorker(script, { ...env, TASK_QUEUE: queues.b }),
+      spawnWorker(script, { ...env, TASK_QUEUE: queues.c, POLL_INTERVAL_MS: '60000' }),
+    ]);
     connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS as string });
     client = new Client({ connection });
   }, 180_000);
@@ -275,6 +282,53 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
       // Failed on the attempt that parked: not stranded until a timeout, not retried.
       expect([what, await firstAttempt(waiter)]).toEqual([what, 1]);
     }
+    expect(await dispatches(counterId)).toBe(0);
+  });
+
+  /**
+   * Three waiters of slowJob(counterId, 100), on `queue`, park on the lock of an invocation
+   * elsewhere that holds `scope`'s step with no args hash (waiters of any arguments park on it).
+   */
+  async function parkOnLockElsewhere(queue: string) {
+    const scope = `s-${randomUUID()}`;
+    const counterId = randomUUID();
+    const held = await new FireOnceGuard({ redis, keyPrefix: prefix }).acquire({ scope, step: 'slowJob', jobType: 'slowJob', holder: 'elsewhere' });
+    expect(held.kind).toBe('acquired');
+    const waiters = await Promise.all(Array.from({ length: 3 }, () => start('parkedRun', [scope, counterId, 100, queue])));
+    await until('the 3 waiters parked', async () => (await parkedNow(scope, 'slowJob')) === 3);
+    return { scope, counterId, waiters };
+  }
+
+  /** Each waiter was failed at once so that it retried, and its retry met a result of other arguments: FireOnceKeyConflict. */
+  async function expectConflictOnRetry(waiters: WorkflowHandle[]) {
+    for (const waiter of waiters) {
+      const outcome = await waiter.result().catch((e: unknown) => e);
+      expect(((outcome as WorkflowFailedError).cause?.cause as ApplicationFailure | undefined)?.type ?? outcome).toBe('FireOnceKeyConflict');
+      expect(await previousFailure(waiter)).toBe('FireOnceInFlight');
+    }
+  }
+
+  it('a holder that took the step over with other arguments completes only waiters of the same arguments: the rest retry and meet the conflict', async () => {
+    // The holder elsewhere dies; before the waiters' worker reaps again, an invocation of
+    // slowJob(counterId, 150) takes the step over, and its commit hands it their list.
+    const { scope, counterId, waiters } = await parkOnLockElsewhere(queues.c);
+    await new Promise((r) => setTimeout(r, 2_500)); // past queue c's first reap (at its first tick, 1 s in): the next is 15 s away
+    await redis.del(keys.lock(scope, 'slowJob')); // its lock expired
+    const taker = await start('parkedRun', [scope, counterId, 150, queues.a]);
+    expect(((await taker.result()) as JobResult).counterId).toBe(counterId);
+    await expectConflictOnRetry(waiters);
+    expect(await dispatches(counterId)).toBe(1);
+  });
+
+  it('a stored result of other arguments, found by a reap, is not given to the waiters: they retry and meet the conflict', async () => {
+    // As a holder in another process (a Python worker, say) that took the step over with other
+    // arguments leaves it: its result stored, its lock gone, the waiters put back on their list.
+    const { scope, counterId, waiters } = await parkOnLockElsewhere(queues.b);
+    const otherArgs = argsHash({}, [counterId, 150], defaultPayloadConverter);
+    const payload = payloadToBytes(defaultPayloadConverter.toPayload({ counterId, nonce: 'made with other arguments' }));
+    await redis.set(keys.artifact(scope, 'slowJob'), formatArtifact(otherArgs, payload));
+    await redis.del(keys.lock(scope, 'slowJob'));
+    await expectConflictOnRetry(waiters);
     expect(await dispatches(counterId)).toBe(0);
   });
 });

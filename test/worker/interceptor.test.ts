@@ -3,7 +3,7 @@ import { ApplicationFailure, CancelledFailure, RawValue, defaultPayloadConverter
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
 import { FireOnce, FireOnceConfigError, FireOnceGuard, fireOnce, type FireOnceOptions } from '../../src';
-import { ParkingLot, createFireOnceActivityInterceptor, fireOnceActivityMap, type InFlightPolicy } from '../../src/core';
+import { ParkingLot, createFireOnceActivityInterceptor, formatWaiter, fireOnceActivityMap, type InFlightPolicy } from '../../src/core';
 import { payloadToBytes } from '../../src/worker/artifact';
 import { useGuardFixture } from '../support/redis';
 import { writeArtifact, writeLock } from '../support/records';
@@ -119,7 +119,7 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     await envFor(activities, 'job')
       .run(activities.job, 's')
       .catch(() => undefined);
-    expect(await redis.lrange(guard.keys.waiters('s', 'job'), 0, -1)).toEqual(['waiter-1']);
+    expect(await redis.lrange(guard.keys.waiters('s', 'job'), 0, -1)).toEqual([formatWaiter('', Buffer.from('waiter-1')).toString()]); // as it parked
     expect(await redis.pttl(guard.keys.waiters('s', 'job'))).toBeGreaterThan(0);
   });
 
