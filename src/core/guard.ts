@@ -90,7 +90,7 @@ export type AcquireOutcome =
 export interface Settled {
   /** Commit: the lock still held this lease's token and is now deleted. Release: it was, and is deleted. */
   readonly ours: boolean;
-  /** Task tokens of the waiters parked on the lock, now handed to the caller to complete or fail. */
+  /** Entries of the waiters parked on the lock (`parseWaiter`), now handed to the caller to complete or fail. */
   readonly waiters: readonly Buffer[];
 }
 

@@ -91,7 +91,7 @@ export interface ParsedKey {
  *
  * - artifact: `<prefix>:v3:{<ns>/<scope>}:a:<jobType>`, a string (see `records.ts`)
  * - lock:     `<prefix>:v3:{<ns>/<scope>}:l:<step>`, a string (see `records.ts`)
- * - waiters:  `<prefix>:v3:{<ns>/<scope>}:w:<step>`, a list of parked waiters' task tokens
+ * - waiters:  `<prefix>:v3:{<ns>/<scope>}:w:<step>`, a list of parked waiters' entries (records.ts)
  * - external: `<prefix>:v3:{<ns>/<scope>}:x:<jobType>`, a suggested key for artifacts that the
  *   dispatched job writes itself (external-artifact mode)
  * - channel:  `<prefix>:v3:{<ns>/<scope>}:wake`, where commits and releases wake waiters

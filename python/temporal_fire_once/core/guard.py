@@ -91,7 +91,7 @@ AcquireOutcome = FastForward | Acquired | Held
 
 @dataclass(frozen=True)
 class Settled:
-    """Whether the lock was still ours, and the task tokens of the waiters parked on it."""
+    """Whether the lock was still ours, and the entries of the waiters parked on it (PROTOCOL §4)."""
 
     ours: bool
     waiters: tuple[bytes, ...] = ()

@@ -3,7 +3,8 @@
 
   KEYS[1]  artifact of (scope, jobType)
   KEYS[2]  lock of (scope, step)
-  KEYS[3]  parked waiters of (scope, step): a list of task tokens
+  KEYS[3]  parked waiters of (scope, step): a list of waiter entries,
+           'w:<argsHash>:<task token>' (PROTOCOL.md §4)
   All three carry the same {<ns>/<scope>} hash tag.
 
   ARGV[1]  token the caller acquired the lock with
@@ -22,7 +23,7 @@
   Returns:
     1 or 0                the artifact is written; 1 if the lock still held ARGV[1] (and is now
                           deleted), 0 if no lock stood (it had expired or been released)
-    {1 or 0, waiter...}   the same, and the parked waiters' task tokens, now removed from KEYS[3]
+    {1 or 0, waiter...}   the same, and the parked waiters' entries, now removed from KEYS[3]
     2                     refused, nothing changed: another holder's lock stands, or no lock stands
                           and KEYS[1] holds another record (a later holder's result). The same
                           record already stored counts as written (a resent commit).

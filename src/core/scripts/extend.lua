@@ -18,7 +18,7 @@
   Returns:
     1                  the lock held ARGV[1]; its TTL is now ARGV[2], and the waiter list's (if
                        any) ARGV[3]
-    {1, waiter...}     with ARGV[4] 'take': the same, and the parked waiters' task tokens, now
+    {1, waiter...}     with ARGV[4] 'take': the same, and the parked waiters' entries, now
                        removed from KEYS[2]
     0                  lost: the lock is missing or another holder's; nothing is changed
 ]]

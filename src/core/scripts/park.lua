@@ -5,12 +5,14 @@
 
   KEYS[1]  artifact of (scope, jobType) in mode 'r', or the external artifact key in mode 'x'
   KEYS[2]  lock of (scope, step)
-  KEYS[3]  parked waiters of (scope, step): a list of task tokens
+  KEYS[3]  parked waiters of (scope, step): a list of waiter entries,
+           'w:<argsHash>:<task token>' (PROTOCOL.md §4)
   All three carry the same {<ns>/<scope>} hash tag.
 
   ARGV[1]  artifact mode: 'r' (a string written by commit.lua) or 'x' (written by someone else,
            of any type; only its existence is tested)
-  ARGV[2]  the waiter's activity task token (raw bytes)
+  ARGV[2]  the waiter's entry: 'w:<argsHash>:<task token>', its args hash (or empty) and its
+           activity task token (raw bytes)
   ARGV[3]  grace in milliseconds (positive integer): the list lives the lock's PTTL plus this, so
            a waiter's worker can still notice a lock that vanished without a commit or a release
 

@@ -6,7 +6,8 @@
 
   KEYS[1]  artifact of (scope, jobType) in mode 'r', or the external artifact key in mode 'x'
   KEYS[2]  lock of (scope, step)
-  KEYS[3]  parked waiters of (scope, step): a list of task tokens
+  KEYS[3]  parked waiters of (scope, step): a list of waiter entries,
+           'w:<argsHash>:<task token>' (PROTOCOL.md §4)
   All three carry the same {<ns>/<scope>} hash tag.
 
   ARGV[1]  artifact mode: 'r' or 'x', as in park.lua
@@ -20,8 +21,8 @@
     0                        HELD: no artifact, and the lock stands; the waiters stay parked,
                              and their list (if any) now lives the lock's PTTL plus ARGV[2]
     {1, record, waiter...}   DONE: the artifact exists; its record ('r'), or '' ('x'), and the
-                             parked waiters' task tokens, now removed from KEYS[3]
-    {2, waiter...}           FREE: no artifact and no lock; the parked waiters' task tokens, now
+                             parked waiters' entries, now removed from KEYS[3]
+    {2, waiter...}           FREE: no artifact and no lock; the parked waiters' entries, now
                              removed from KEYS[3], to be failed so that they retry
     {5, error}               CORRUPT ('r'): KEYS[1] holds something that is not a string;
                              nothing is changed

@@ -2,7 +2,8 @@
   release (protocol v3): compare-and-delete of the lock. Called only on the failure branch.
 
   KEYS[1]  lock of (scope, step)
-  KEYS[2]  parked waiters of (scope, step): a list of task tokens
+  KEYS[2]  parked waiters of (scope, step): a list of waiter entries,
+           'w:<argsHash>:<task token>' (PROTOCOL.md §4)
   Both carry the same {<ns>/<scope>} hash tag.
 
   ARGV[1]  token the caller acquired the lock with
@@ -15,7 +16,7 @@
   Returns:
     0                     refused: the lock is missing or another holder's; nothing is changed
     1                     the lock held ARGV[1] and is deleted
-    {1, waiter...}        the same, and the parked waiters' task tokens, now removed from KEYS[2]
+    {1, waiter...}        the same, and the parked waiters' entries, now removed from KEYS[2]
 ]]
 local lock = redis.call('GET', KEYS[1])
 if not lock or string.sub(lock, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then
