@@ -6,7 +6,7 @@ import { FireOnceError, FireOnceStoreUnavailable } from '../core/errors';
 import { WAITERS_GRACE_MS, differs } from '../core/guard';
 import type { ParkingLot, ParkingSpot, ReapOutcome } from '../core/parking';
 import { parseWaiter } from '../core/records';
-import { decodeArtifact, encodeArtifact, resultOf } from './artifact';
+import { converterFailure, decodeArtifact, encodeArtifact, resultOf } from './artifact';
 import { toApplicationFailure } from './failures';
 
 /** The retry delay a handed-over waiter is failed with: as good as none, so one of them acquires at once. */
@@ -55,7 +55,18 @@ export async function completeWaiters(
       return;
     }
   }
-  const result = payload === undefined ? undefined : resultOf(payload, completer.payloadConverter);
+  let result: unknown;
+  try {
+    result = payload === undefined ? undefined : resultOf(payload, completer.payloadConverter);
+  } catch (err) {
+    // A converter that cannot read back what it made fails the holder's own attempt too (it
+    // returns the same value), retryably. Named by its class only: its message may quote the value.
+    const type = converterFailure(err);
+    completer.log.warn('fire-once: the payload converter cannot read back the result for parked waiters; failing them so they retry', { error: type });
+    const message = `the payload converter could not read back the result (${type})`;
+    await failWaitersWith(completer, waiters, ApplicationFailure.create({ type, message, nonRetryable: false }));
+    return;
+  }
   await Promise.all(waiters.map((token) => completer.client.activity.complete(token, result).catch((err: unknown) => gone(completer, 'complete', err))));
 }
 
