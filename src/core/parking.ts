@@ -37,9 +37,8 @@ export type ReapOutcome =
 /**
  * Parked waiters on Redis alone (PROTOCOL.md §7): {@link park} registers a task token, with the
  * waiter's args hash, on a held lock in the same atomic step that re-checks the artifact and the
- * lock; {@link reap} hands over
- * the waiters of a lock that no commit or release will hand over. Commit and release hand over
- * the rest (`Settled.waiters`).
+ * lock; {@link reap} hands over the waiters of a lock that no commit or release will hand over.
+ * Commit and release hand over the rest (`Settled.waiters`).
  *
  * @example
  * ```ts
