@@ -194,11 +194,15 @@ type HandOver = (completer: Completer, waiters: readonly Buffer[]) => Promise<vo
 /** Complete or fail the waiters parked on the lock that commit or release handed over; never throws. */
 async function handOver(call: GuardedCall, lease: Lease, settled: Settled, log: LogContext, settle: HandOver) {
   if (settled.waiters.length === 0) return;
-  const completer = completerOf(call);
+  // Only workers without keyNamespace park, so the waiters are of the namespace the keys are filed
+  // under. A holder of another Temporal namespace that shares them (keyNamespace) cannot complete
+  // their task tokens, nor one without a client: it puts them back for the reap of the worker that
+  // parked them (PROTOCOL.md §7).
+  const { keyNamespace } = call.setup.defaults;
+  const completer = keyNamespace === undefined || keyNamespace === call.ctx.info.namespace ? completerOf(call) : undefined;
   if (completer === undefined) {
-    // No client to complete them with: put them back for the reap of the worker that parked them.
     await call.setup.guard.handBack(lease, settled.waiters).catch((err: unknown) =>
-      call.ctx.log.error('fire-once: no Temporal client to hand over parked waiters, and putting them back failed; their timeouts will end them', {
+      call.ctx.log.error('fire-once: could not hand over parked waiters here, and putting them back failed; their timeouts will end them', {
         ...log,
         waiters: String(settled.waiters.length),
         error: (err as Error).message,

@@ -20,6 +20,15 @@ export const PARKED_RETRY_DELAY_MS = 1;
  */
 export const MAX_REAP_EVERY_MS = WAITERS_GRACE_MS / 4;
 
+/**
+ * How long a worker keeps watching a waiter it parked after its lock ended without it on the list.
+ * Whoever committed or released took the list: it completed or failed the waiter, or, when it
+ * cannot (a Python holder, a holder without a client or of another Temporal namespace), it puts the
+ * entry back for this worker's reap, a round trip later. A reap can land in between: it keeps
+ * looking until a reap this long after, instead of leaving a waiter put back to its timeouts.
+ */
+export const HAND_BACK_WINDOW_MS = 1_000;
+
 type Logger = Context['log'];
 
 /** What a worker needs to complete or fail task tokens: the client, and how results are encoded. */
@@ -162,6 +171,8 @@ interface Parked {
   nextBeat: number;
   /** Its last heartbeat failed (logged once until one goes through). */
   beatFailing?: boolean;
+  /** When a reap first found its lock ended and it not on the list (see {@link HAND_BACK_WINDOW_MS}). */
+  missingSince?: number;
 }
 
 interface Watched {
@@ -312,7 +323,15 @@ export class ParkedWatch {
       return;
     }
     if (outcome.kind === 'held') return;
-    forget(); // the lock ended: every token parked on it before this reap has been handed to someone
+    // The lock ended: a token of this worker's on the list is handed over now; one that is not was
+    // taken by whoever committed or released, and is forgotten once it stays away for the window.
+    const listed = new Set(outcome.waiters.map((waiter) => parseWaiter(waiter).token.toString('base64')));
+    const now = Date.now();
+    for (const key of mine) {
+      const parked = entry.parked.get(key);
+      if (parked === undefined || listed.has(key) || now - (parked.missingSince ??= now) >= HAND_BACK_WINDOW_MS) entry.parked.delete(key);
+    }
+    if (entry.parked.size === 0) this.watched.delete(spot.waitersKey);
     await handOver(completer, spot, outcome);
   }
 

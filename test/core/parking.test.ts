@@ -4,10 +4,12 @@
 // pollIntervalMs is (ParkedWatch, under jest's fake clock: timers and Date only, real Redis I/O).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ActivityCompletionError, ActivityNotFoundError, type Client } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
 import { Redis } from 'ioredis';
 import { FireOnceGuard } from '../../src';
 import { ParkedWatch, ParkingLot, WAITERS_GRACE_MS, parseWaiter, type ParkingSpot } from '../../src/core';
 import { settleWaiters, type Completer } from '../../src/worker/parked';
+import { payloadToBytes } from '../../src/worker/artifact';
 import { testPrefix } from '../support/redis';
 import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
 
@@ -180,5 +182,34 @@ describe("parked waiters' list", () => {
       'no-args-checked': 'the outcome of A',
       '\n\x04bare': 'the outcome of A',
     });
+  });
+
+  it('hands over a waiter put back on its list just after a reap found the list taken, as a holder that cannot complete it does', async () => {
+    const { guard, lot, lease, spot } = await parkOnHeldLock(30_000);
+    const handed: string[] = [];
+    const client = {
+      activity: {
+        complete: async (token: Uint8Array) => void handed.push(`completed ${Buffer.from(token).toString()}`),
+        fail: async (token: Uint8Array) => void handed.push(`failed ${Buffer.from(token).toString()}`),
+      },
+    };
+    const quiet = { warn: () => undefined, error: () => undefined, debug: () => undefined };
+    const completer = { client, log: quiet, payloadConverter: defaultPayloadConverter, payloadCodecs: [] } as unknown as Completer;
+    const reaps = jest.spyOn(lot, 'reap'); // observes only: every reap still runs on Redis
+    const watch = new ParkedWatch(lot, 50);
+    try {
+      watch.watch(spot, completer, Buffer.from('waiter-1'), undefined);
+      // A holder that cannot complete the waiter (a Python worker, one of another namespace) commits,
+      // which takes the list; this worker reaps before the holder puts it back.
+      const committed = await guard.commit(lease, payloadToBytes(defaultPayloadConverter.toPayload('summary')));
+      const before = reaps.mock.calls.length;
+      while (reaps.mock.calls.length === before) await sleep(5);
+      expect(await reaps.mock.results[before].value).toMatchObject({ kind: 'done', waiters: [] });
+      await guard.handBack(lease, committed.waiters);
+      for (const deadline = Date.now() + 5_000; handed.length === 0 && Date.now() < deadline;) await sleep(25);
+      expect(handed).toEqual(['completed waiter-1']);
+    } finally {
+      watch.close();
+    }
   });
 });

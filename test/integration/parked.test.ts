@@ -9,6 +9,7 @@ import { argsHash } from '../../src/worker/args-hash';
 import { counterKey, externalArtifactKey, type JobResult } from './fixtures/activities';
 import type * as workflows from './fixtures/workflows';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
+import { firstActivityAttempt } from '../support/temporal';
 import { spawnWorker, type WorkerProcess } from '../support/workers';
 
 // Parked waiters ('park', the default) on a real Temporal dev server and a real Redis, with two
@@ -84,11 +85,7 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
     const last = (await handle.describe()).raw.pendingActivities?.[0]?.lastFailure;
     return last?.applicationFailureInfo?.type ?? (last ? 'other' : 'none');
   };
-  /** The attempt on which the run's first activity completed. */
-  const firstAttempt = async (handle: WorkflowHandle) => {
-    const { events } = await handle.fetchHistory();
-    return (events ?? []).find((e) => e.activityTaskStartedEventAttributes)?.activityTaskStartedEventAttributes?.attempt;
-  };
+  const firstAttempt = firstActivityAttempt;
   const parkedNow = (scope: string, step: string) => redis.llen(keys.waiters(scope, step));
 
   it('20 runs of one scope with a 1.5 s job: waiters park, 1 dispatch, every run gets its result', async () => {

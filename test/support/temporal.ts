@@ -1,4 +1,4 @@
-import { Connection } from '@temporalio/client';
+import { Connection, type WorkflowHandle } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import type { Redis } from 'ioredis';
 import { connectRedis, deletePrefix, testPrefix } from './redis';
@@ -32,4 +32,13 @@ export function useWorkerFixture(name: string): WorkerFixture {
     await fx.redis.quit();
   });
   return fx;
+}
+
+/**
+ * The attempt on which the run's first activity completed: Temporal records a retried activity's
+ * start once, with the attempt that ended it. `1` means no timeout or failure came before.
+ */
+export async function firstActivityAttempt(handle: WorkflowHandle): Promise<number | undefined> {
+  const { events } = await handle.fetchHistory();
+  return (events ?? []).find((e) => e.activityTaskStartedEventAttributes)?.activityTaskStartedEventAttributes?.attempt ?? undefined;
 }
