@@ -207,7 +207,13 @@ export class FireOnceGuard {
     const token = randomUUID(); // 122 random bits, and cheaper than randomBytes
     const argsHash = target.argsHash ?? '';
     const waitersKey = `${base}:w:${step}`;
-    const undo = () => void releaseScript(this.redis, [lockKey, waitersKey], [token, '']).catch(() => undefined);
+    // The compare-and-delete also takes the waiter list: waiters may have parked on the lock in the
+    // meantime, and go back on the list for the reap of the worker that parked them (it then finds
+    // the lock gone and fails them, so that they retry).
+    const undo = () =>
+      void releaseScript(this.redis, [lockKey, waitersKey], [token, ''], true)
+        .then((reply) => this.handBack({ target, lockKey, artifactKey, waitersKey, token, fencingToken: 0 }, settled({ reply, wanted: 0, acked: 0 }).waiters))
+        .catch(() => undefined);
     const reply = await this.store.run(
       () => contextOf(target, lockKey),
       acquireScript(this.redis, [artifactKey, lockKey], [token, lockTtlMs, mode, lockTail(argsHash, target.holder ?? '')], true),

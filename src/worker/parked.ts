@@ -322,7 +322,11 @@ export class ParkedWatch {
       if (err instanceof FireOnceStoreUnavailable) err.late?.then((late) => handOver(completer, spot, late as ReapOutcome)).catch(() => undefined);
       return;
     }
-    if (outcome.kind === 'held') return;
+    if (outcome.kind === 'held') {
+      // A lock stands again (one that a waiter put back now waits on): a later miss starts anew.
+      for (const parked of entry.parked.values()) parked.missingSince = undefined;
+      return;
+    }
     // The lock ended: a token of this worker's on the list is handed over now; one that is not was
     // taken by whoever committed or released, and is forgotten once it stays away for the window.
     const listed = new Set(outcome.waiters.map((waiter) => parseWaiter(waiter).token.toString('base64')));

@@ -7,8 +7,8 @@ import { ActivityCompletionError, ActivityNotFoundError, type Client } from '@te
 import { defaultPayloadConverter } from '@temporalio/common';
 import { Redis } from 'ioredis';
 import { FireOnceGuard } from '../../src';
-import { ParkedWatch, ParkingLot, WAITERS_GRACE_MS, parseWaiter, type ParkingSpot } from '../../src/core';
-import { settleWaiters, type Completer } from '../../src/worker/parked';
+import { ParkedWatch, ParkingLot, WAITERS_GRACE_MS, parseWaiter, type ParkingSpot, type ReapOutcome } from '../../src/core';
+import { HAND_BACK_WINDOW_MS, settleWaiters, type Completer } from '../../src/worker/parked';
 import { payloadToBytes } from '../../src/worker/artifact';
 import { testPrefix } from '../support/redis';
 import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
@@ -184,8 +184,8 @@ describe("parked waiters' list", () => {
     });
   });
 
-  it('hands over a waiter put back on its list just after a reap found the list taken, as a holder that cannot complete it does', async () => {
-    const { guard, lot, lease, spot } = await parkOnHeldLock(30_000);
+  /** Watch 'waiter-1' on `spot` with a client that records what it is asked to do, and spy on the reaps (every reap still runs on Redis). */
+  function watchWaiter(lot: ParkingLot, spot: ParkingSpot) {
     const handed: string[] = [];
     const client = {
       activity: {
@@ -195,21 +195,78 @@ describe("parked waiters' list", () => {
     };
     const quiet = { warn: () => undefined, error: () => undefined, debug: () => undefined };
     const completer = { client, log: quiet, payloadConverter: defaultPayloadConverter, payloadCodecs: [] } as unknown as Completer;
-    const reaps = jest.spyOn(lot, 'reap'); // observes only: every reap still runs on Redis
+    const reaps = jest.spyOn(lot, 'reap');
     const watch = new ParkedWatch(lot, 50);
-    try {
-      watch.watch(spot, completer, Buffer.from('waiter-1'), undefined);
-      // A holder that cannot complete the waiter (a Python worker, one of another namespace) commits,
-      // which takes the list; this worker reaps before the holder puts it back.
-      const committed = await guard.commit(lease, payloadToBytes(defaultPayloadConverter.toPayload('summary')));
+    watch.watch(spot, completer, Buffer.from('waiter-1'), undefined);
+    /** The outcome of the next reap to start. */
+    const nextReap = async () => {
       const before = reaps.mock.calls.length;
       while (reaps.mock.calls.length === before) await sleep(5);
-      expect(await reaps.mock.results[before].value).toMatchObject({ kind: 'done', waiters: [] });
+      return (await reaps.mock.results[before].value) as ReapOutcome;
+    };
+    const handedWithin = async (ms: number) => {
+      for (const deadline = Date.now() + ms; handed.length === 0 && Date.now() < deadline;) await sleep(25);
+      return handed;
+    };
+    return { watch, nextReap, handedWithin };
+  }
+
+  it('hands over a waiter put back on its list just after a reap found the list taken, as a holder that cannot complete it does', async () => {
+    const { guard, lot, lease, spot } = await parkOnHeldLock(30_000);
+    const { watch, nextReap, handedWithin } = watchWaiter(lot, spot);
+    try {
+      // A holder that cannot complete the waiter (a Python worker, one of another namespace)
+      // commits, which takes the list; this worker reaps before the holder puts it back.
+      const committed = await guard.commit(lease, payloadToBytes(defaultPayloadConverter.toPayload('summary')));
+      expect(await nextReap()).toMatchObject({ kind: 'done', waiters: [] });
       await guard.handBack(lease, committed.waiters);
-      for (const deadline = Date.now() + 5_000; handed.length === 0 && Date.now() < deadline;) await sleep(25);
-      expect(handed).toEqual(['completed waiter-1']);
+      expect(await handedWithin(5_000)).toEqual(['completed waiter-1']);
     } finally {
       watch.close();
     }
+  });
+
+  it('looks for a put-back waiter afresh on each lock it waits on, however long ago it last missed it', async () => {
+    const { guard, lot, lease, spot } = await parkOnHeldLock(30_000);
+    const { watch, nextReap, handedWithin } = watchWaiter(lot, spot);
+    try {
+      // Such a holder fails and releases; this worker's reap misses the waiter, and before the
+      // holder puts it back, another invocation takes the lock: the waiter now waits on that one.
+      const released = await guard.release(lease);
+      expect(await nextReap()).toMatchObject({ kind: 'free', waiters: [] });
+      const second = await guard.acquire(target);
+      if (second.kind !== 'acquired') throw new Error(`expected to acquire, got ${second.kind}`);
+      await guard.handBack(lease, released.waiters);
+      expect(await nextReap()).toEqual({ kind: 'held' });
+      await sleep(HAND_BACK_WINDOW_MS + 200);
+      // Longer than the window after the first miss, a holder that cannot complete it commits.
+      const committed = await guard.commit(second.lease, payloadToBytes(defaultPayloadConverter.toPayload('summary')));
+      expect(await nextReap()).toMatchObject({ kind: 'done', waiters: [] });
+      await guard.handBack(second.lease, committed.waiters);
+      expect(await handedWithin(5_000)).toEqual(['completed waiter-1']);
+    } finally {
+      watch.close();
+    }
+  });
+
+  it('puts back the waiters parked on a lock whose acquire is undone (no replica acknowledged it), for their reap', async () => {
+    const prefix = testPrefix('parking');
+    const synced = new FireOnceGuard({ redis, keyPrefix: prefix, replicaSync: { replicas: 1, timeoutMs: 400 } }); // no replica here acknowledges
+    const lot = new ParkingLot(new FireOnceGuard({ redis, keyPrefix: prefix, replicaSync: false }));
+    const call = { ...target, scope: 'session-undone' };
+    const spot = lot.spot(call);
+    const acquiring = synced.acquire(call).then(
+      () => 'acquired',
+      (err: Error) => err.name,
+    );
+    while ((await redis.exists(spot.lockKey)) === 0) await sleep(5);
+    expect((await lot.park(call, Buffer.from('waiter-1'))).kind).toBe('parked');
+    expect(await acquiring).toBe('FireOnceStoreUnavailable');
+    // The undo's compare-and-delete took the list with the lock, and puts it back: the reap of the
+    // waiter's worker finds the lock gone and fails it, so that it retries.
+    for (const deadline = Date.now() + 2_000; (await redis.llen(spot.waitersKey)) === 0 && Date.now() < deadline;) await sleep(10);
+    expect(await redis.exists(spot.lockKey)).toBe(0);
+    const reaped = await lot.reap(spot);
+    expect(reaped.kind === 'free' && reaped.waiters.map((w) => parseWaiter(w).token.toString())).toEqual(['waiter-1']);
   });
 });
