@@ -13,7 +13,8 @@
            ARGV[4] 'take', which removes the list
   ARGV[4]  optional: 'take' to hand the parked waiters over instead, after a dispatch whose result
            is in hand but not stored (they get that result now, not a second dispatch once the
-           lock expires); ARGV[2] may then be '' to leave the lock's TTL as it is ('fixed' mode)
+           lock expires, if the caller can complete them); ARGV[2] may then be '' to leave the
+           lock's TTL as it is ('fixed' mode)
 
   Returns:
     1                  the lock held ARGV[1]; its TTL is now ARGV[2], and the waiter list's (if
