@@ -13,9 +13,11 @@ export interface Renewal {
 
 /**
  * Keep a lease alive: every `leaseMs / 3`, compare-and-expire the lock back to `leaseMs`. If a
- * renewal finds the lock gone or another holder's, or no renewal has succeeded for a whole lease
- * (Redis unreachable), the lock is treated as lost: `signal` aborts with {@link FireOnceLockLost}
- * and `onLost` is called once.
+ * renewal finds the lock gone or another holder's, the lock is lost: `signal` aborts with
+ * {@link FireOnceLockLost}, `onLost` is called once, and renewing stops. If no renewal has
+ * succeeded for a whole lease (Redis unreachable, or no replica acknowledging), the lock may be
+ * lost: the same signal and call, but renewing goes on, so that a lock Redis still holds for this
+ * token (the renewals ran on the primary, or Redis came back with it) stays this holder's.
  *
  * @example
  * ```ts
@@ -44,10 +46,12 @@ export function startRenewal(guard: FireOnceGuard, lease: Lease, leaseMs: number
   let lastRenewed = Date.now();
   let stopped = false;
 
-  const lose = (why: string) => {
+  const lose = (why: string, stopRenewing: boolean) => {
+    if (stopRenewing) {
+      stopped = true;
+      clearInterval(timer);
+    }
     if (lost !== undefined) return;
-    stopped = true;
-    clearInterval(timer);
     const { scope, step, jobType } = lease.target;
     const err = new FireOnceLockLost(`lost the fire-once lock of step ${JSON.stringify(step)} in scope ${JSON.stringify(scope)}: ${why}`, {
       key: lease.lockKey,
@@ -68,10 +72,10 @@ export function startRenewal(guard: FireOnceGuard, lease: Lease, leaseMs: number
         lastRenewed = Date.now();
         return true;
       }
-      if (!stopped) lose('it expired or passed to another holder');
+      if (!stopped) lose('it expired or passed to another holder', true);
       return false;
     } catch {
-      if (!stopped && Date.now() - lastRenewed >= leaseMs) lose(`no renewal succeeded for a whole lease (${leaseMs} ms)`);
+      if (!stopped && Date.now() - lastRenewed >= leaseMs) lose(`no renewal succeeded for a whole lease (${leaseMs} ms)`, false);
       return lost === undefined;
     }
   };

@@ -25,6 +25,25 @@ describe('leases, fencing and wake-ups on Redis alone', () => {
     expect((await guard.acquire(target)).kind).toBe('acquired');
   });
 
+  it('signals the loss after a whole lease of failed renewals, and keeps renewing a lock Redis still holds for it', async () => {
+    // Every renewal runs on the primary and then fails for want of a replica's acknowledgement (no
+    // replica is attached here): the lock is this holder's all along, and must not be left to lapse.
+    const unacknowledged = new FireOnceGuard({ redis, keyPrefix: guard.keys.prefix, replicaSync: { replicas: 1, timeoutMs: 50 } });
+    const outcome = await guard.acquire(target, { lockTtlMs: 600 });
+    if (outcome.kind !== 'acquired') throw new Error('expected acquired');
+    const lost: FireOnceLockLost[] = [];
+    const renewal = startRenewal(unacknowledged, outcome.lease, 600, (err) => lost.push(err));
+    try {
+      await sleep(2_400); // four leases
+      expect(lost.map((err) => err.message)).toEqual([expect.stringContaining('no renewal succeeded for a whole lease (600 ms)')]);
+      expect(renewal.signal.aborted).toBe(true);
+      expect((await guard.acquire(target)).kind).toBe('held');
+      expect(await lockToken(redis, outcome.lease.lockKey)).toBe(outcome.lease.token);
+    } finally {
+      renewal.stop();
+    }
+  });
+
   // The signal is built on first read: read before the loss it aborts then, read after it is born aborted.
   it.each(['before', 'after'])('aborts the signal with FireOnceLockLost when the lock is taken away (signal first read %s)', async (when) => {
     const outcome = await guard.acquire(target, { lockTtlMs: 300 });
