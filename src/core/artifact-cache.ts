@@ -59,6 +59,10 @@ interface Entry {
 export class ArtifactCache {
   private readonly lru: LRUCache<string, Entry>;
   private live = false;
+  /** Hubs whose health this cache follows: once each, however often it is attached. */
+  private readonly followed = new WeakSet<WakeHub>();
+  /** One callback for every channel and every attach, so that attaching again adds nothing. */
+  private readonly drop = (key: string): void => void this.lru.delete(key);
 
   constructor(readonly options: Required<ArtifactCacheOptions>) {
     this.lru = new LRUCache<string, Entry>({
@@ -69,13 +73,20 @@ export class ArtifactCache {
     });
   }
 
-  /** Subscribe to the invalidation channels; the cache serves only while that subscription is live. */
+  /**
+   * Subscribe to the invalidation channels; the cache serves only while that subscription is live.
+   * Attaching again, with more channels (a worker of another namespace) or after the hub was
+   * closed and reopened (a worker restarted), subscribes what is not yet subscribed.
+   */
   async attach(hub: WakeHub, channels: readonly string[]): Promise<void> {
-    hub.onHealth((healthy) => {
-      if (!healthy) this.lru.clear();
-      this.live = healthy;
-    });
-    await Promise.all(channels.map((channel) => hub.join(channel, (key) => this.lru.delete(key))));
+    if (!this.followed.has(hub)) {
+      this.followed.add(hub);
+      hub.onHealth((healthy) => {
+        if (!healthy) this.lru.clear();
+        this.live = healthy;
+      });
+    }
+    await Promise.all(channels.map((channel) => hub.join(channel, this.drop)));
     this.live = true;
   }
 

@@ -118,14 +118,17 @@ export class FireOncePlugin extends SimplePlugin {
   }
 
   /**
-   * Claims the key prefix and subscribes the local cache before the worker takes tasks; runs the
-   * worker; then, once no worker runs, sends the last dispatch-log batch and closes the plugin's
-   * subscriber connection.
+   * Claims the key prefix and subscribes the local cache to the invalidations of every namespace
+   * its workers file keys under, before the worker takes tasks; runs the worker; then, once no
+   * worker runs, sends the last dispatch-log batch and closes the plugin's subscriber connection.
    */
   override async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
     this.runningWorkers++;
     try {
       await this.start();
+      // A worker of a namespace the plugin had not seen when the first worker started: its
+      // invalidations too, before it takes a task (the channels already subscribed are kept).
+      await this.cache?.attach(this.wake, this.invalidationChannels());
       await super.runWorker(worker, next);
     } finally {
       if (--this.runningWorkers === 0) {
@@ -147,10 +150,14 @@ export class FireOncePlugin extends SimplePlugin {
     return this.guard.invalidate(scope, jobType, namespace);
   }
 
+  /** The invalidation channels of every namespace this plugin's workers file keys under. */
+  private invalidationChannels(): string[] {
+    return [...this.namespaces].map((namespace) => this.guard.keysFor(namespace).invalidations());
+  }
+
   /**
    * Refuse a Redis that can evict the guard's keys (once per plugin; a refusal is checked again
-   * next time), then claim the key prefix for this protocol and subscribe the local cache (once
-   * per run).
+   * next time), then claim the key prefix for this protocol (once per run).
    */
   private start(): Promise<void> {
     this.started ??= (async () => {
@@ -160,10 +167,6 @@ export class FireOncePlugin extends SimplePlugin {
       });
       await this.redisChecked;
       await claimProtocol(this.guard.redis, this.guard.keys);
-      if (this.cache !== undefined) {
-        const channels = [...this.namespaces].map((namespace) => this.guard.keysFor(namespace).invalidations());
-        await this.cache.attach(this.wake, channels);
-      }
     })().catch((err: unknown) => {
       this.started = undefined;
       throw err;

@@ -1,7 +1,8 @@
 import { defaultPayloadConverter } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { Redis } from 'ioredis';
-import { FireOnceGuard, fireOnce } from '../../src';
+import type { Worker, WorkerOptions } from '@temporalio/worker';
+import { FireOnceGuard, FireOncePlugin, fireOnce } from '../../src';
 import {
   ArtifactCache,
   ARTIFACT_CACHE_DEFAULTS,
@@ -142,6 +143,23 @@ describe('local artifact cache', () => {
     await log.flush();
     const decisions = (await redis.xrange(guard.keys.log(), '-', '+')).map(([, fields]) => parseEvent(fields).decision);
     expect(decisions.filter((d) => d === 'committed' || d === 'commit-refused')).toEqual(['committed', 'commit-refused']);
+  });
+
+  it("subscribes to the invalidations of a namespace whose worker starts while another of the plugin's runs", async () => {
+    const plugin = new FireOncePlugin({ redis, keyPrefix: prefix, localCache: true });
+    const subscribers = async (namespace: string) => Number(((await redis.pubsub('NUMSUB', guard.keysFor(namespace).invalidations())) as [string, number])[1]);
+    const workerOf = (namespace: string) => plugin.configureWorker({ namespace, taskQueue: 'q', activities: {} } as WorkerOptions);
+    workerOf('default');
+    let stopFirst: () => void = () => undefined;
+    const first = plugin.runWorker({} as Worker, () => new Promise<void>((resolve) => (stopFirst = resolve)));
+    for (const deadline = Date.now() + 5_000; (await subscribers('default')) === 0 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 10));
+    workerOf('tenant-b');
+    // The second worker takes tasks only once its namespace's invalidations reach the cache.
+    let seen = 0;
+    await plugin.runWorker({} as Worker, async () => void (seen = await subscribers('tenant-b')));
+    stopFirst();
+    await first;
+    expect(seen).toBe(1);
   });
 
   it('stays within its byte bound', async () => {
