@@ -41,16 +41,21 @@ export async function invalidate(redis: RedisClient, keys: FireOnceKeys, scope: 
   const candidates = [keys.artifact(scope, jobType), keys.external(scope, jobType)];
   const exists = await Promise.all(candidates.map((key) => redis.exists(key)));
   const present = candidates.filter((_, i) => exists[i] === 1);
-  if (present.length === 0)
+  const guard = new FireOnceGuard({ redis, keyPrefix: keys.prefix, namespace: keys.namespace });
+  if (present.length === 0) {
+    // A worker's local cache may still hold a copy that Redis no longer has: with --force, tell
+    // the caches anyway (invalidate.lua publishes whether or not the artifact exists).
+    if (force) await guard.invalidate(scope, jobType);
     throw new CliError(
-      `no artifact of job type ${JSON.stringify(jobType)} in scope ${JSON.stringify(scope)} (${candidates.join(', ')}): nothing to invalidate`,
+      `no artifact of job type ${JSON.stringify(jobType)} in scope ${JSON.stringify(scope)} (${candidates.join(', ')}): nothing to invalidate${force ? '; local caches were told to drop any copy' : ''}`,
       EXIT.notFound,
     );
+  }
   const standingLocks = await locksOf(redis, keys, scope);
   const seen = { scope, jobType, keys: present, deleted: false, standingLocks };
   if (!force) return seen;
   const [artifactKey, externalKey] = candidates;
-  if (present.includes(artifactKey)) await new FireOnceGuard({ redis, keyPrefix: keys.prefix, namespace: keys.namespace }).invalidate(scope, jobType);
+  if (present.includes(artifactKey)) await guard.invalidate(scope, jobType);
   if (present.includes(externalKey)) await redis.del(externalKey);
   try {
     const id = await appendEvent(redis, keys.log(), { decision: 'invalidated', namespace: keys.namespace, scope, step: '', jobType });

@@ -348,7 +348,6 @@ describe('fire-once CLI against a real Redis', () => {
       await subscriber.subscribe(guard.keys.invalidations());
       const forced = await cli(['invalidate', 'session-done', '--job-type', 'summary', '--prefix', prefix, '--force']);
       await redis.ping();
-      subscriber.disconnect();
       expect(published).toEqual([guard.keys.artifact('session-done', 'summary')]);
       expect(forced.stderr).toBe('');
       expect(forced.code).toBe(0);
@@ -360,8 +359,13 @@ describe('fire-once CLI against a real Redis', () => {
       ]);
       expect((await guard.acquire(target)).kind).toBe('acquired');
 
+      // Nothing left to delete: exit 4, and the caches are told anyway, for a copy Redis no longer has.
       const none = await cli(['invalidate', 'session-done', '--job-type', 'summary', '--prefix', prefix, '--force']);
+      await redis.ping();
+      subscriber.disconnect();
       expect(none.code).toBe(4);
+      expect(none.stderr).toContain('nothing to invalidate; local caches were told to drop any copy');
+      expect(published).toEqual([guard.keys.artifact('session-done', 'summary'), guard.keys.artifact('session-done', 'summary')]);
     });
 
     it('says which lock still holds invocations off after the artifact is gone; a committed step has none', async () => {
