@@ -263,6 +263,13 @@ export function checkRedisOptions(options: unknown): asserts options is { readon
   if (redis === null || typeof redis !== 'object' || typeof (redis as { defineCommand?: unknown }).defineCommand !== 'function') {
     throw new FireOnceConfigError(`redis must be an ioredis Redis or Cluster instance (got ${describe(redis)})`);
   }
+  const clientOptions = (redis as { options?: { keyPrefix?: unknown; redisOptions?: { keyPrefix?: unknown } } }).options;
+  const clientPrefix = clientOptions?.keyPrefix || clientOptions?.redisOptions?.keyPrefix;
+  if (clientPrefix) {
+    throw new FireOnceConfigError(
+      `redis has the ioredis option keyPrefix ${JSON.stringify(clientPrefix)}, which the guard cannot work under: it names its keys itself, and pub/sub messages, the CLI and the Python package see them unprefixed; give the guard keyPrefix instead, on a client without one`,
+    );
+  }
 }
 
 /** Check the redis client and every guard option, fill in defaults. */

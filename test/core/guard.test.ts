@@ -1,5 +1,5 @@
 import { createServer, type AddressInfo, type Server } from 'node:net';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { FireOnceConfigError, FireOnceGuard, FireOnceInFlight, FireOnceInvalidId, FireOnceStoreUnavailable, type Lease } from '../../src';
 import { WakeHub, waitForTurn } from '../../src/core';
 import { useGuardFixture } from '../support/redis';
@@ -123,6 +123,18 @@ describe('FireOnceGuard on Redis alone', () => {
     expect(() => new FireOnceGuard({ redis, lockTtlMs: 1e15 })).toThrow(/lockTtlMs must be at most/);
     expect(() => new FireOnceGuard({ redis, keyPrefix: 'a{b}' })).toThrow(/keyPrefix must be/);
     expect(() => new FireOnceGuard({ redis: {} as Redis })).toThrow(/redis must be an ioredis/);
+    // An ioredis keyPrefix would prefix the keys, but not the pub/sub messages that name them, nor
+    // what the CLI and the Python package read.
+    const prefixed = new Redis({ lazyConnect: true, keyPrefix: 'app:' });
+    const prefixedCluster = new Cluster([], { lazyConnect: true, keyPrefix: 'app:' });
+    for (const client of [prefixed, prefixedCluster])
+      expect(() => new FireOnceGuard({ redis: client })).toThrow(
+        new FireOnceConfigError(
+          'redis has the ioredis option keyPrefix "app:", which the guard cannot work under: it names its keys itself, and pub/sub messages, the CLI and the Python package see them unprefixed; give the guard keyPrefix instead, on a client without one',
+        ),
+      );
+    prefixed.disconnect();
+    prefixedCluster.disconnect();
     expect(() => new FireOnceGuard({ redis, lockTTL: 5 } as never)).toThrow('temporal-fire-once: unknown option "lockTTL"');
   });
 
