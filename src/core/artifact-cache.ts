@@ -61,8 +61,13 @@ export class ArtifactCache {
   private live = false;
   /** Hubs whose health this cache follows: once each, however often it is attached. */
   private readonly followed = new WeakSet<WakeHub>();
+  /** Invalidations received so far (see {@link mark}). */
+  private invalidations = 0;
   /** One callback for every channel and every attach, so that attaching again adds nothing. */
-  private readonly drop = (key: string): void => void this.lru.delete(key);
+  private readonly drop = (key: string): void => {
+    this.invalidations++;
+    this.lru.delete(key);
+  };
 
   constructor(readonly options: Required<ArtifactCacheOptions>) {
     this.lru = new LRUCache<string, Entry>({
@@ -98,9 +103,19 @@ export class ArtifactCache {
     return entry.bytes;
   }
 
-  /** Keep `bytes` for at most `ttlMs` (the artifact's TTL left) and `maxAgeMs`. */
-  set(key: string, bytes: Buffer, argsHash: string, ttlMs: number): void {
+  /**
+   * A mark to take before the Redis call whose reply {@link set} will keep. An invalidation that
+   * arrives while the call is in flight may have deleted the very artifact the reply carries, so a
+   * `set` given an older mark keeps nothing: any invalidation since counts, whatever its key.
+   */
+  mark(): number {
+    return this.invalidations;
+  }
+
+  /** Keep `bytes` for at most `ttlMs` (the artifact's TTL left) and `maxAgeMs`, unless an invalidation arrived since `mark`. */
+  set(key: string, bytes: Buffer, argsHash: string, ttlMs: number, mark?: number): void {
     if (!this.live || ttlMs <= 0 || bytes.length + 1 > this.options.maxBytes) return;
+    if (mark !== undefined && mark !== this.invalidations) return;
     this.lru.set(key, { bytes, argsHash }, { ttl: Math.min(ttlMs, this.options.maxAgeMs) });
   }
 

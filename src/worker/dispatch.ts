@@ -106,6 +106,7 @@ async function commitResult(
     return resultOf(payload, setup.payloadConverter);
   }
   const artifactTtlMs = options.artifactTtlMs ?? setup.guard.options.artifactTtlMs;
+  const mark = setup.cache?.mark();
   const committed = async (settled: Committed, late: boolean) => {
     const holder = { holder: log.holder, fencingToken: lease.fencingToken, ...(late ? { late: true } : {}) };
     if (!settled.stored) {
@@ -116,7 +117,7 @@ async function commitResult(
       );
       return;
     }
-    setup.cache?.set(lease.artifactKey, bytes, lease.target.argsHash ?? '', artifactTtlMs);
+    setup.cache?.set(lease.artifactKey, bytes, lease.target.argsHash ?? '', artifactTtlMs, mark);
     await handOver(call, lease, settled, log, handResult);
     observer.decision('committed', holder);
     if (!settled.ours)

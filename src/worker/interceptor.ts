@@ -141,6 +141,7 @@ async function runGuarded(call: GuardedCall): Promise<unknown> {
   const lockMode = options.lockMode ?? setup.defaults.lockMode;
   const lockTtlMs = lockMode === 'lease' ? (options.leaseMs ?? setup.defaults.leaseMs) : (options.lockTtlMs ?? guard.options.lockTtlMs);
   const acquireOptions = { lockTtlMs, readTtl: cacheable };
+  const mark = cache?.mark();
   const outcome = await noteConflicts(observer, async () => {
     const started = performance.now();
     const first = await guard.acquire(target, acquireOptions);
@@ -150,7 +151,7 @@ async function runGuarded(call: GuardedCall): Promise<unknown> {
   if (outcome === undefined) return undefined; // skipped
 
   if (outcome.kind === 'acquired') return dispatch(call, observer, outcome.lease, lockMode, lockTtlMs);
-  if (cacheable && outcome.ttlMs !== undefined) cache.set(outcome.artifactKey, outcome.artifact, target.argsHash ?? '', outcome.ttlMs);
+  if (cacheable && outcome.ttlMs !== undefined) cache.set(outcome.artifactKey, outcome.artifact, target.argsHash ?? '', outcome.ttlMs, mark);
   return fastForward(call, target, observer, outcome);
 }
 

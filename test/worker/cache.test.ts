@@ -162,6 +162,18 @@ describe('local artifact cache', () => {
     expect(seen).toBe(1);
   });
 
+  it('keeps nothing read before an invalidation that arrived while the read was in flight', async () => {
+    const cache = await workerCache();
+    const key = guard.keys.artifact('s', 'job');
+    const mark = cache.mark(); // taken before the Redis call whose reply would be kept
+    await guard.invalidate('s', 'job'); // meanwhile the artifact is deleted, and the caches are told
+    for (const deadline = Date.now() + 5_000; cache.mark() === mark && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 5));
+    cache.set(key, Buffer.from('the deleted copy'), '', 60_000, mark);
+    expect(cache.get(key, '')).toBeUndefined();
+    cache.set(key, Buffer.from('a copy read after it'), '', 60_000, cache.mark());
+    expect(cache.get(key, '')?.toString()).toBe('a copy read after it');
+  });
+
   it('stays within its byte bound', async () => {
     const cache = await workerCache({ maxBytes: 200 });
     for (let i = 0; i < 10; i++) await run(cache, `scope-${i}`);
