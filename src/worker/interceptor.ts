@@ -305,9 +305,15 @@ function waitOptions({ setup, ctx, startedMs }: GuardedCall) {
   // `currentAttemptScheduledTimestampMs`, which for a local activity is its first attempt's
   // schedule (every retry would be past its deadline at once) and which counts queue time too.
   const margin = Math.min(1_000, Math.floor(startToClose * 0.2));
+  // Nor past the schedule-to-close timeout, which runs from the first attempt's schedule over every
+  // attempt: an activity Temporal has timed out must not go on to dispatch from its slot. One that
+  // ends before this attempt began is no real timeout (Temporal starts no attempt past it): a
+  // MockActivityEnvironment's defaults, or a clock far off the server's.
+  const scheduleToCloseEnd = info.scheduledTimestampMs + info.scheduleToCloseTimeoutMs;
+  const overall = info.scheduleToCloseTimeoutMs > 0 && scheduleToCloseEnd > startedMs ? scheduleToCloseEnd - margin : Infinity;
   return {
     pollIntervalMs,
-    deadline: startedMs + startToClose - margin,
+    deadline: Math.min(startedMs + startToClose - margin, overall),
     signal: ctx.cancellationSignal,
     onPoll: heartbeatMs ? () => ctx.heartbeat() : undefined,
     wake: setup.wake,

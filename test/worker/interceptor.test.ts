@@ -182,6 +182,18 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     expect(await count()).toBe(0);
   });
 
+  it("'wait' gives up before schedule-to-close when that comes first, so a timed-out activity never dispatches from its slot", async () => {
+    await holdLock(guard.keys.lock('s', 'job'));
+    const activities = { job: guarded(async () => 'x') };
+    // A later attempt: 10 s since the first was scheduled, 300 ms of schedule-to-close left, and a minute of start-to-close.
+    const info = { startToCloseTimeoutMs: 60_000, scheduledTimestampMs: Date.now() - 10_000, scheduleToCloseTimeoutMs: 10_300 };
+    const err = await envFor(activities, 'job', 'wait', info)
+      .run(activities.job, 's')
+      .catch((e: unknown) => e);
+    expect((err as ApplicationFailure).type).toBe('FireOnceInFlight');
+    expect(await count()).toBe(0);
+  });
+
   it('fails a missing scope with non-retryable FireOnceMissingScope naming the activity, dispatching nothing', async () => {
     const activities = { job: fireOnce(async () => redis.incr(counterKey())) };
     const err = await envFor(activities, 'job')
