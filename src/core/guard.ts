@@ -212,7 +212,7 @@ export class FireOnceGuard {
     // the lock gone and fails them, so that they retry).
     const undo = () =>
       void releaseScript(this.redis, [lockKey, waitersKey], [token, ''], true)
-        .then((reply) => this.handBack({ target, lockKey, artifactKey, waitersKey, token, fencingToken: 0 }, settled({ reply, wanted: 0, acked: 0 }).waiters))
+        .then((reply) => this.handBack({ target, lockKey, artifactKey, waitersKey, token, fencingToken: 0 }, settled({ reply }).waiters))
         .catch(() => undefined);
     const reply = await this.store.run(
       () => contextOf(target, lockKey),
@@ -434,7 +434,7 @@ function shortfall(what: string, wanted: number, acked: number, timeoutMs: numbe
  * A commit or release. Replicas that did not acknowledge it change nothing: the lock they still
  * hold keeps later invocations waiting until its TTL, never dispatching.
  */
-function settled({ reply }: Written<SettleReply>): Settled {
+function settled({ reply }: Pick<Written<SettleReply>, 'reply'>): Settled {
   if (typeof reply === 'number') return { ours: reply === 1, waiters: [] };
   const [ours, ...waiters] = reply;
   return { ours: ours === 1, waiters };

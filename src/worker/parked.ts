@@ -124,9 +124,8 @@ async function handOver(completer: Completer, spot: ParkingSpot, outcome: ReapOu
   if (outcome.kind === 'free') {
     if (outcome.waiters.length > 0)
       completer.log.warn('fire-once: the lock of parked waiters vanished without a commit (holder lost); failing them so they retry', logOf(spot));
-    await settleWaiters(completer, outcome.waiters, '', step, (tokens) =>
-      failWaiters(completer, tokens, `the dispatch of step ${JSON.stringify(step)} ended without a result; retry`),
-    );
+    const tokens = outcome.waiters.map((entry) => parseWaiter(entry).token);
+    await failWaiters(completer, tokens, `the dispatch of step ${JSON.stringify(step)} ended without a result; retry`);
     return;
   }
   await settleWaiters(completer, outcome.waiters, outcome.argsHash, step, async (tokens) => {
