@@ -8,7 +8,10 @@ export interface WaitOptions {
   readonly pollIntervalMs: number;
   /** Epoch milliseconds after which waiting gives up with `FireOnceInFlight`. */
   readonly deadline: number;
-  /** Aborts the wait; the promise rejects with the signal's reason. */
+  /**
+   * Aborts the wait; the promise rejects with the signal's reason. An acquire already sent when it
+   * aborts still returns its outcome, the lock included: check the signal before acting on it.
+   */
   readonly signal?: AbortSignal;
   /** Called before each sleep, e.g. to heartbeat. */
   readonly onPoll?: (ttlMs: number) => void;

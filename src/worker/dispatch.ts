@@ -13,7 +13,8 @@ import { completerOf } from './park';
 import { completeWaiters, failWaiters, failWaitersWith, settleWaiters, type Completer } from './parked';
 
 /**
- * Record the dispatch and run the activity under a held lock. In `'lease'` mode the lease is renewed until the activity
+ * Record the dispatch and run the activity under a held lock, unless the call was cancelled while
+ * the lock was taken: then release it and rethrow. In `'lease'` mode the lease is renewed until the activity
  * settles. Failure (cancellation included) releases the lock by compare-and-delete and rethrows
  * the original error. Success stores the artifact, which takes over from the lock in one atomic
  * step (`'result'` mode), or holds the lock for `lockTtlMs` (external artifacts).
@@ -22,6 +23,12 @@ export async function dispatch(call: GuardedCall, observer: Observer, lease: Lea
   const { setup, ctx } = call;
   const log = logContext(lease);
   const holder = { holder: log.holder, fencingToken: lease.fencingToken };
+  // Cancelled (or timed out, or shut down) while the lock was being taken, e.g. during an in-slot
+  // wait's re-check: run nothing for a call nobody waits for, and give the lock back at once.
+  if (ctx.cancellationSignal.aborted) {
+    await releaseAfterFailure(call, observer, lease, log);
+    throw ctx.cancellationSignal.reason;
+  }
   observer.decision('dispatched', holder);
   const renewal =
     lockMode === 'lease'

@@ -21,8 +21,8 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
   const counterKey = () => `${prefix}:counter`;
   const count = async () => Number((await redis.get(counterKey())) ?? 0);
 
-  function envFor(activities: object, activityType: string, onInFlight: InFlightPolicy = 'wait', info: Partial<Info> = {}) {
-    const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), onInFlight, pollIntervalMs: 20 });
+  function envFor(activities: object, activityType: string, onInFlight: InFlightPolicy = 'wait', info: Partial<Info> = {}, using = guard) {
+    const factory = createFireOnceActivityInterceptor({ guard: using, activities: fireOnceActivityMap(activities), onInFlight, pollIntervalMs: 20 });
     return new MockActivityEnvironment(
       { namespace: 'default', activityType, startToCloseTimeoutMs: 10_000, currentAttemptScheduledTimestampMs: Date.now(), ...info },
       { interceptors: [factory] },
@@ -89,6 +89,32 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     env.cancel();
     await expect(running).rejects.toBeInstanceOf(CancelledFailure);
     expect(await redis.exists(guard.keys.lock('s', 'job'))).toBe(0);
+  });
+
+  // A cancellation can land while the lock is being taken, e.g. while an in-slot wait's re-check is
+  // on the wire. If that acquire wins, the job must not run for a cancelled call, nor the lock keep
+  // others out until its TTL.
+  it('dispatches nothing and gives the lock back when the cancellation came while the lock was being taken', async () => {
+    const activities = { job: guarded(async () => 'ran') };
+    const lockKey = guard.keys.lock('s', 'job');
+    await holdLock(lockKey);
+    let calls = 0;
+    const racing = Object.create(guard) as FireOnceGuard;
+    racing.acquire = async (target, options) => {
+      if (++calls === 1) {
+        const held = await guard.acquire(target, options);
+        await redis.del(lockKey); // the holder failed and let go
+        return held;
+      }
+      const sent = guard.acquire(target, options);
+      env.cancel();
+      return sent;
+    };
+    const env = envFor(activities, 'job', 'wait', {}, racing);
+    await expect(env.run(activities.job, 's')).rejects.toBeInstanceOf(CancelledFailure);
+    expect(calls).toBe(2);
+    expect(await count()).toBe(0);
+    expect(await redis.exists(lockKey)).toBe(0);
   });
 
   it('treats CompleteAsyncError as neither success nor failure: the lock stays, no artifact', async () => {
