@@ -163,6 +163,43 @@ async def test_a_cancelled_dispatch_releases_its_lock(temporal_env: Any, client:
     assert await client.exists(FireOnceKeys(prefix).lock("s-cancel", "cancellableJob")) == 0
 
 
+async def test_a_waiter_cancelled_while_its_recheck_takes_the_lock_dispatches_nothing_and_gives_it_back(
+    temporal_env: Any, client: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK cancels an activity by cancelling its task, wherever it awaits. If that is a waiter's
+    re-check while Redis runs it, the acquire can take the lock with nobody left to use or release
+    it: every later invocation would wait for the lock's TTL."""
+    keys = FireOnceKeys(prefix)
+    target = DispatchTarget("s-mid", "crossJob", "crossJob", "default", None, "another holder", "")
+    holder = await FireOnceGuard(client, GuardOptions(key_prefix=prefix)).acquire(target)
+    assert isinstance(holder, Acquired)
+    original = FireOnceGuard.acquire
+    calls = 0
+
+    async def racing(self: FireOnceGuard, *args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls != 2:
+            return await original(self, *args, **kwargs)
+        # The waiter's re-check, once the holder has failed: Redis gives it the lock, and the
+        # activity is cancelled, as the SDK cancels one, before the reply reaches the caller.
+        await self.release(holder.lease)
+        outcome = await original(self, *args, **kwargs)
+        (task,) = [t for t in asyncio.all_tasks() if t.get_coro().__qualname__.endswith("_handle_start_activity_task")]  # type: ignore[union-attr]
+        task.cancel()
+        await asyncio.sleep(0.5)
+        return outcome
+
+    monkeypatch.setattr(FireOnceGuard, "acquire", racing)
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        with pytest.raises(WorkflowFailureError):
+            await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-mid", "crossJob", ["mid", 0], None, 1], id=queue, task_queue=queue)
+    assert calls == 2
+    assert await client.get(counter_key(prefix, "mid")) is None
+    assert await client.exists(keys.lock("s-mid", "crossJob")) == 0
+
+
 async def test_an_external_artifact_holds_the_lock_then_fast_forwards_once_the_job_wrote_it(
     temporal_env: Any, client: Redis, prefix: str
 ) -> None:
