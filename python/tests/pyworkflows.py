@@ -11,10 +11,18 @@ from temporalio.exceptions import ActivityError, CancelledError
 
 from temporal_fire_once.workflow import get_dispatch_scope, set_dispatch_scope
 
-async def _run(activity: str, args: list[Any], task_queue: str | None = None, attempts: int = 5) -> Any:
+async def _run(activity: str, args: list[Any], task_queue: str | None = None, attempts: int = 5, timeouts_ms: list[int] | None = None) -> Any:
+    """``timeouts_ms``: start-to-close, then schedule-to-close (30 s and none by default)."""
     retry = RetryPolicy(maximum_attempts=attempts, initial_interval=timedelta(milliseconds=100))
+    start_to_close = timeouts_ms[0] if timeouts_ms else 30_000
+    overall = timedelta(milliseconds=timeouts_ms[1]) if timeouts_ms and len(timeouts_ms) > 1 else None
     return await workflow.execute_activity(
-        activity, args=args, start_to_close_timeout=timedelta(seconds=30), retry_policy=retry, task_queue=task_queue
+        activity,
+        args=args,
+        start_to_close_timeout=timedelta(milliseconds=start_to_close),
+        schedule_to_close_timeout=overall,
+        retry_policy=retry,
+        task_queue=task_queue,
     )
 
 
@@ -23,10 +31,12 @@ class GuardedCall:
     """Sets the scope (unless empty), then calls one activity by name, maybe on another task queue."""
 
     @workflow.run
-    async def run(self, scope: str, activity: str, args: list[Any], task_queue: str | None = None, attempts: int = 5) -> Any:
+    async def run(
+        self, scope: str, activity: str, args: list[Any], task_queue: str | None = None, attempts: int = 5, timeouts_ms: list[int] | None = None
+    ) -> Any:
         if scope != "":
             set_dispatch_scope(scope)
-        return await _run(activity, args, task_queue, attempts)
+        return await _run(activity, args, task_queue, attempts, timeouts_ms)
 
 
 @workflow.defn

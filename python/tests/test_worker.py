@@ -200,6 +200,24 @@ async def test_a_waiter_cancelled_while_its_recheck_takes_the_lock_dispatches_no
     assert await client.exists(keys.lock("s-mid", "crossJob")) == 0
 
 
+async def test_a_waiter_gives_up_before_schedule_to_close_so_a_timed_out_activity_never_dispatches(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """Schedule-to-close runs over every attempt: a retry's start-to-close can end after it. A waiter
+    that kept its slot past it would still dispatch when the holder fails, for an activity Temporal
+    has timed out. Here attempt 1 gives up at 2.4 s, and attempt 2 would wait until about 4.9 s."""
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    holder = await guard.acquire(DispatchTarget("s-stc", "crossJob", "crossJob", "default", None, "another holder", ""))
+    assert isinstance(holder, Acquired)
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        with pytest.raises(WorkflowFailureError):
+            await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-stc", "crossJob", ["stc", 0], None, 5, [3_000, 3_500]], id=queue, task_queue=queue)
+        await guard.release(holder.lease)  # the holder fails once Temporal has timed the waiter out
+        await asyncio.sleep(1.0)  # a waiter still in its slot takes the lock and dispatches within a poll
+    assert await client.get(counter_key(prefix, "stc")) is None
+
+
 async def test_an_external_artifact_holds_the_lock_then_fast_forwards_once_the_job_wrote_it(
     temporal_env: Any, client: Redis, prefix: str
 ) -> None:

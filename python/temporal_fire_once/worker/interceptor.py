@@ -233,7 +233,15 @@ async def _sleep(bell: asyncio.Event | None, seconds: float) -> None:
 def _deadline(info: activity.Info, started: float) -> float:
     """Give up before Temporal times this attempt out, so the failure is ours and says why. The
     timeout runs from the attempt's start (``started``), not from ``current_attempt_scheduled_time``,
-    which for a local activity is its first attempt's schedule and which counts queue time too."""
+    which for a local activity is its first attempt's schedule and which counts queue time too.
+    Nor past schedule-to-close, which runs from the first schedule over every attempt: an activity
+    Temporal has timed out must not go on to dispatch from its slot. One that ends before this
+    attempt began is no real timeout (Temporal starts no attempt past it)."""
     start_to_close = info.start_to_close_timeout.total_seconds() if info.start_to_close_timeout else 3600.0
     margin = min(1.0, start_to_close * 0.2)
-    return started + start_to_close - margin
+    deadline = started + start_to_close - margin
+    if info.schedule_to_close_timeout:
+        overall = info.scheduled_time.timestamp() + info.schedule_to_close_timeout.total_seconds()
+        if overall > started:
+            deadline = min(deadline, overall - margin)
+    return deadline
