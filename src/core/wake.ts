@@ -68,11 +68,14 @@ export class WakeHub {
     for (const listener of this.healthListeners) listener(healthy);
   }
 
-  /** Close the subscriber connection; later joins open a new one. */
+  /** Close the subscriber connection, unhealthy at once; later joins open a new one. */
   close(): void {
-    this.subscriber?.disconnect();
+    const subscriber = this.subscriber;
     this.subscriber = undefined;
     this.subscribed.clear();
+    if (subscriber === undefined) return;
+    subscriber.disconnect();
+    this.emitHealth(false);
   }
 
   private leave(channel: string, waiter: Waiter): void {
@@ -92,8 +95,9 @@ export class WakeHub {
       subscriber.on('message', (channel: string, message: string) => {
         for (const wake of this.waiters.get(channel) ?? []) wake(message);
       });
-      subscriber.on('close', () => this.emitHealth(false));
-      subscriber.on('ready', () => this.emitHealth(true));
+      // Only the current connection's: a replaced one's late close must not switch a new one off.
+      subscriber.on('close', () => this.subscriber === subscriber && this.emitHealth(false));
+      subscriber.on('ready', () => this.subscriber === subscriber && this.emitHealth(true));
       this.subscriber = subscriber;
     }
     return this.subscriber;

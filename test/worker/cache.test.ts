@@ -110,6 +110,20 @@ describe('local artifact cache', () => {
     expect(runs).toBe(2);
   });
 
+  // A restarted worker's hub opens a new subscriber; the old one's close event can come later.
+  it('is not switched off by the late close of the subscriber a restarted worker replaced', async () => {
+    const hub = new WakeHub(redis);
+    hubs.push(hub);
+    const health: boolean[] = [];
+    hub.onHealth((healthy) => health.push(healthy));
+    await hub.join(guard.keys.invalidations(), () => undefined);
+    hub.close(); // the worker stops: serve nothing from now on, at once
+    expect(health.at(-1)).toBe(false);
+    await hub.join(guard.keys.invalidations(), () => undefined); // and starts again
+    await new Promise((r) => setTimeout(r, 100)); // the old connection's events have all arrived
+    expect(health.at(-1)).toBe(true);
+  });
+
   it("caches nothing from a late holder whose commit was refused: every worker serves the newer holder's result", async () => {
     const cache = await workerCache();
     let openGate!: () => void;
