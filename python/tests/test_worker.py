@@ -200,6 +200,39 @@ async def test_a_waiter_cancelled_while_its_recheck_takes_the_lock_dispatches_no
     assert await client.exists(keys.lock("s-mid", "crossJob")) == 0
 
 
+async def test_a_waiter_cancelled_while_it_leaves_the_wake_channel_does_not_keep_the_lock_it_took(
+    temporal_env: Any, client: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once its re-check has taken the lock, a waiter leaves the wake channel. If leaving awaited
+    Redis, a cancellation landing there would lose the lock it holds: nobody would dispatch or
+    release, and every later invocation would wait for the lock's TTL."""
+    from redis.asyncio.client import PubSub
+
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    holder = await guard.acquire(DispatchTarget("s-leave", "crossJob", "crossJob", "default", None, "another holder", ""))
+    assert isinstance(holder, Acquired)
+    original = PubSub.unsubscribe
+
+    async def slow(self: PubSub, *args: Any) -> Any:
+        (task,) = [t for t in asyncio.all_tasks() if t.get_coro().__qualname__.endswith("_handle_start_activity_task")]  # type: ignore[union-attr]
+        asyncio.get_running_loop().call_later(0.1, task.cancel)  # as the SDK cancels an activity
+        await asyncio.sleep(0.5)
+        return await original(self, *args)
+
+    monkeypatch.setattr(PubSub, "unsubscribe", slow)
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        run = asyncio.ensure_future(
+            temporal_env.client.execute_workflow(GuardedCall.run, args=["s-leave", "crossJob", ["leave", 5_000], None, 1], id=queue, task_queue=queue)
+        )
+        await asyncio.sleep(0.5)  # the waiter is in its slot
+        await guard.release(holder.lease)  # the holder fails: the waiter takes the lock
+        with pytest.raises(WorkflowFailureError):
+            await run
+        await asyncio.sleep(0.6)
+    assert await client.exists(FireOnceKeys(prefix).lock("s-leave", "crossJob")) == 0
+
+
 async def test_a_waiter_gives_up_before_schedule_to_close_so_a_timed_out_activity_never_dispatches(
     temporal_env: Any, client: Redis, prefix: str
 ) -> None:

@@ -27,6 +27,7 @@ class WakeHub:
         self._pubsub: Any = None
         self._reader: asyncio.Task[None] | None = None
         self._events: dict[bytes, set[asyncio.Event]] = {}
+        self._leaving: set[asyncio.Task[None]] = set()  # unsubscribes under way, kept from the GC
 
     async def join(self, channel: str) -> asyncio.Event:
         event = asyncio.Event()
@@ -46,6 +47,8 @@ class WakeHub:
         return event
 
     async def leave(self, channel: str, event: asyncio.Event) -> None:
+        """Give the event back. Never suspends: the last one's unsubscribe runs in the background,
+        so a caller that leaves while it holds a lock cannot be cancelled there and lose it."""
         key = channel.encode()
         events = self._events.get(key)
         if events is None:
@@ -53,10 +56,17 @@ class WakeHub:
         events.discard(event)
         if not events:
             del self._events[key]
-            try:
-                await self._pubsub.unsubscribe(channel)
-            except Exception as err:  # a dead connection unsubscribes by itself
-                _logger.debug("fire-once: unsubscribe from %s failed: %s", channel, err)
+            task = asyncio.get_running_loop().create_task(self._unsubscribe(self._pubsub, channel))
+            self._leaving.add(task)
+            task.add_done_callback(self._leaving.discard)
+
+    async def _unsubscribe(self, pubsub: Any, channel: str) -> None:
+        if channel.encode() in self._events or pubsub is not self._pubsub:
+            return  # joined again meanwhile (its SUBSCRIBE may be sent already), or closed
+        try:
+            await pubsub.unsubscribe(channel)
+        except Exception as err:  # a dead connection unsubscribes by itself
+            _logger.debug("fire-once: unsubscribe from %s failed: %s", channel, err)
 
     async def close(self) -> None:
         if self._reader is not None:
