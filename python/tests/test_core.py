@@ -19,6 +19,7 @@ from temporal_fire_once.core import (
     FireOnceKeyConflict,
     FireOnceKeys,
     FireOnceProtocolMismatch,
+    FireOnceStoreUnavailable,
     GuardOptions,
     Held,
     encode_id,
@@ -200,3 +201,51 @@ async def test_a_python_holder_leaves_waiters_parked_by_a_typescript_worker_to_i
     assert 0 < await client.pttl(lease.waiters_key) <= 60_000
     reaped = await REAP(client, spot, ["r"])
     assert reaped[0] == 1 and reaped[2:] == [b"task-token-of-a-ts-waiter"]  # DONE: the artifact, then the waiters
+
+
+def _slow_acquire(monkeypatch: pytest.MonkeyPatch, lands_after: float, answers_after: float, on_landing: Callable[[], Awaitable[object]] | None = None) -> None:
+    """Make every acquire reach Redis ``lands_after`` seconds late, run ``on_landing`` (if any) right
+    after it ran, and answer ``answers_after`` seconds later still: an acquire whose bytes are on the
+    wire when its caller gives up, which Redis runs whatever the caller does."""
+    from temporal_fire_once.core.scripts import ACQUIRE
+
+    async def slow(redis: Redis, keys: list[str], args: list[object]) -> object:
+        async def land() -> object:
+            await asyncio.sleep(lands_after)
+            reply = await ACQUIRE(redis, keys, args)  # type: ignore[arg-type]
+            if on_landing is not None:
+                await on_landing()
+            await asyncio.sleep(answers_after)
+            return reply
+
+        return await asyncio.shield(asyncio.ensure_future(land()))
+
+    monkeypatch.setattr("temporal_fire_once.core.guard.ACQUIRE", slow)
+
+
+async def test_a_timed_out_acquire_that_lands_later_is_undone_after_it_lands(client: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compare-and-delete that undoes a timed-out acquire must not overtake it: sent at once,
+    on another connection, it could run first, and the late lock would keep everyone out."""
+    _slow_acquire(monkeypatch, lands_after=0.3, answers_after=0)  # the caller gives up at 0.1 s
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix, store_timeout_ms=100))
+    with pytest.raises(FireOnceStoreUnavailable):
+        await guard.acquire(DispatchTarget("s-late", "step", "job"))
+    await asyncio.sleep(0.5)
+    assert await client.exists(guard.keys.lock("s-late", "step")) == 0
+
+
+async def test_the_undo_of_a_timed_out_acquire_puts_back_the_waiters_parked_on_its_lock(
+    client: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A TypeScript worker can park on the late lock before the undo takes it with its list: the
+    entries go back on the list, for that worker's reap (PROTOCOL.md section 7)."""
+    keys = FireOnceKeys(prefix)
+    waiters = keys.scope_base("s-undo") + ":w:step"
+    entry = b"w::a task token"
+    _slow_acquire(monkeypatch, lands_after=0, answers_after=0.3, on_landing=lambda: client.rpush(waiters, entry))
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix, store_timeout_ms=100))
+    with pytest.raises(FireOnceStoreUnavailable):
+        await guard.acquire(DispatchTarget("s-undo", "step", "job"))
+    await asyncio.sleep(0.5)
+    assert await client.exists(keys.lock("s-undo", "step")) == 0
+    assert await client.lrange(waiters, 0, -1) == [entry]

@@ -144,12 +144,16 @@ class FireOnceGuard:
                 return FastForward(self._stored_result(record, target, artifact_key), artifact_key)
         token = str(uuid.uuid4())
         context = _context(target, lock_key)
-        tail = lock_tail(target.args_hash, target.holder)
-
-        def release_same_token() -> None:
-            _background(RELEASE(self.redis, [lock_key, waiters_key], [token, ""]))
-
-        reply = await self._run(context, lambda: ACQUIRE(self.redis, [artifact_key, lock_key], [token, ttl, mode, tail]), release_same_token)
+        sent = asyncio.ensure_future(ACQUIRE(self.redis, [artifact_key, lock_key], [token, ttl, mode, lock_tail(target.args_hash, target.holder)]))
+        try:
+            reply = await self._run(context, lambda: asyncio.shield(sent))
+        except BaseException:
+            # Timed out, failed or cancelled: Redis may run the acquire all the same, once its bytes
+            # land. Undo a lock it takes, once it has answered (never ahead of it), with the
+            # waiters that parked on that lock meanwhile; an unknown outcome is undone blindly.
+            undo = Lease(target, lock_key, artifact_key, waiters_key, token, 0)
+            sent.add_done_callback(lambda done: _background(self._undo(undo)) if _may_hold(done) else None)
+            raise
         if isinstance(reply, int):
             return Acquired(Lease(target, lock_key, artifact_key, waiters_key, token, reply))
         if isinstance(reply, bytes):
@@ -198,6 +202,11 @@ class FireOnceGuard:
         settled = _settled(await self._run(_context(lease.target, lease.lock_key, lease.token), lambda: RELEASE(self.redis, keys, args)))
         await self._hand_back(lease, settled)
         return settled
+
+    async def _undo(self, lease: Lease) -> None:
+        """Compare-and-delete a lock nobody holds, putting back the waiters it takes."""
+        settled = _settled(await RELEASE(self.redis, [lease.lock_key, lease.waiters_key], [lease.token, ""]))
+        await self._hand_back(lease, settled)
 
     async def _hand_back(self, lease: Lease, settled: Settled) -> None:
         """Put back the waiters a commit or release handed over: this package cannot complete
@@ -278,9 +287,7 @@ class FireOnceGuard:
             raise _conflict(target, artifact_key, "the stored artifact was produced")
         return artifact.payload
 
-    async def _run(
-        self, context: dict[str, str], call: Callable[[], Awaitable[T]], on_timeout: Callable[[], None] | None = None
-    ) -> T:
+    async def _run(self, context: dict[str, str], call: Callable[[], Awaitable[T]]) -> T:
         """One store call, failing closed: no answer in ``store_timeout_ms`` or a connection error
         is ``FireOnceStoreUnavailable``."""
         try:
@@ -288,8 +295,6 @@ class FireOnceGuard:
             async with asyncio.timeout(self.options.store_timeout_ms / 1000):
                 return await call()
         except (asyncio.TimeoutError, RedisTimeoutError) as err:
-            if on_timeout is not None:
-                on_timeout()
             raise FireOnceStoreUnavailable(f"Redis did not answer within {self.options.store_timeout_ms} ms", context) from err
         except RedisConnectionError as err:
             raise FireOnceStoreUnavailable(f"Redis is unavailable: {err}", context) from err
@@ -310,6 +315,11 @@ def _background(call: Awaitable[Any]) -> None:
     task = asyncio.ensure_future(quiet())
     _background_tasks.add(task)
     task.add_done_callback(_background_tasks.discard)
+
+
+def _may_hold(done: asyncio.Future[Any]) -> bool:
+    """Whether an acquire that settled unseen may have left a lock: it took one, or its outcome is unknown."""
+    return done.cancelled() or done.exception() is not None or isinstance(done.result(), int)
 
 
 def _differs(mine: str, stored: str) -> bool:

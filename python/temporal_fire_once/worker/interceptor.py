@@ -19,7 +19,7 @@ from temporalio.worker import WorkflowInboundInterceptor
 
 from .._header import scope_from_headers
 from ..core.errors import FireOnceConfigError, FireOnceError, FireOnceInFlight, FireOnceKeyConflict, FireOnceMissingScope
-from ..core.guard import Acquired, AcquireOutcome, DispatchTarget, FastForward, FireOnceGuard, Held
+from ..core.guard import Acquired, DispatchTarget, FastForward, FireOnceGuard, Held
 from ..core.wake import WakeHub
 from ..workflow.interceptor import FireOnceWorkflowInterceptor
 from .args_hash import args_hash
@@ -93,7 +93,7 @@ class _GuardedActivity(ActivityInboundInterceptor):
             call.decision("dispatched")
             return await self.next.execute_activity(input)
         try:
-            first = await _acquire(call)
+            first = await root.guard.acquire(call.target, call.lock_ttl_ms)
             outcome = await _on_held(call, first, info, root.wake, started) if isinstance(first, Held) else first
         except FireOnceKeyConflict:
             call.decision("conflict")
@@ -177,7 +177,7 @@ async def _on_held(call: CallSetup, held: Held, info: activity.Info, hub: WakeHu
                     activity.heartbeat()
                 await _sleep(bell, min(poll, remaining))
             first = False
-            outcome = await _acquire(call)
+            outcome = await call.guard.acquire(call.target, call.lock_ttl_ms)
             if not isinstance(outcome, Held):
                 call.decision("in-flight-waited", fencing=held.fencing_token)
                 return outcome
@@ -185,24 +185,6 @@ async def _on_held(call: CallSetup, held: Held, info: activity.Info, hub: WakeHu
     finally:
         if hub is not None and bell is not None:
             await hub.leave(channel, bell)
-
-
-async def _acquire(call: CallSetup) -> AcquireOutcome:
-    """Acquire, shielded from the activity's cancellation: the SDK cancels the task wherever it
-    awaits, and an acquire that Redis has run may have taken the lock. Then it is released at once
-    (waiters put back), instead of keeping every later invocation out until its TTL."""
-    sent = asyncio.ensure_future(call.guard.acquire(call.target, call.lock_ttl_ms))
-    try:
-        return await asyncio.shield(sent)
-    except asyncio.CancelledError:
-        try:
-            outcome = await sent
-            if isinstance(outcome, Acquired):
-                settled = await call.guard.release(outcome.lease)
-                call.decision("released-on-failure" if settled.ours else "release-refused", lease=outcome.lease)
-        except Exception as err:  # the lock, if taken, expires by its TTL
-            _logger.warning("fire-once: cancelled while acquiring, and giving the lock back failed: %s", err)
-        raise
 
 
 async def _join(call: CallSetup, hub: WakeHub | None, channel: str) -> asyncio.Event | None:
