@@ -249,3 +249,17 @@ async def test_the_undo_of_a_timed_out_acquire_puts_back_the_waiters_parked_on_i
     await asyncio.sleep(0.5)
     assert await client.exists(keys.lock("s-undo", "step")) == 0
     assert await client.lrange(waiters, 0, -1) == [entry]
+
+
+async def test_a_cluster_clients_own_error_fails_closed_as_store_unavailable(client: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """redis-py raises some cluster errors (a slot no node serves, mid-resharding) from outside
+    ``RedisError``; they must reach the activity as the retryable ``FireOnceStoreUnavailable``."""
+    from redis.exceptions import SlotNotCoveredError
+
+    async def uncovered(*args: object) -> object:
+        raise SlotNotCoveredError("slot 1234 is not covered by the cluster")
+
+    monkeypatch.setattr(client, "evalsha", uncovered)
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    with pytest.raises(FireOnceStoreUnavailable, match="not covered"):
+        await guard.acquire(DispatchTarget("s-slot", "step", "job"))

@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from cachetools import LRUCache
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .errors import FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable
@@ -298,7 +298,7 @@ class FireOnceGuard:
             raise FireOnceStoreUnavailable(f"Redis did not answer within {self.options.store_timeout_ms} ms", context) from err
         except RedisConnectionError as err:
             raise FireOnceStoreUnavailable(f"Redis is unavailable: {err}", context) from err
-        except RedisError as err:
+        except (RedisError, RedisClusterException) as err:  # the latter: a slot no node serves, mid-resharding
             raise FireOnceStoreUnavailable(f"Redis call failed: {err}", context) from err
 
 
