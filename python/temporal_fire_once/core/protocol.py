@@ -10,7 +10,9 @@ from .scripts import RedisClient
 
 
 async def claim_protocol(redis: RedisClient, keys: FireOnceKeys) -> None:
-    """Read ``<prefix>:protocol``; if unset, ``SET <prefix>:protocol 3 NX GET``.
+    """Read ``<prefix>:protocol``; if unset, ``SET <prefix>:protocol 3 NX``, then read it again if
+    another worker set it first (not ``SET ... NX GET``: that needs Redis 7.0, and the protocol
+    runs on 5.0).
 
     Raises :class:`FireOnceProtocolMismatch` (a ``FireOnceConfigError``) when another version
     writes the prefix, and ``FireOnceConfigError`` when the marker is unset and this Redis user
@@ -20,7 +22,7 @@ async def claim_protocol(redis: RedisClient, keys: FireOnceKeys) -> None:
     found: object = await redis.get(marker)
     if found is None:
         try:
-            found = await redis.set(marker, str(PROTOCOL_VERSION), nx=True, get=True)
+            claimed = await redis.set(marker, str(PROTOCOL_VERSION), nx=True)
         except ResponseError as err:
             if "NOPERM" not in str(err):
                 raise
@@ -29,6 +31,7 @@ async def claim_protocol(redis: RedisClient, keys: FireOnceKeys) -> None:
                 f"have an admin run SET {marker} {PROTOCOL_VERSION} once",
                 {"key": marker},
             ) from err
+        found = None if claimed else await redis.get(marker)
     if found is None or found == str(PROTOCOL_VERSION).encode():
         return
     shown = found.decode("utf-8", "replace") if isinstance(found, bytes) else str(found)
