@@ -304,6 +304,31 @@ async def test_a_dispatch_sees_its_own_lock_and_fencing_token(temporal_env: Any,
     assert [int(fields[b"fencingToken"]) for fields in dispatched] == [seen["fencing"]]
 
 
+async def test_a_lease_no_renewal_reached_for_a_whole_lease_is_reported_lost_and_renewing_goes_on(
+    temporal_env: Any, client: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Renewals that cannot reach Redis leave the lock to expire: after a whole lease without one,
+    the job learns its lock may be lost. Renewing goes on, since Redis may still hold it for this
+    token (the renewals ran, or Redis came back with it)."""
+    from temporal_fire_once import FireOnceStoreUnavailable
+
+    async def unreachable(self: FireOnceGuard, lease: Any, lock_ttl_ms: int) -> bool:
+        await client.incr(counter_key(prefix, "unrenewed-renewals"))
+        raise FireOnceStoreUnavailable("Redis did not answer in time")
+
+    monkeypatch.setattr(FireOnceGuard, "extend", unreachable)
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        seen = await temporal_env.client.execute_workflow(
+            GuardedCall.run, args=["s-unrenewed", "unrenewedJob", ["unrenewed", "unrenewed-renewals"]], id=queue, task_queue=queue
+        )
+    assert seen["lost"] is True
+    assert int(await client.get(counter_key(prefix, "unrenewed-renewals")) or 0) > seen["renewalsWhenLost"]
+    assert await client.get(counter_key(prefix, "unrenewed")) == b"1"
+    entries: Any = await client.xrange(f"{prefix}:v3:default:log")
+    assert [fields[b"decision"] for _, fields in entries].count(b"lock-lost") == 1
+
+
 async def test_a_worker_refuses_to_start_on_a_prefix_of_another_protocol_version(temporal_env: Any, client: Redis, prefix: str) -> None:
     from temporal_fire_once import FireOnceProtocolMismatch
 

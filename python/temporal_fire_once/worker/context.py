@@ -19,7 +19,8 @@ class FireOnceContext:
     """Strictly greater than every earlier holder's of this (scope, step): send it with every
     write to a downstream system, which refuses writes with a lower one."""
     lost: asyncio.Event
-    """Set when a lease renewal found the lock gone or another holder's (``FireOnceLockLost``)."""
+    """Set when a lease renewal found the lock gone or another holder's, or none succeeded for a
+    whole lease (``FireOnceLockLost``)."""
 
 
 _current: ContextVar[FireOnceContext | None] = ContextVar("temporal_fire_once_context", default=None)

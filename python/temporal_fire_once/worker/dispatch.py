@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from temporalio import activity
@@ -26,13 +27,17 @@ _COMPLETE_ASYNC: type[BaseException] = getattr(activity, "_CompleteAsyncError", 
 
 @dataclass
 class Renewal:
-    """Renews the lease every third of it; ``lost`` is set when a renewal finds the lock gone."""
+    """Renews the lease every third of it (``src/core/renewal.ts``). If a renewal finds the lock
+    gone or another holder's, the lock is lost: ``lost`` is set and renewing stops. If no renewal
+    has succeeded for a whole lease (Redis unreachable), the lock may be lost: ``lost`` is set too,
+    but renewing goes on, so that a lock Redis still holds for this token stays this holder's."""
 
     call: CallSetup
     lease: Lease
     lease_ms: int
     lost: asyncio.Event
     task: asyncio.Task[None] | None = None
+    renewed: float = field(default_factory=time.monotonic)  # the last successful renewal, or the start
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run())
@@ -42,12 +47,20 @@ class Renewal:
             await asyncio.sleep(self.lease_ms / 3000)
             try:
                 if not await self.call.guard.extend(self.lease, self.lease_ms):
-                    self.lost.set()
-                    self.call.decision("lock-lost", lease=self.lease)
-                    _logger.warning("fire-once: lockLost %s", self.lease.lock_key)
+                    self._lose("it expired or passed to another holder")
                     return
+                self.renewed = time.monotonic()
             except Exception as err:  # one failed renewal is retried at the next period
                 _logger.warning("fire-once: lease renewal failed: %s", err)
+                if time.monotonic() - self.renewed >= self.lease_ms / 1000:
+                    self._lose(f"no renewal succeeded for a whole lease ({self.lease_ms} ms)")
+
+    def _lose(self, why: str) -> None:
+        if self.lost.is_set():
+            return
+        self.lost.set()
+        self.call.decision("lock-lost", lease=self.lease)
+        _logger.warning("fire-once: lockLost %s: %s", self.lease.lock_key, why)
 
     async def stop(self) -> None:
         if self.task is not None:
