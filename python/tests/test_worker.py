@@ -5,6 +5,7 @@ errors reach the workflow with their type."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import Any
 
@@ -108,14 +109,19 @@ async def test_while_another_holds_the_lock_fail_raises_retryable_in_flight_and_
     temporal_env: Any, client: Redis, prefix: str
 ) -> None:
     guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    before = time.time()
     held = await guard.acquire(DispatchTarget("s-busy", "busy", "busy", "default", holder="another run"), lock_ttl_ms=60_000)
     assert isinstance(held, Acquired)
     worker, queue = await run_worker(temporal_env, client, prefix)
     async with worker:
         skipped = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-busy", "skipWhileBusy", ["busy"]], id=f"{queue}-s", task_queue=queue)
         failure = await activity_failure(temporal_env, queue, f"{queue}-f", ["s-busy", "failWhileBusy", ["busy"], None, 1])
+    held_for = time.time() - before  # at least how long the holder had run when 'fail' failed
     assert skipped is None
     assert (failure.type, failure.non_retryable) == ("FireOnceInFlight", False)
+    # Retry after half the holder's run so far (at least 100 ms), not after the lock's 60 s TTL left.
+    assert failure.next_retry_delay is not None
+    assert 0.1 <= failure.next_retry_delay.total_seconds() <= max(held_for / 2 + 0.001, 0.1)
     assert await client.get(counter_key(prefix, "busy")) is None
 
 

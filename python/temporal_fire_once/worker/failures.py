@@ -1,5 +1,7 @@
 """Map a guard error to the ``ApplicationError`` that ends the activity: ``type`` is the error's
-stable type string, ``non_retryable`` the inverse of ``retryable`` (``src/worker/failures.ts``)."""
+stable type string, ``non_retryable`` the inverse of ``retryable``, and a ``FireOnceInFlight``
+asks for its ``retry_after_ms`` (at least 100 ms) as ``next_retry_delay``
+(``src/worker/failures.ts``)."""
 
 from __future__ import annotations
 
@@ -9,19 +11,17 @@ from temporalio.exceptions import ApplicationError
 
 from ..core.errors import FireOnceError, FireOnceInFlight
 
-MAX_IN_FLIGHT_RETRY_DELAY_MS = 10_000
 _MIN_IN_FLIGHT_RETRY_DELAY_MS = 100
 
 
 def to_application_error(err: FireOnceError, extra: dict[str, str] | None = None) -> ApplicationError:
     """
     >>> to_application_error(FireOnceInFlight("busy", 30_000)).next_retry_delay
-    datetime.timedelta(seconds=10)
+    datetime.timedelta(seconds=30)
     """
     delay = None
     if isinstance(err, FireOnceInFlight):
-        ms = min(max(err.retry_after_ms, _MIN_IN_FLIGHT_RETRY_DELAY_MS), MAX_IN_FLIGHT_RETRY_DELAY_MS)
-        delay = timedelta(milliseconds=ms)
+        delay = timedelta(milliseconds=max(err.retry_after_ms, _MIN_IN_FLIGHT_RETRY_DELAY_MS))
     return ApplicationError(
         err.message,
         {**(extra or {}), **err.context},

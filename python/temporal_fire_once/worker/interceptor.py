@@ -151,7 +151,9 @@ async def _on_held(call: CallSetup, held: Held, info: activity.Info, hub: WakeHu
         return None
     if policy == "fail":
         call.decision("in-flight-failed", fencing=held.fencing_token)
-        raise FireOnceInFlight(f"step {call.target.step!r} is in flight in scope {call.target.scope!r}", held.ttl_ms, {"key": held.lock_key, **call.ids})
+        raise FireOnceInFlight(
+            f"step {call.target.step!r} is in flight in scope {call.target.scope!r}", fail_retry_delay(held), {"key": held.lock_key, **call.ids}
+        )
     deadline = _deadline(info, started)
     poll = call.defaults.poll_interval_ms / 1000
     if info.heartbeat_timeout is not None:
@@ -185,6 +187,19 @@ async def _on_held(call: CallSetup, held: Held, info: activity.Info, hub: WakeHu
     finally:
         if hub is not None and bell is not None:
             await hub.leave(channel, bell)
+
+
+def fail_retry_delay(held: Held, now_ms: float | None = None) -> int:
+    """The retry delay of ``'fail'``: half the time the holder has run so far (its fencing token is
+    its start on the Redis clock, in microseconds), at least 100 ms, at most the lock's TTL left. A
+    waiter that comes back soon after a short job's result exists, and backs off as a long job runs
+    on, with no fixed cap."""
+    elapsed_ms = max((time.time() * 1000 if now_ms is None else now_ms) - held.fencing_token / 1000, 0)
+    half = int(elapsed_ms / 2 + 0.5)  # rounded half up, as Math.round
+    return min(max(half, _MIN_FAIL_RETRY_DELAY_MS), max(held.ttl_ms, _MIN_FAIL_RETRY_DELAY_MS))
+
+
+_MIN_FAIL_RETRY_DELAY_MS = 100
 
 
 async def _join(call: CallSetup, hub: WakeHub | None, channel: str) -> asyncio.Event | None:
