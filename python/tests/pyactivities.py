@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
@@ -16,6 +18,17 @@ from temporal_fire_once import ExternalArtifact, FireOnceKeys, fire_once, fire_o
 def counter_key(prefix: str, counter_id: str) -> str:
     """The same key as counterKey() in test/integration/fixtures/activities.ts."""
     return f"{prefix}:counter:{counter_id}"
+
+
+@dataclass
+class Pattern:
+    """An argument the converter decodes but cannot encode again: ``compiled`` is no JSON value."""
+
+    text: str
+    compiled: re.Pattern[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.compiled = re.compile(self.text)
 
 
 def make_activities(redis: Redis, prefix: str) -> list[Any]:
@@ -97,6 +110,16 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
     async def broken_scope_job(counter_id: str) -> None:
         await redis.incr(counter_key(prefix, counter_id))
 
+    @fire_once(conflict_key=lambda args: {"counterId": args[0], "at": object()})
+    @activity.defn(name="unhashableKeyJob")
+    async def unhashable_key_job(counter_id: str) -> None:
+        await redis.incr(counter_key(prefix, counter_id))
+
+    @fire_once()
+    @activity.defn(name="unhashableArgsJob")
+    async def unhashable_args_job(counter_id: str, pattern: Pattern) -> None:
+        await redis.incr(counter_key(prefix, counter_id))
+
     return [
         context_job,
         unrenewed_job,
@@ -109,4 +132,6 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         cancellable_job,
         external_job,
         broken_scope_job,
+        unhashable_key_job,
+        unhashable_args_job,
     ]

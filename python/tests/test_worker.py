@@ -105,6 +105,24 @@ async def test_a_scope_option_that_raises_fails_with_a_config_error_naming_it_an
     assert await client.get(counter_key(prefix, "broken")) is None
 
 
+async def test_a_value_the_converter_cannot_serialise_fails_with_a_config_error_naming_its_class_and_dispatches_nothing(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """A conflict_key value, or an argument decoded into something the converter cannot encode
+    again, cannot be hashed: that is the worker's code at fault, not the call, so it must not be
+    retried for ever, and the message names the error's class, never the value."""
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        key = await activity_failure(temporal_env, queue, f"{queue}-k", ["s-unhashable", "unhashableKeyJob", ["unhashable"]])
+        args = await activity_failure(temporal_env, queue, f"{queue}-a", ["s-unhashable", "unhashableArgsJob", ["unhashable", {"text": "a+"}]])
+    assert (key.type, key.non_retryable) == ("FireOnceConfigError", True)
+    assert key.message == "the value of the conflict_key option of activity 'unhashableKeyJob' cannot be serialised by the payload converter (TypeError)"
+    assert (args.type, args.non_retryable) == ("FireOnceConfigError", True)
+    assert args.message == "the arguments of activity 'unhashableArgsJob' cannot be serialised by the payload converter (TypeError)"
+    assert await client.get(counter_key(prefix, "unhashable")) is None
+    assert [key async for key in client.scan_iter(match=f"{prefix}:v3:*s-unhashable*")] == []
+
+
 async def test_while_another_holds_the_lock_fail_raises_retryable_in_flight_and_skip_returns_none(
     temporal_env: Any, client: Redis, prefix: str
 ) -> None:

@@ -124,13 +124,26 @@ def _target(input: ExecuteActivityInput, options: FireOnceOptions, info: activit
     if options.on_conflict != "ignore":
         key_fn = options.conflict_key
         values = list(input.args) if key_fn is None else [_user_option("conflict_key", info, lambda: key_fn(input.args))]
-        hashed = args_hash(values, activity.payload_converter())
+        hashed = _args_hash(values, "the arguments" if key_fn is None else "the value of the conflict_key option", info)
     external = None
     artifact = options.artifact
     if artifact != "result":
         external = _user_option("artifact.external", info, lambda: artifact.external(ArtifactIds(scope, job_type)))
     namespace = root.defaults.key_namespace or info.namespace
     return DispatchTarget(scope, step, job_type, namespace, external, holder, hashed)
+
+
+def _args_hash(values: list[Any], what: str, info: activity.Info) -> str:
+    """The args hash of ``values``. If the payload converter cannot serialise them, the worker's
+    code is at fault, not the call: a non-retryable ``FireOnceConfigError`` naming ``what`` and the
+    error's class (never its message, which may quote the value), before anything is locked."""
+    try:
+        return args_hash(values, activity.payload_converter())
+    except Exception as err:
+        raise FireOnceConfigError(
+            f"{what} of activity {info.activity_type!r} cannot be serialised by the payload converter ({type(err).__name__})",
+            {"activityType": info.activity_type},
+        ) from None
 
 
 def _user_option(name: str, info: activity.Info, fn: Callable[[], T]) -> T:
