@@ -66,6 +66,20 @@ def test_option_errors_name_the_field() -> None:
         FireOncePlugin(Redis(), on_in_flight="later")  # type: ignore[arg-type]
 
 
+async def test_a_client_that_decodes_responses_is_refused_at_construction(redis_url: str) -> None:
+    from redis.asyncio import RedisCluster
+
+    from temporal_fire_once import FireOncePlugin
+
+    decoding = Redis.from_url(redis_url, decode_responses=True)
+    cluster = RedisCluster(host="127.0.0.1", port=7000, decode_responses=True)  # never connected
+    for make in (lambda: FireOnceGuard(decoding), lambda: FireOncePlugin(decoding), lambda: FireOnceGuard(cluster)):
+        with pytest.raises(FireOnceConfigError, match=r"decode_responses=True.*decode_responses=False"):
+            make()
+    await decoding.aclose()
+    await cluster.aclose()
+
+
 async def test_the_marker_is_claimed_once_and_another_version_is_refused(client: Redis, prefix: str) -> None:
     guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
     await guard.claim_protocol()

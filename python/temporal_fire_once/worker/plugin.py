@@ -24,7 +24,7 @@ class FireOncePlugin(SimplePlugin):
     """Pass it in ``Worker(..., plugins=[FireOncePlugin(redis)])``.
 
     ``redis`` is a ``redis.asyncio.Redis`` or ``RedisCluster`` made with
-    ``decode_responses=False``; the caller owns it. Options and defaults are the TypeScript
+    ``decode_responses=False`` (one with ``True`` is refused); the caller owns it. Options and defaults are the TypeScript
     plugin's, snake_cased. The worker's payload codec (``client.data_converter.payload_codec``)
     is applied to artifacts at rest.
     """
