@@ -80,6 +80,35 @@ async def test_a_client_that_decodes_responses_is_refused_at_construction(redis_
     await cluster.aclose()
 
 
+async def test_the_eviction_check_reads_info_first_and_refuses_a_policy_it_cannot_read() -> None:
+    from temporal_fire_once.core import FireOnceStoreUnavailable, check_eviction_policy
+
+    from .conftest import free_port, redis_server
+
+    with redis_server() as url:  # its own server: the test adds ACL users
+        admin: Redis = Redis.from_url(url)
+        await admin.acl_setuser("info-only", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-config"])
+        await admin.acl_setuser("blind", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-info", "-config"])
+        info_only = Redis.from_url(url, username="info-only", password="pw")
+        blind = Redis.from_url(url, username="blind", password="pw")
+        [policy] = await check_eviction_policy(info_only)
+        assert (policy.policy, policy.source, policy.safe) == ("noeviction", "INFO", True)
+        assert await admin.acl_log() == []  # CONFIG was never asked, so never denied
+        with pytest.raises(FireOnceConfigError, match=r"maxmemory-policy of Redis at 127\.0\.0\.1:\d+ could not be read \(INFO memory: NOPERM .*; CONFIG GET maxmemory-policy: NOPERM .*; grant the user \+info\): Redis may evict"):
+            await check_eviction_policy(blind)
+        await admin.config_set("maxmemory-policy", "volatile-lru")
+        with pytest.raises(FireOnceConfigError, match="has maxmemory-policy volatile-lru"):
+            await check_eviction_policy(info_only)
+        [allowed] = await check_eviction_policy(info_only, allow_evicting_redis=True)
+        assert (allowed.policy, allowed.safe) == ("volatile-lru", False)
+        for conn in (admin, info_only, blind):
+            await conn.aclose()
+    dead = Redis(port=free_port(), socket_connect_timeout=0.5)
+    with pytest.raises(FireOnceStoreUnavailable, match="Redis did not answer within 1000 ms while its eviction policy was read"):
+        await check_eviction_policy(dead, timeout_ms=1_000)
+    await dead.aclose()
+
+
 async def test_the_marker_is_claimed_once_and_another_version_is_refused(client: Redis, prefix: str) -> None:
     guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
     await guard.claim_protocol()

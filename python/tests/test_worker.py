@@ -22,7 +22,8 @@ from .pyactivities import counter_key, make_activities
 from .pyworkflows import CancelledCall, ContinuedCall, GuardedCall, LocalCall, ParentCall
 
 
-async def run_worker(env: Any, client: Redis, prefix: str) -> tuple[Worker, str]:
+async def run_worker(env: Any, client: Redis, prefix: str, guard_redis: Redis | None = None, **options: Any) -> tuple[Worker, str]:
+    """A worker whose guard uses ``guard_redis`` (``client`` by default); jobs count on ``client``."""
     collect_garbage()
     queue = f"py-{uuid.uuid4().hex[:8]}"
     worker = Worker(
@@ -30,7 +31,7 @@ async def run_worker(env: Any, client: Redis, prefix: str) -> tuple[Worker, str]
         task_queue=queue,
         workflows=[GuardedCall, ParentCall, ContinuedCall, CancelledCall, LocalCall],
         activities=make_activities(client, prefix),
-        plugins=[FireOncePlugin(client, key_prefix=prefix, poll_interval_ms=50)],
+        plugins=[FireOncePlugin(guard_redis or client, key_prefix=prefix, poll_interval_ms=50, **options)],
     )
     return worker, queue
 
@@ -309,6 +310,29 @@ async def test_a_worker_refuses_to_start_on_a_prefix_of_another_protocol_version
     worker, _ = await run_worker(temporal_env, client, prefix)
     with pytest.raises(FireOnceProtocolMismatch, match="protocol '2'"):
         await worker.run()
+
+
+async def test_a_worker_refuses_to_start_on_a_redis_that_can_evict_unless_allow_evicting_redis(
+    temporal_env: Any, client: Redis, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from temporal_fire_once import FireOnceConfigError
+
+    from .conftest import redis_server
+
+    with redis_server() as url:  # its own server: the session's keeps noeviction
+        evicting: Redis = Redis.from_url(url)
+        await evicting.config_set("maxmemory-policy", "allkeys-lru")
+        worker, _ = await run_worker(temporal_env, client, prefix, evicting)
+        refused = r"Redis at 127\.0\.0\.1:\d+ has maxmemory-policy allkeys-lru: under memory pressure Redis evicts live locks"
+        with pytest.raises(FireOnceConfigError, match=rf"{refused}.*pass allow_evicting_redis=True to accept the risk"):
+            await asyncio.wait_for(worker.run(), 10)  # a worker that starts runs until cancelled
+        worker, queue = await run_worker(temporal_env, client, prefix, evicting, allow_evicting_redis=True)
+        with caplog.at_level("WARNING", logger="temporal_fire_once"):
+            async with worker:
+                await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-evict", "crossJob", ["evict", 0]], id=queue, task_queue=queue)
+        await evicting.aclose()
+    assert await client.get(counter_key(prefix, "evict")) == b"1"
+    assert "maxmemory-policy allkeys-lru" in caplog.text and "starting anyway because allow_evicting_redis is True" in caplog.text
 
 
 async def test_a_sync_activity_is_guarded_too(temporal_env: Any, client: Redis, prefix: str) -> None:

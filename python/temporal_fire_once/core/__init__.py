@@ -15,6 +15,7 @@ from .errors import (
     FireOnceStoreUnavailable,
     FireOnceUnstorableResult,
 )
+from .eviction import SAFE_EVICTION_POLICY, EvictionPolicy, check_eviction_policy, read_eviction_policies
 from .guard import Acquired, AcquireOutcome, Committed, DispatchTarget, FastForward, FireOnceGuard, Held, Lease, Settled, holder_id
 from .keys import DEFAULT_NAMESPACE, PROTOCOL_VERSION, FireOnceKeys, encode_id
 from .options import GuardOptions
@@ -26,11 +27,13 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "PROTOCOL_SCRIPTS",
     "PROTOCOL_VERSION",
+    "SAFE_EVICTION_POLICY",
     "Acquired",
     "AcquireOutcome",
     "ArtifactRecord",
     "Committed",
     "DispatchTarget",
+    "EvictionPolicy",
     "FastForward",
     "FireOnceArtifactTooLarge",
     "FireOnceConfigError",
@@ -53,11 +56,13 @@ __all__ = [
     "LockRecord",
     "LuaScript",
     "Settled",
+    "check_eviction_policy",
     "claim_protocol",
     "encode_id",
     "format_artifact",
     "holder_id",
     "parse_artifact",
     "parse_lock",
+    "read_eviction_policies",
     "scripts_dir",
 ]
