@@ -21,6 +21,7 @@ from temporal_fire_once.core import (
     FireOnceProtocolMismatch,
     GuardOptions,
     Held,
+    ParsedKey,
     encode_id,
     parse_artifact,
 )
@@ -36,6 +37,10 @@ def test_keys_match_the_typescript_layout() -> None:
     assert FireOnceKeys("fire-once", "tenant-b").log() == "fire-once:v3:tenant-b:log"
     assert encode_id("scope", "é*/{x} %") == "%C3%A9%2A%2F%7Bx%7D%20%25"
     assert keys.protocol_marker() == "fire-once:protocol"
+    tenant = keys.for_namespace("tenant b")
+    assert keys.parse(tenant.external("chat:7", "summary")) == ParsedKey("tenant b", "chat:7", "external", "summary")
+    assert keys.parse(keys.wake_channel("s")) == ParsedKey("default", "s", "wake")
+    assert [keys.parse(k) for k in (keys.log(), keys.protocol_marker(), "other:v3:{default/s}:l:x", f"{keys.scope_base('s')}:l:%FF")] == [None] * 4
 
 
 @pytest.mark.parametrize("bad", ["", "   ", "\ufeff", "x" * 513, "\ud800", 7])

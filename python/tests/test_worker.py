@@ -252,11 +252,12 @@ async def test_a_waiter_gives_up_before_schedule_to_close_so_a_timed_out_activit
     assert await client.get(counter_key(prefix, "stc")) is None
 
 
+@pytest.mark.parametrize("key_namespace", [None, "tenant-b"])
 async def test_an_external_artifact_holds_the_lock_then_fast_forwards_once_the_job_wrote_it(
-    temporal_env: Any, client: Redis, prefix: str
+    temporal_env: Any, client: Redis, prefix: str, key_namespace: str | None
 ) -> None:
-    keys = FireOnceKeys(prefix)
-    worker, queue = await run_worker(temporal_env, client, prefix)
+    keys = FireOnceKeys(prefix).for_namespace(key_namespace or "default")
+    worker, queue = await run_worker(temporal_env, client, prefix, key_namespace=key_namespace)
     async with worker:
         first = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-ext", "externalJob", ["ext"]], id=f"{queue}-1", task_queue=queue)
         held = await client.pttl(keys.lock("s-ext", "externalJob"))
@@ -266,6 +267,25 @@ async def test_an_external_artifact_holds_the_lock_then_fast_forwards_once_the_j
     assert first is None and again is None
     assert held > 60_000  # held for lock_ttl_ms (15 min) after the dispatch, not left to its lease
     assert await client.get(counter_key(prefix, "ext")) == b"1"
+    if key_namespace is not None:  # the job's key is its namespace's, not the default one's
+        assert keys.external("s-ext", "externalJob") != FireOnceKeys(prefix).external("s-ext", "externalJob")
+
+
+@pytest.mark.parametrize("scope", ["s-other-scope", "s-other-namespace", "s-lock", "s-result", "s-empty", "s-not-a-string"])
+async def test_an_external_key_of_another_scope_or_namespace_or_of_the_guards_own_is_refused_and_dispatches_nothing(
+    temporal_env: Any, client: Redis, prefix: str, scope: str
+) -> None:
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        failure = await activity_failure(temporal_env, queue, queue, [scope, "checkedExternalJob", ["checked"]])
+        await temporal_env.client.execute_workflow(
+            GuardedCall.run, args=["s-users-own", "checkedExternalJob", ["own"]], id=f"{queue}-own", task_queue=queue
+        )
+    assert (failure.type, failure.non_retryable) == ("FireOnceConfigError", True)
+    assert f"the external artifact key of 'checkedExternalJob' in scope {scope!r}" in failure.message
+    assert await client.get(counter_key(prefix, "checked")) is None
+    assert await client.keys(f"{prefix}:v3:*{scope}*") == []  # nothing locked
+    assert await client.get(counter_key(prefix, "own")) == b"1"  # a key outside the prefix is the user's own
 
 
 async def test_with_redis_down_a_guarded_activity_fails_closed_and_retryable(temporal_env: Any, client: Redis, prefix: str) -> None:

@@ -17,7 +17,7 @@ from .errors import (
 )
 from .eviction import SAFE_EVICTION_POLICY, EvictionPolicy, check_eviction_policy, read_eviction_policies
 from .guard import Acquired, AcquireOutcome, Committed, DispatchTarget, FastForward, FireOnceGuard, Held, Lease, Settled, holder_id
-from .keys import DEFAULT_NAMESPACE, PROTOCOL_VERSION, FireOnceKeys, encode_id
+from .keys import DEFAULT_NAMESPACE, PROTOCOL_VERSION, FireOnceKeys, ParsedKey, decode_id, encode_id
 from .options import GuardOptions
 from .protocol import claim_protocol
 from .records import ArtifactRecord, LockRecord, format_artifact, parse_artifact, parse_lock
@@ -53,11 +53,13 @@ __all__ = [
     "GuardOptions",
     "Held",
     "Lease",
+    "ParsedKey",
     "LockRecord",
     "LuaScript",
     "Settled",
     "check_eviction_policy",
     "claim_protocol",
+    "decode_id",
     "encode_id",
     "format_artifact",
     "holder_id",

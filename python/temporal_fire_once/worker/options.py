@@ -10,7 +10,7 @@ from typing import Any, Callable, Literal, Sequence
 from temporalio import activity
 
 from ..core.errors import FireOnceConfigError
-from ..core.keys import encode_id
+from ..core.keys import DEFAULT_NAMESPACE, encode_id
 from ..core.options import one_of, positive_int
 
 InFlightPolicy = Literal["wait", "fail", "skip"]
@@ -21,8 +21,13 @@ MAX_LEASE_MS = 10 * 60 * 1000
 
 @dataclass(frozen=True)
 class ArtifactIds:
+    """What an ``external`` option builds its key from; the library makes one per call."""
+
     scope: str
     job_type: str
+    namespace: str = DEFAULT_NAMESPACE
+    """The namespace this call's keys are filed under: the worker's ``key_namespace``, else the
+    Temporal namespace."""
 
 
 @dataclass(frozen=True)
