@@ -1,5 +1,6 @@
 """Shared fixtures: one real redis-server for the session (REDIS_URL, or one spawned on a free
-port), a key prefix of each test's own, deleted after it (never FLUSHALL)."""
+port), a key prefix of each test's own, deleted after it (never FLUSHALL), and ``redis_server()``
+for a test that changes server settings on a redis-server of its own."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterator
 
@@ -34,12 +36,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    given = os.environ.get("REDIS_URL")
-    if given:
-        yield given
-        return
+@contextmanager
+def redis_server() -> Iterator[str]:
+    """A redis-server of its own on a free port, for a test that changes server settings: its URL."""
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail("redis-server not found: install it (apt-get install -y redis-server) or set REDIS_URL")
@@ -66,6 +65,16 @@ def redis_url() -> Iterator[str]:
         proc.terminate()
         proc.wait(timeout=10)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    given = os.environ.get("REDIS_URL")
+    if given:
+        yield given
+        return
+    with redis_server() as url:
+        yield url
 
 
 @pytest.fixture

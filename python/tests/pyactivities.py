@@ -7,12 +7,13 @@ import contextlib
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from redis.asyncio import Redis
 from temporalio import activity
 
 from temporal_fire_once import ExternalArtifact, FireOnceKeys, fire_once, fire_once_context
+from temporal_fire_once.worker import ArtifactIds
 
 
 def counter_key(prefix: str, counter_id: str) -> str:
@@ -78,9 +79,25 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
             activity.heartbeat()
             await asyncio.sleep(0.1)
 
-    @fire_once(artifact=ExternalArtifact(external=lambda ids: FireOnceKeys(prefix).external(ids.scope, ids.job_type)))
+    @fire_once(artifact=ExternalArtifact(external=lambda ids: FireOnceKeys(prefix).for_namespace(ids.namespace).external(ids.scope, ids.job_type)))
     @activity.defn(name="externalJob")
     async def external_job(counter_id: str) -> None:
+        await redis.incr(counter_key(prefix, counter_id))
+
+    # The external key each scope's call builds: all but the user's own key are refused.
+    wrong_keys: dict[str, Callable[[ArtifactIds], Any]] = {
+        "s-other-scope": lambda ids: FireOnceKeys(prefix).for_namespace(ids.namespace).external("another-scope", ids.job_type),
+        "s-other-namespace": lambda ids: FireOnceKeys(prefix).for_namespace("another-namespace").external(ids.scope, ids.job_type),
+        "s-lock": lambda ids: FireOnceKeys(prefix).for_namespace(ids.namespace).lock(ids.scope, ids.job_type),
+        "s-result": lambda ids: FireOnceKeys(prefix).for_namespace(ids.namespace).artifact(ids.scope, ids.job_type),
+        "s-empty": lambda ids: "",
+        "s-not-a-string": lambda ids: None,
+        "s-users-own": lambda ids: f"{prefix}-own:{ids.scope}",
+    }
+
+    @fire_once(artifact=ExternalArtifact(external=lambda ids: wrong_keys[ids.scope](ids)))
+    @activity.defn(name="checkedExternalJob")
+    async def checked_external_job(counter_id: str) -> None:
         await redis.incr(counter_key(prefix, counter_id))
 
     @fire_once()
@@ -131,6 +148,7 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         long_job,
         cancellable_job,
         external_job,
+        checked_external_job,
         broken_scope_job,
         unhashable_key_job,
         unhashable_args_job,

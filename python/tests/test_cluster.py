@@ -102,3 +102,19 @@ async def test_the_guard_decides_alike_on_a_cluster_for_scopes_on_every_master(c
     for scope in scopes:
         await cluster.delete(guard.keys.lock(scope, "step"))
     await cluster.delete(guard.keys.protocol_marker())
+
+
+async def test_the_eviction_check_reads_every_master_and_names_the_one_that_can_evict(cluster: RedisCluster) -> None:
+    from temporal_fire_once.core import FireOnceConfigError, check_eviction_policy
+
+    policies = await check_eviction_policy(cluster)
+    assert len(policies) == 3 and all(p.safe for p in policies)
+    evicting = cluster.get_primaries()[1]
+    await cluster.config_set("maxmemory-policy", "allkeys-lru", target_nodes=evicting)
+    try:
+        with pytest.raises(FireOnceConfigError) as caught:
+            await check_eviction_policy(cluster)
+    finally:
+        await cluster.config_set("maxmemory-policy", "noeviction", target_nodes=evicting)
+    assert caught.value.message.startswith(f"Redis at {evicting.name} has maxmemory-policy allkeys-lru: under memory pressure")
+    assert caught.value.message.count("has maxmemory-policy") == 1

@@ -22,6 +22,7 @@ from temporal_fire_once.core import (
     FireOnceStoreUnavailable,
     GuardOptions,
     Held,
+    ParsedKey,
     encode_id,
     parse_artifact,
 )
@@ -37,6 +38,10 @@ def test_keys_match_the_typescript_layout() -> None:
     assert FireOnceKeys("fire-once", "tenant-b").log() == "fire-once:v3:tenant-b:log"
     assert encode_id("scope", "é*/{x} %") == "%C3%A9%2A%2F%7Bx%7D%20%25"
     assert keys.protocol_marker() == "fire-once:protocol"
+    tenant = keys.for_namespace("tenant b")
+    assert keys.parse(tenant.external("chat:7", "summary")) == ParsedKey("tenant b", "chat:7", "external", "summary")
+    assert keys.parse(keys.wake_channel("s")) == ParsedKey("default", "s", "wake")
+    assert [keys.parse(k) for k in (keys.log(), keys.protocol_marker(), "other:v3:{default/s}:l:x", f"{keys.scope_base('s')}:l:%FF")] == [None] * 4
 
 
 @pytest.mark.parametrize("bad", ["", "   ", "\ufeff", "x" * 513, "\ud800", 7])
@@ -65,6 +70,49 @@ def test_option_errors_name_the_field() -> None:
         fire_once(lease_ms=600_001)
     with pytest.raises(FireOnceConfigError, match="on_in_flight must be one of wait, fail, skip"):
         FireOncePlugin(Redis(), on_in_flight="later")  # type: ignore[arg-type]
+
+
+async def test_a_client_that_decodes_responses_is_refused_at_construction(redis_url: str) -> None:
+    from redis.asyncio import RedisCluster
+
+    from temporal_fire_once import FireOncePlugin
+
+    decoding = Redis.from_url(redis_url, decode_responses=True)
+    cluster = RedisCluster(host="127.0.0.1", port=7000, decode_responses=True)  # never connected
+    for make in (lambda: FireOnceGuard(decoding), lambda: FireOncePlugin(decoding), lambda: FireOnceGuard(cluster)):
+        with pytest.raises(FireOnceConfigError, match=r"decode_responses=True.*decode_responses=False"):
+            make()
+    await decoding.aclose()
+    await cluster.aclose()
+
+
+async def test_the_eviction_check_reads_info_first_and_refuses_a_policy_it_cannot_read() -> None:
+    from temporal_fire_once.core import FireOnceStoreUnavailable, check_eviction_policy
+
+    from .conftest import free_port, redis_server
+
+    with redis_server() as url:  # its own server: the test adds ACL users
+        admin: Redis = Redis.from_url(url)
+        await admin.acl_setuser("info-only", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-config"])
+        await admin.acl_setuser("blind", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-info", "-config"])
+        info_only = Redis.from_url(url, username="info-only", password="pw")
+        blind = Redis.from_url(url, username="blind", password="pw")
+        [policy] = await check_eviction_policy(info_only)
+        assert (policy.policy, policy.source, policy.safe) == ("noeviction", "INFO", True)
+        assert await admin.acl_log() == []  # CONFIG was never asked, so never denied
+        with pytest.raises(FireOnceConfigError, match=r"maxmemory-policy of Redis at 127\.0\.0\.1:\d+ could not be read \(INFO memory: NOPERM .*; CONFIG GET maxmemory-policy: NOPERM .*; grant the user \+info\): Redis may evict"):
+            await check_eviction_policy(blind)
+        await admin.config_set("maxmemory-policy", "volatile-lru")
+        with pytest.raises(FireOnceConfigError, match="has maxmemory-policy volatile-lru"):
+            await check_eviction_policy(info_only)
+        [allowed] = await check_eviction_policy(info_only, allow_evicting_redis=True)
+        assert (allowed.policy, allowed.safe) == ("volatile-lru", False)
+        for conn in (admin, info_only, blind):
+            await conn.aclose()
+    dead = Redis(port=free_port(), socket_connect_timeout=0.5)
+    with pytest.raises(FireOnceStoreUnavailable, match="Redis did not answer within 1000 ms while its eviction policy was read"):
+        await check_eviction_policy(dead, timeout_ms=1_000)
+    await dead.aclose()
 
 
 async def test_the_marker_is_claimed_once_and_another_version_is_refused(client: Redis, prefix: str) -> None:

@@ -23,7 +23,8 @@ from .pyactivities import counter_key, make_activities
 from .pyworkflows import CancelledCall, ContinuedCall, GuardedCall, LocalCall, ParentCall
 
 
-async def run_worker(env: Any, client: Redis, prefix: str) -> tuple[Worker, str]:
+async def run_worker(env: Any, client: Redis, prefix: str, guard_redis: Redis | None = None, **options: Any) -> tuple[Worker, str]:
+    """A worker whose guard uses ``guard_redis`` (``client`` by default); jobs count on ``client``."""
     collect_garbage()
     queue = f"py-{uuid.uuid4().hex[:8]}"
     worker = Worker(
@@ -31,7 +32,7 @@ async def run_worker(env: Any, client: Redis, prefix: str) -> tuple[Worker, str]
         task_queue=queue,
         workflows=[GuardedCall, ParentCall, ContinuedCall, CancelledCall, LocalCall],
         activities=make_activities(client, prefix),
-        plugins=[FireOncePlugin(client, key_prefix=prefix, poll_interval_ms=50)],
+        plugins=[FireOncePlugin(guard_redis or client, key_prefix=prefix, poll_interval_ms=50, **options)],
     )
     return worker, queue
 
@@ -277,11 +278,12 @@ async def test_a_waiter_gives_up_before_schedule_to_close_so_a_timed_out_activit
     assert await client.get(counter_key(prefix, "stc")) is None
 
 
+@pytest.mark.parametrize("key_namespace", [None, "tenant-b"])
 async def test_an_external_artifact_holds_the_lock_then_fast_forwards_once_the_job_wrote_it(
-    temporal_env: Any, client: Redis, prefix: str
+    temporal_env: Any, client: Redis, prefix: str, key_namespace: str | None
 ) -> None:
-    keys = FireOnceKeys(prefix)
-    worker, queue = await run_worker(temporal_env, client, prefix)
+    keys = FireOnceKeys(prefix).for_namespace(key_namespace or "default")
+    worker, queue = await run_worker(temporal_env, client, prefix, key_namespace=key_namespace)
     async with worker:
         first = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-ext", "externalJob", ["ext"]], id=f"{queue}-1", task_queue=queue)
         held = await client.pttl(keys.lock("s-ext", "externalJob"))
@@ -291,6 +293,25 @@ async def test_an_external_artifact_holds_the_lock_then_fast_forwards_once_the_j
     assert first is None and again is None
     assert held > 60_000  # held for lock_ttl_ms (15 min) after the dispatch, not left to its lease
     assert await client.get(counter_key(prefix, "ext")) == b"1"
+    if key_namespace is not None:  # the job's key is its namespace's, not the default one's
+        assert keys.external("s-ext", "externalJob") != FireOnceKeys(prefix).external("s-ext", "externalJob")
+
+
+@pytest.mark.parametrize("scope", ["s-other-scope", "s-other-namespace", "s-lock", "s-result", "s-empty", "s-not-a-string"])
+async def test_an_external_key_of_another_scope_or_namespace_or_of_the_guards_own_is_refused_and_dispatches_nothing(
+    temporal_env: Any, client: Redis, prefix: str, scope: str
+) -> None:
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        failure = await activity_failure(temporal_env, queue, queue, [scope, "checkedExternalJob", ["checked"]])
+        await temporal_env.client.execute_workflow(
+            GuardedCall.run, args=["s-users-own", "checkedExternalJob", ["own"]], id=f"{queue}-own", task_queue=queue
+        )
+    assert (failure.type, failure.non_retryable) == ("FireOnceConfigError", True)
+    assert f"the external artifact key of 'checkedExternalJob' in scope {scope!r}" in failure.message
+    assert await client.get(counter_key(prefix, "checked")) is None
+    assert await client.keys(f"{prefix}:v3:*{scope}*") == []  # nothing locked
+    assert await client.get(counter_key(prefix, "own")) == b"1"  # a key outside the prefix is the user's own
 
 
 async def test_with_redis_down_a_guarded_activity_fails_closed_and_retryable(temporal_env: Any, client: Redis, prefix: str) -> None:
@@ -360,6 +381,29 @@ async def test_a_worker_refuses_to_start_on_a_prefix_of_another_protocol_version
     worker, _ = await run_worker(temporal_env, client, prefix)
     with pytest.raises(FireOnceProtocolMismatch, match="protocol '2'"):
         await worker.run()
+
+
+async def test_a_worker_refuses_to_start_on_a_redis_that_can_evict_unless_allow_evicting_redis(
+    temporal_env: Any, client: Redis, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from temporal_fire_once import FireOnceConfigError
+
+    from .conftest import redis_server
+
+    with redis_server() as url:  # its own server: the session's keeps noeviction
+        evicting: Redis = Redis.from_url(url)
+        await evicting.config_set("maxmemory-policy", "allkeys-lru")
+        worker, _ = await run_worker(temporal_env, client, prefix, evicting)
+        refused = r"Redis at 127\.0\.0\.1:\d+ has maxmemory-policy allkeys-lru: under memory pressure Redis evicts live locks"
+        with pytest.raises(FireOnceConfigError, match=rf"{refused}.*pass allow_evicting_redis=True to accept the risk"):
+            await asyncio.wait_for(worker.run(), 10)  # a worker that starts runs until cancelled
+        worker, queue = await run_worker(temporal_env, client, prefix, evicting, allow_evicting_redis=True)
+        with caplog.at_level("WARNING", logger="temporal_fire_once"):
+            async with worker:
+                await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-evict", "crossJob", ["evict", 0]], id=queue, task_queue=queue)
+        await evicting.aclose()
+    assert await client.get(counter_key(prefix, "evict")) == b"1"
+    assert "maxmemory-policy allkeys-lru" in caplog.text and "starting anyway because allow_evicting_redis is True" in caplog.text
 
 
 async def test_a_sync_activity_is_guarded_too(temporal_env: Any, client: Redis, prefix: str) -> None:

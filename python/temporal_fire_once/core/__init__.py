@@ -15,8 +15,9 @@ from .errors import (
     FireOnceStoreUnavailable,
     FireOnceUnstorableResult,
 )
+from .eviction import SAFE_EVICTION_POLICY, EvictionPolicy, check_eviction_policy, read_eviction_policies
 from .guard import Acquired, AcquireOutcome, Committed, DispatchTarget, FastForward, FireOnceGuard, Held, Lease, Settled, holder_id
-from .keys import DEFAULT_NAMESPACE, PROTOCOL_VERSION, FireOnceKeys, encode_id
+from .keys import DEFAULT_NAMESPACE, PROTOCOL_VERSION, FireOnceKeys, ParsedKey, decode_id, encode_id
 from .options import GuardOptions
 from .protocol import claim_protocol
 from .records import ArtifactRecord, LockRecord, format_artifact, parse_artifact, parse_lock
@@ -26,11 +27,13 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "PROTOCOL_SCRIPTS",
     "PROTOCOL_VERSION",
+    "SAFE_EVICTION_POLICY",
     "Acquired",
     "AcquireOutcome",
     "ArtifactRecord",
     "Committed",
     "DispatchTarget",
+    "EvictionPolicy",
     "FastForward",
     "FireOnceArtifactTooLarge",
     "FireOnceConfigError",
@@ -50,14 +53,18 @@ __all__ = [
     "GuardOptions",
     "Held",
     "Lease",
+    "ParsedKey",
     "LockRecord",
     "LuaScript",
     "Settled",
+    "check_eviction_policy",
     "claim_protocol",
+    "decode_id",
     "encode_id",
     "format_artifact",
     "holder_id",
     "parse_artifact",
     "parse_lock",
+    "read_eviction_policies",
     "scripts_dir",
 ]

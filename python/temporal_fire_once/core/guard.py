@@ -17,7 +17,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .errors import FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable
 from .keys import FireOnceKeys, encode_id
-from .options import GuardOptions, positive_int
+from .options import GuardOptions, check_redis_client, positive_int
 from .protocol import claim_protocol
 from .records import format_artifact, lock_tail, parse_artifact, parse_lock
 from .scripts import ACQUIRE, COMMIT, COMMIT_REFUSED, EXTEND, INVALIDATE, LOG_APPEND, RELEASE, AcquireReply, RedisClient
@@ -107,7 +107,8 @@ class Committed(Settled):
 
 class FireOnceGuard:
     """The guard. The caller owns the ``redis.asyncio`` client (``Redis`` or ``RedisCluster``,
-    created with ``decode_responses=False``); the guard never closes it.
+    created with ``decode_responses=False``: any other is refused with ``FireOnceConfigError``);
+    the guard never closes it.
 
     >>> import asyncio, redis.asyncio
     >>> guard = FireOnceGuard(redis.asyncio.Redis(), GuardOptions(key_prefix="doc"))
@@ -116,6 +117,7 @@ class FireOnceGuard:
     """
 
     def __init__(self, redis: RedisClient, options: GuardOptions | None = None) -> None:
+        check_redis_client(redis)
         self.redis = redis
         self.options = options or GuardOptions()
         self.keys = FireOnceKeys(self.options.key_prefix, self.options.namespace)

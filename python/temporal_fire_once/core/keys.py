@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import unquote
 
 from .._ids import IdKind, id_problem
 from .errors import FireOnceInvalidId
@@ -15,6 +18,21 @@ KEY_PREFIX_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
 
 _PLAIN = re.compile(r"[A-Za-z0-9._~-]{1,512}")
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-")
+_SCOPE_KEY = re.compile(r"\{([^/{}:]+)/([^/{}:]+)\}:(?:([alwx]):([^:]+)|(wake))")
+
+ScopeKeyKind = Literal["artifact", "lock", "waiters", "external"]
+_TAG_KINDS: dict[str, ScopeKeyKind] = {"a": "artifact", "l": "lock", "w": "waiters", "x": "external"}
+
+
+@dataclass(frozen=True)
+class ParsedKey:
+    """A key of this layout read back by :meth:`FireOnceKeys.parse`."""
+
+    namespace: str
+    scope: str
+    kind: ScopeKeyKind | Literal["wake"]
+    id: str | None = None
+    """The step (lock, waiters) or job type (artifact, external); ``None`` for the wake channel."""
 
 
 def encode_id(kind: IdKind, value: object) -> str:
@@ -30,6 +48,15 @@ def encode_id(kind: IdKind, value: object) -> str:
         raise FireOnceInvalidId(problem)
     assert isinstance(value, str)
     return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in value.encode("utf-8"))
+
+
+def decode_id(encoded: str) -> str:
+    """Inverse of :func:`encode_id`.
+
+    >>> decode_id("chat%3A7%2A")
+    'chat:7*'
+    """
+    return unquote(encoded, errors="strict")
 
 
 class FireOnceKeys:
@@ -74,3 +101,21 @@ class FireOnceKeys:
 
     def protocol_marker(self) -> str:
         return f"{self.prefix}:protocol"
+
+    def parse(self, key: str) -> ParsedKey | None:
+        """Read back a scope key or wake channel of this prefix, in any namespace; ``None`` for
+        anything else (another prefix, the log, another protocol version, an ID no encoding makes).
+
+        >>> FireOnceKeys("fire-once").parse("fire-once:v3:{tenant-b/chat%3A7}:l:summary")
+        ParsedKey(namespace='tenant-b', scope='chat:7', kind='lock', id='summary')
+        """
+        match = _SCOPE_KEY.fullmatch(key[len(self.root) :]) if key.startswith(f"{self.root}{{") else None
+        if match is None:
+            return None
+        ns, scope, tag, id_, wake = match.groups()
+        try:
+            if wake is not None:
+                return ParsedKey(decode_id(ns), decode_id(scope), "wake")
+            return ParsedKey(decode_id(ns), decode_id(scope), _TAG_KINDS[tag], decode_id(id_))
+        except UnicodeDecodeError:
+            return None

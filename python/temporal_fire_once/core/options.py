@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from redis.asyncio import Redis, RedisCluster
+
 from .errors import FireOnceConfigError
 from .keys import DEFAULT_NAMESPACE, KEY_PREFIX_PATTERN, encode_id
 
@@ -25,6 +27,19 @@ def one_of(label: str, value: object, allowed: tuple[str, ...]) -> str:
         raise FireOnceConfigError(f"{label} must be one of {', '.join(allowed)} (got {value!r})")
     assert isinstance(value, str)
     return value
+
+
+def check_redis_client(redis: object) -> None:
+    """``FireOnceConfigError`` unless ``redis`` is a ``redis.asyncio`` client the guard can use
+    (``checkRedisOptions`` in ``src/core/options.ts``)."""
+    if not isinstance(redis, (Redis, RedisCluster)):
+        raise FireOnceConfigError(f"redis must be a redis.asyncio Redis or RedisCluster (got {type(redis).__name__})")
+    if redis.get_connection_kwargs().get("decode_responses"):
+        raise FireOnceConfigError(
+            "redis was created with decode_responses=True, which the guard cannot work under: it reads locks, artifacts and "
+            "script replies as bytes, so every fast-forward would fail with FireOnceProtocolError; create the client with "
+            "decode_responses=False (the default)"
+        )
 
 
 @dataclass(frozen=True)

@@ -125,11 +125,12 @@ def _target(input: ExecuteActivityInput, options: FireOnceOptions, info: activit
         key_fn = options.conflict_key
         values = list(input.args) if key_fn is None else [_user_option("conflict_key", info, lambda: key_fn(input.args))]
         hashed = _args_hash(values, "the arguments" if key_fn is None else "the value of the conflict_key option", info)
+    namespace = root.defaults.key_namespace or info.namespace
     external = None
     artifact = options.artifact
     if artifact != "result":
-        external = _user_option("artifact.external", info, lambda: artifact.external(ArtifactIds(scope, job_type)))
-    namespace = root.defaults.key_namespace or info.namespace
+        key = _user_option("artifact.external", info, lambda: artifact.external(ArtifactIds(scope, job_type, namespace)))
+        external = _external_key(root.guard, key, scope, job_type, namespace, info)
     return DispatchTarget(scope, step, job_type, namespace, external, holder, hashed)
 
 
@@ -144,6 +145,29 @@ def _args_hash(values: list[Any], what: str, info: activity.Info) -> str:
             f"{what} of activity {info.activity_type!r} cannot be serialised by the payload converter ({type(err).__name__})",
             {"activityType": info.activity_type},
         ) from None
+
+
+def _external_key(guard: FireOnceGuard, key: object, scope: str, job_type: str, namespace: str, info: activity.Info) -> str:
+    """Check the key an ``external`` option built. Under the guard's prefix it must be in this
+    scope's slot and this call's namespace, and not a key the guard writes itself: anything else
+    (another scope's or namespace's key, a lock, a result artifact) would fast-forward on a job
+    that is not this call's. Keys outside the prefix are the user's own."""
+    where = f"the external artifact key of {job_type!r} in scope {scope!r}"
+    context = {"activityType": info.activity_type}
+    if not isinstance(key, str) or key == "":
+        raise FireOnceConfigError(f"{where} must be a non-empty string (got {key!r})", context)
+    if not key.startswith(f"{guard.keys.prefix}:"):
+        return key
+    keys = guard.keys_for(namespace)
+    parsed = keys.parse(key)
+    if not key.startswith(f"{keys.scope_base(scope)}:") or (parsed is not None and parsed.kind != "external"):
+        raise FireOnceConfigError(
+            f"{where} is {key!r}: under the guard's prefix it must be a key of this scope in namespace {namespace!r} that the "
+            f"guard does not write, such as {keys.external(scope, job_type)!r} "
+            "(FireOnceKeys(prefix).for_namespace(ids.namespace).external(ids.scope, ids.job_type))",
+            context,
+        )
+    return key
 
 
 def _user_option(name: str, info: activity.Info, fn: Callable[[], T]) -> T:

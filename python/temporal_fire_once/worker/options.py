@@ -10,7 +10,7 @@ from typing import Any, Callable, Literal, Sequence
 from temporalio import activity
 
 from ..core.errors import FireOnceConfigError
-from ..core.keys import encode_id
+from ..core.keys import DEFAULT_NAMESPACE, encode_id
 from ..core.options import one_of, positive_int
 
 InFlightPolicy = Literal["wait", "fail", "skip"]
@@ -21,8 +21,13 @@ MAX_LEASE_MS = 10 * 60 * 1000
 
 @dataclass(frozen=True)
 class ArtifactIds:
+    """What an ``external`` option builds its key from; the library makes one per call."""
+
     scope: str
     job_type: str
+    namespace: str = DEFAULT_NAMESPACE
+    """The namespace this call's keys are filed under: the worker's ``key_namespace``, else the
+    Temporal namespace."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,10 @@ class WorkerDefaults:
     key_namespace: str | None = None
     dispatch_log: bool = True
     dispatch_log_max_len: int = 100_000
+    allow_evicting_redis: bool = False
+    """Start even though Redis can evict the guard's keys (a ``maxmemory-policy`` other than
+    ``noeviction``, or one that cannot be read); the risk is logged once at WARNING. An evicted
+    lock or artifact lets a job be dispatched again. Checked by the plugin when a worker starts."""
 
     def __post_init__(self) -> None:
         one_of("on_in_flight", self.on_in_flight, ("wait", "fail", "skip"))
@@ -102,6 +111,8 @@ class WorkerDefaults:
         positive_int("lease_ms", self.lease_ms, MAX_LEASE_MS)
         positive_int("max_artifact_bytes", self.max_artifact_bytes, 512 * 1024 * 1024, "bytes")
         positive_int("dispatch_log_max_len", self.dispatch_log_max_len, 100_000_000, "entries")
+        if not isinstance(self.allow_evicting_redis, bool):
+            raise FireOnceConfigError(f"allow_evicting_redis must be a boolean (got {self.allow_evicting_redis!r})")
         if self.key_namespace is not None:
             try:
                 encode_id("namespace", self.key_namespace)

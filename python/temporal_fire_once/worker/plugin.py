@@ -1,6 +1,7 @@
 """``FireOncePlugin``: one object that guards a worker's ``@fire_once`` activities and carries the
 dispatch scope in its workflows (``src/worker/plugin.ts``). Before the worker takes tasks it
-claims the key prefix for protocol v3, and refuses to start on a mismatch."""
+refuses a Redis that can evict the guard's keys (unless ``allow_evicting_redis``), then claims the
+key prefix for protocol v3, and refuses to start on a mismatch."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from ..core.eviction import check_eviction_policy
 from ..core.guard import FireOnceGuard
 from ..core.options import GuardOptions
 from ..core.scripts import RedisClient
@@ -24,7 +26,7 @@ class FireOncePlugin(SimplePlugin):
     """Pass it in ``Worker(..., plugins=[FireOncePlugin(redis)])``.
 
     ``redis`` is a ``redis.asyncio.Redis`` or ``RedisCluster`` made with
-    ``decode_responses=False``; the caller owns it. Options and defaults are the TypeScript
+    ``decode_responses=False`` (one with ``True`` is refused); the caller owns it. Options and defaults are the TypeScript
     plugin's, snake_cased. The worker's payload codec (``client.data_converter.payload_codec``)
     is applied to artifacts at rest.
     """
@@ -47,6 +49,7 @@ class FireOncePlugin(SimplePlugin):
         key_namespace: str | None = None,
         dispatch_log: bool | None = None,
         dispatch_log_max_len: int | None = None,
+        allow_evicting_redis: bool | None = None,
     ) -> None:
         """Each option left ``None`` takes its default, declared once in :class:`GuardOptions`
         or :class:`WorkerDefaults`; a bad value raises ``FireOnceConfigError`` naming it."""
@@ -55,6 +58,7 @@ class FireOncePlugin(SimplePlugin):
         self.guard = FireOnceGuard(redis, GuardOptions(**{k: v for k, v in given.items() if k in guard_fields}))
         self.defaults = WorkerDefaults(**{k: v for k, v in given.items() if k not in guard_fields})
         self._wake: WakeHub | None = None
+        self._redis_checked = False
         super().__init__("temporal-fire-once", run_context=self._claim, workflow_runner=_pass_through)
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
@@ -68,6 +72,12 @@ class FireOncePlugin(SimplePlugin):
 
     @asynccontextmanager
     async def _claim(self) -> AsyncIterator[None]:
+        """Refuse a Redis that can evict the guard's keys (once per plugin; a refusal is checked
+        again at the next start), then claim the key prefix for this protocol (once per run)."""
+        if not self._redis_checked:
+            allow = self.defaults.allow_evicting_redis
+            await check_eviction_policy(self.guard.redis, allow_evicting_redis=allow, timeout_ms=self.guard.options.store_timeout_ms)
+            self._redis_checked = True
         await self.guard.claim_protocol()
         try:
             yield

@@ -1,0 +1,131 @@
+"""Refuse a Redis that can evict the guard's keys (``src/core/deployment/eviction.ts``). Every key
+the guard writes has a TTL, so the ``volatile-*`` policies evict them as well as the ``allkeys-*``
+ones; an evicted lock or artifact lets the next invocation dispatch the same job again."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import RedisCluster
+from redis.asyncio.sentinel import SentinelConnectionPool
+from redis.exceptions import NoPermissionError, RedisError, ResponseError
+
+from .errors import FireOnceConfigError, FireOnceStoreUnavailable
+from .scripts import RedisClient
+
+SAFE_EVICTION_POLICY = "noeviction"
+"""The one ``maxmemory-policy`` under which Redis never evicts the guard's keys."""
+
+_logger = logging.getLogger("temporal_fire_once")
+
+
+@dataclass(frozen=True)
+class EvictionPolicy:
+    """The eviction policy of one primary, as read (or not) at start."""
+
+    address: str
+    """The node, ``host:port``."""
+    policy: str | None
+    """``maxmemory-policy``, or ``None`` when neither INFO nor CONFIG GET could read it."""
+    source: str
+    """Where it was read, or why it could not be."""
+
+    @property
+    def safe(self) -> bool:
+        """True only for ``noeviction``: a policy that could not be read is not safe."""
+        return self.policy == SAFE_EVICTION_POLICY
+
+
+async def read_eviction_policies(redis: RedisClient, timeout_ms: int = 5_000) -> list[EvictionPolicy]:
+    """``maxmemory-policy`` of the primary, or of every master of a Cluster: ``INFO memory`` first,
+    then ``CONFIG GET``. INFO comes first because a least-privilege user may run it while CONFIG is
+    admin-only, denied or renamed on most managed services. A reply error (NOPERM, an unknown or
+    renamed command) moves on to the next source; ``FireOnceStoreUnavailable`` when a node cannot
+    be reached within ``timeout_ms``."""
+    try:
+        async with asyncio.timeout(timeout_ms / 1000):
+            return list(await asyncio.gather(*(_read_policy(redis, address, target) for address, target in await _primaries(redis))))
+    except TimeoutError as err:
+        raise FireOnceStoreUnavailable(f"Redis did not answer within {timeout_ms} ms while its eviction policy was read") from err
+    except (RedisError, OSError) as err:
+        raise FireOnceStoreUnavailable(f"could not read Redis's eviction policy: {err}") from err
+
+
+async def check_eviction_policy(redis: RedisClient, *, allow_evicting_redis: bool = False, timeout_ms: int = 5_000) -> list[EvictionPolicy]:
+    """Raise ``FireOnceConfigError`` naming each primary whose ``maxmemory-policy`` is not
+    ``noeviction``, or could not be read, and what to set. With ``allow_evicting_redis``, log the
+    same once at WARNING instead. ``FireOncePlugin`` runs this when a worker starts; call it
+    yourself before using :class:`FireOnceGuard` directly."""
+    policies = await read_eviction_policies(redis, timeout_ms)
+    unsafe = [p for p in policies if not p.safe]
+    if not unsafe:
+        return policies
+    problem = describe_eviction_risk(unsafe)
+    if not allow_evicting_redis:
+        raise FireOnceConfigError(f"{problem}. {eviction_fix('pass allow_evicting_redis=True')}")
+    _logger.warning("fire-once: %s; starting anyway because allow_evicting_redis is True", problem)
+    return policies
+
+
+def eviction_fix(opt_out: str) -> str:
+    """What to set, and how to opt out (``opt_out``, e.g. "pass allow_evicting_redis=True")."""
+    return (
+        f"Set `maxmemory-policy {SAFE_EVICTION_POLICY}` on every primary (redis.conf, or CONFIG SET maxmemory-policy "
+        f"{SAFE_EVICTION_POLICY}; a managed service calls it its eviction policy), or {opt_out} to accept the risk"
+    )
+
+
+def describe_eviction_risk(unsafe: list[EvictionPolicy]) -> str:
+    """One sentence naming every primary that can evict the guard's keys (or whose policy is unknown)."""
+    parts = [
+        f"the maxmemory-policy of Redis at {p.address} could not be read ({p.source}; "
+        f"{'grant the user +info' if 'NOPERM' in p.source else 'check it by hand'})"
+        if p.policy is None
+        else f"Redis at {p.address} has maxmemory-policy {p.policy}"
+        for p in unsafe
+    ]
+    evicts = any(p.policy is not None for p in unsafe)
+    return (
+        f"{', and '.join(parts)}: {'under memory pressure Redis evicts' if evicts else 'Redis may evict'} live locks and "
+        "artifacts (every one has a TTL), and the next invocation then dispatches the same job again"
+    )
+
+
+async def _primaries(redis: RedisClient) -> list[tuple[str, dict[str, Any]]]:
+    """Each node whose settings decide what happens to the guard's keys, with the arguments that
+    send a command to it alone: the one node of a ``Redis``, or every master of a Cluster."""
+    if isinstance(redis, RedisCluster):
+        await redis.initialize()
+        return [(node.name, {"target_nodes": node}) for node in redis.get_primaries()]
+    pool = redis.connection_pool
+    if isinstance(pool, SentinelConnectionPool):
+        return [(f'the master "{pool.service_name}" of Sentinel', {})]
+    kwargs = pool.connection_kwargs
+    return [(str(kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"), {})]
+
+
+async def _read_policy(redis: RedisClient, address: str, target: dict[str, Any]) -> EvictionPolicy:
+    reasons: list[str] = []
+    try:
+        value = (await redis.info("memory", **target)).get("maxmemory_policy")
+        if value is not None:
+            return EvictionPolicy(address, str(value), "INFO")
+        reasons.append("INFO memory has no maxmemory_policy field")
+    except ResponseError as err:
+        reasons.append(f"INFO memory: {_reply_error(err)}")
+    try:
+        value = (await redis.config_get("maxmemory-policy", **target)).get("maxmemory-policy")
+        if value is not None:
+            return EvictionPolicy(address, str(value), "CONFIG GET")
+        reasons.append("CONFIG GET maxmemory-policy returned nothing")
+    except ResponseError as err:
+        reasons.append(f"CONFIG GET maxmemory-policy: {_reply_error(err)}")
+    return EvictionPolicy(address, None, "; ".join(reasons))
+
+
+def _reply_error(err: ResponseError) -> str:
+    """The reply as Redis sent it: redis-py strips the NOPERM code from the message."""
+    return f"NOPERM {err}" if isinstance(err, NoPermissionError) else str(err).strip()
