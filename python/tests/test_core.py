@@ -311,3 +311,20 @@ async def test_a_cluster_clients_own_error_fails_closed_as_store_unavailable(cli
     guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
     with pytest.raises(FireOnceStoreUnavailable, match="not covered"):
         await guard.acquire(DispatchTarget("s-slot", "step", "job"))
+
+
+async def test_a_user_that_may_not_write_the_unset_marker_gets_a_config_error_saying_what_to_run() -> None:
+    """A namespace-confined ACL user may read the protocol marker but not write it (PROTOCOL.md
+    section 1): on a fresh prefix it must say what an admin runs, not fail as an outage."""
+    from .conftest import redis_server
+
+    with redis_server() as url:
+        admin = Redis.from_url(url)
+        await admin.acl_setuser("tenant", enabled=True, passwords=["+pw"], keys=["~t:*", "%R~fire-once:protocol"], commands=["+@all"])
+        tenant = Redis.from_url(url, username="tenant", password="pw")
+        try:
+            with pytest.raises(FireOnceConfigError, match="may not write it: have an admin run SET fire-once:protocol 3 once"):
+                await FireOnceGuard(tenant).claim_protocol()
+        finally:
+            await tenant.aclose()
+            await admin.aclose()

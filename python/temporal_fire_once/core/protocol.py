@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from redis.exceptions import ResponseError
+from redis.exceptions import NoPermissionError
 
 from .errors import FireOnceConfigError, FireOnceProtocolMismatch
 from .keys import PROTOCOL_VERSION, FireOnceKeys
@@ -23,9 +23,7 @@ async def claim_protocol(redis: RedisClient, keys: FireOnceKeys) -> None:
     if found is None:
         try:
             claimed = await redis.set(marker, str(PROTOCOL_VERSION), nx=True)
-        except ResponseError as err:
-            if "NOPERM" not in str(err):
-                raise
+        except NoPermissionError as err:  # redis-py strips the NOPERM code from its message
             raise FireOnceConfigError(
                 f"key prefix {keys.prefix!r} has no protocol marker ({marker}) and this Redis user may not write it: "
                 f"have an admin run SET {marker} {PROTOCOL_VERSION} once",
