@@ -3,7 +3,7 @@ import { LRUCache } from 'lru-cache';
 import { FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable, type FireOnceErrorContext } from './errors';
 import { FireOnceKeys, encodeId } from './keys';
 import { GUARD_OPTIONS, callDuration, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
-import { artifactArgument, lockTail, parseArtifact, parseLock } from './records';
+import { artifactArgument, checkArgsHash, lockTail, parseArtifact, parseLock } from './records';
 import {
   ACQUIRE_REPLY,
   acquireScript,
@@ -194,6 +194,7 @@ export class FireOnceGuard {
    */
   async acquire(target: DispatchTarget, options: AcquireOptions = {}): Promise<AcquireOutcome> {
     const lockTtlMs = callDuration('lockTtlMs', options.lockTtlMs, this.options.lockTtlMs);
+    const argsHash = checkArgsHash(target.argsHash);
     const base = this.keysFor(target.namespace).scopeBase(target.scope);
     const step = encodeId('step', target.step);
     const jobType = encodeId('jobType', target.jobType);
@@ -205,7 +206,6 @@ export class FireOnceGuard {
       if (record !== undefined) return { kind: 'fast-forward', artifact: storedPayload(record, target, artifactKey), artifactKey };
     }
     const token = randomUUID(); // 122 random bits, and cheaper than randomBytes
-    const argsHash = target.argsHash ?? '';
     const waitersKey = `${base}:w:${step}`;
     // The compare-and-delete also takes the waiter list: waiters may have parked on the lock in the
     // meantime, and go back on the list for the reap of the worker that parked them (it then finds

@@ -1,6 +1,6 @@
 import { FireOnceCorruptArtifact, FireOnceProtocolError } from './errors';
 import { WAITERS_GRACE_MS, conflict, contextOf, differs, storedPayload, type DispatchTarget, type FireOnceGuard } from './guard';
-import { formatWaiter, parseArtifact, parseLock } from './records';
+import { checkArgsHash, formatWaiter, parseArtifact, parseLock } from './records';
 import { PARK_REPLY, REAP_REPLY, parkScript, reapScript } from './scripts';
 import { StoreCalls } from './store-calls';
 
@@ -74,15 +74,11 @@ export class ParkingLot {
 
   /** Register `taskToken` (and the args hash of `target`) on the lock of `target` if it is still held; one round trip. */
   async park(target: DispatchTarget, taskToken: Uint8Array): Promise<ParkOutcome> {
+    const argsHash = checkArgsHash(target.argsHash);
     const spot = this.spot(target);
     const reply = await this.store.run(
       () => contextOf(target, spot.lockKey),
-      parkScript(
-        this.guard.redis,
-        [spot.artifactKey, spot.lockKey, spot.waitersKey],
-        [spot.mode, formatWaiter(target.argsHash ?? '', taskToken), WAITERS_GRACE_MS],
-        true,
-      ),
+      parkScript(this.guard.redis, [spot.artifactKey, spot.lockKey, spot.waitersKey], [spot.mode, formatWaiter(argsHash, taskToken), WAITERS_GRACE_MS], true),
     );
     if (Buffer.isBuffer(reply)) return { kind: 'fast-forward', artifact: storedPayload(reply, target, spot.artifactKey), artifactKey: spot.artifactKey };
     if (reply === PARK_REPLY.FREE) return { kind: 'free' };
@@ -93,7 +89,7 @@ export class ParkingLot {
         const lock = parseLock(reply[2].toString());
         if (lock === undefined) throw new FireOnceProtocolError('the lock holds a value this protocol never writes', contextOf(target, spot.lockKey));
         const sameHolder = lock.holder !== '' && lock.holder === target.holder;
-        if (!sameHolder && differs(target.argsHash ?? '', lock.argsHash)) throw conflict(target, spot.lockKey, 'the dispatch in flight was started');
+        if (!sameHolder && differs(argsHash, lock.argsHash)) throw conflict(target, spot.lockKey, 'the dispatch in flight was started');
         return { kind: 'parked', spot, ttlMs: Number(reply[1]), fencingToken: lock.fencingToken };
       }
       case PARK_REPLY.CORRUPT:

@@ -38,6 +38,7 @@ export interface WaiterEntry {
 }
 
 import { isUtf8 } from 'node:buffer';
+import { FireOnceInvalidId } from './errors';
 
 const LOCK = /^(\S+) (\d+) (\S*) ([\s\S]*)$/;
 const ARTIFACT_MAGIC = Buffer.from('3:');
@@ -46,6 +47,17 @@ const WAITER_MAGIC = Buffer.from('w:');
 const COLON = 0x3a;
 /** Longest args hash a record may carry: a base64url SHA-256 is 43 characters. */
 const MAX_HASH = 64;
+const ARGS_HASH = new RegExp(`^[A-Za-z0-9_-]{0,${MAX_HASH}}$`);
+
+/**
+ * A call's args hash (`''` when absent), if every record can carry it: base64url, at most 64
+ * characters. Otherwise `FireOnceInvalidId`: a space or colon would end its field early.
+ */
+export function checkArgsHash(argsHash: unknown): string {
+  if (argsHash === undefined) return '';
+  if (typeof argsHash === 'string' && ARGS_HASH.test(argsHash)) return argsHash;
+  throw new FireOnceInvalidId(`argsHash must be base64url, at most ${MAX_HASH} characters (got ${JSON.stringify(argsHash)})`);
+}
 
 /** The part of a lock record after `<token> <fencingToken> `, which acquire.lua appends. */
 export function lockTail(argsHash: string, holder: string): string {

@@ -1,7 +1,7 @@
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { Cluster, Redis } from 'ioredis';
 import { FireOnceConfigError, FireOnceGuard, FireOnceInFlight, FireOnceInvalidId, FireOnceStoreUnavailable, type Lease } from '../../src';
-import { WakeHub, waitForTurn } from '../../src/core';
+import { ParkingLot, WakeHub, waitForTurn } from '../../src/core';
 import { useGuardFixture } from '../support/redis';
 import { lockToken } from '../support/records';
 
@@ -113,6 +113,19 @@ describe('FireOnceGuard on Redis alone', () => {
     const before = await keys();
     await expect(guard.acquire({ ...target, scope: '  ' })).rejects.toBeInstanceOf(FireOnceInvalidId);
     await expect(guard.acquire({ ...target, step: '' })).rejects.toThrow(/step must not be empty/);
+    expect(await keys()).toEqual(before);
+  });
+
+  // The args hash goes into the lock, artifact and waiter records between separators: one with a
+  // space or colon, or longer than a record carries, would write a result the guard cannot read
+  // back, or make a call conflict with its own arguments.
+  it.each([['h'.repeat(65)], ['a:b'], ['a b'], [7 as unknown as string]])('refuses the args hash %j before asking Redis anything', async (argsHash) => {
+    const keys = () => redis.keys(`${prefix}*`);
+    const before = await keys();
+    await expect(guard.acquire({ ...target, argsHash })).rejects.toThrow(
+      new FireOnceInvalidId(`argsHash must be base64url, at most 64 characters (got ${JSON.stringify(argsHash)})`),
+    );
+    await expect(new ParkingLot(guard).park({ ...target, argsHash }, Buffer.from('token'))).rejects.toBeInstanceOf(FireOnceInvalidId);
     expect(await keys()).toEqual(before);
   });
 
