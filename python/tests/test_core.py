@@ -328,3 +328,13 @@ async def test_a_user_that_may_not_write_the_unset_marker_gets_a_config_error_sa
         finally:
             await tenant.aclose()
             await admin.aclose()
+
+
+@pytest.mark.parametrize("args_hash", ["h" * 65, "a:b", "a b", 7])
+async def test_an_args_hash_the_records_cannot_carry_is_refused_before_redis_is_asked(client: Redis, prefix: str, args_hash: object) -> None:
+    """The args hash sits between separators in the lock and artifact records: a colon, a space or
+    more than 64 characters would write a result the guard cannot read back, or a self-conflict."""
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    with pytest.raises(FireOnceInvalidId, match=r"args_hash must be base64url, at most 64 characters"):
+        await guard.acquire(DispatchTarget("s-hash", "step", "job", args_hash=args_hash))  # type: ignore[arg-type]
+    assert await client.keys(f"{prefix}*") == []

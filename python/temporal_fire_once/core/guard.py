@@ -19,7 +19,7 @@ from .errors import FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtoc
 from .keys import FireOnceKeys, encode_id
 from .options import GuardOptions, check_redis_client, positive_int
 from .protocol import claim_protocol
-from .records import format_artifact, lock_tail, parse_artifact, parse_lock
+from .records import check_args_hash, format_artifact, lock_tail, parse_artifact, parse_lock
 from .scripts import ACQUIRE, COMMIT, COMMIT_REFUSED, EXTEND, INVALIDATE, LOG_APPEND, RELEASE, AcquireReply, RedisClient
 
 WAITERS_GRACE_MS = 60_000
@@ -134,6 +134,7 @@ class FireOnceGuard:
     async def acquire(self, target: DispatchTarget, lock_ttl_ms: int | None = None, read_ttl: bool = False) -> AcquireOutcome:
         """One round trip: fast-forward, acquire with a fresh token, or report the holder."""
         ttl = self.options.lock_ttl_ms if lock_ttl_ms is None else positive_int("lock_ttl_ms", lock_ttl_ms)
+        check_args_hash(target.args_hash)
         base = self.keys_for(target.namespace).scope_base(target.scope)
         step = encode_id("step", target.step)
         job_type = encode_id("jobType", target.job_type)

@@ -5,9 +5,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .errors import FireOnceInvalidId
+
 _LOCK = re.compile(rb"(\S+) (\d+) (\S*) (.*)", re.DOTALL)
 _MAGIC = b"3:"
 _MAX_HASH = 64
+_ARGS_HASH = re.compile(rf"[A-Za-z0-9_-]{{0,{_MAX_HASH}}}")
+
+
+def check_args_hash(args_hash: object) -> str:
+    """A call's args hash, if every record can carry it: base64url, at most 64 characters
+    (``checkArgsHash`` in ``src/core/records.ts``). Otherwise ``FireOnceInvalidId``: a space or
+    colon would end its field early."""
+    if isinstance(args_hash, str) and _ARGS_HASH.fullmatch(args_hash):
+        return args_hash
+    raise FireOnceInvalidId(f"args_hash must be base64url, at most {_MAX_HASH} characters (got {args_hash!r})")
 
 
 @dataclass(frozen=True)
