@@ -186,15 +186,19 @@ export class FireOnceKeys {
 
   /**
    * Read back a scope key or wake channel of this prefix, in any namespace; `undefined` for
-   * anything else (another prefix, the log, another protocol version).
+   * anything else (another prefix, the log, another protocol version, IDs that do not decode).
    */
   parse(key: string): ParsedKey | undefined {
     if (!key.startsWith(`${this.root}{`)) return undefined;
     const match = /^\{([^/{}:]+)\/([^/{}:]+)\}:(?:([alwx]):([^:]+)|(wake))$/.exec(key.slice(this.root.length));
     if (match === null) return undefined;
     const [, ns, scope, tag, id, wake] = match;
-    const base = { namespace: decodeId(ns), scope: decodeId(scope) };
-    return wake === undefined ? { ...base, kind: TAG_KINDS[tag], id: decodeId(id) } : { ...base, kind: 'wake' };
+    try {
+      const base = { namespace: decodeId(ns), scope: decodeId(scope) };
+      return wake === undefined ? { ...base, kind: TAG_KINDS[tag], id: decodeId(id) } : { ...base, kind: 'wake' };
+    } catch {
+      return undefined; // a malformed escape: a key someone else wrote in this shape
+    }
   }
 
   /** The key of `kind` for `(scope, id)`, for code that walks every kind. */

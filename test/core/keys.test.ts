@@ -89,7 +89,9 @@ describe('FireOnceKeys', () => {
     expect(keys.parse(tenant.lock('chat:7*', 'send'))).toEqual({ namespace: 'tenant:b', scope: 'chat:7*', kind: 'lock', id: 'send' });
     expect(keys.parse(keys.artifact('s', 'job'))).toEqual({ namespace: 'default', scope: 's', kind: 'artifact', id: 'job' });
     expect(keys.parse(keys.wakeChannel('s'))).toEqual({ namespace: 'default', scope: 's', kind: 'wake' });
-    for (const other of [keys.log(), keys.protocolMarker(), 'fire-once:{s}:lock:job', 'other:v3:{default/s}:l:job', `${keys.lock('s', 'j')}:x`]) {
+    // Keys of this layout's shape whose IDs encodeId never writes (a bare `%`, a lone byte, a bad escape).
+    const foreign = ['fire-once:v3:{default/ab}:x:100%', 'fire-once:v3:{default/ab}:l:%E9', 'fire-once:v3:{%ZZ/ab}:a:job'];
+    for (const other of [keys.log(), keys.protocolMarker(), 'fire-once:{s}:lock:job', 'other:v3:{default/s}:l:job', `${keys.lock('s', 'j')}:x`, ...foreign]) {
       expect(keys.parse(other)).toBeUndefined();
     }
   });
