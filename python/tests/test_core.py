@@ -56,7 +56,7 @@ def test_an_id_of_512_bytes_and_one_of_unicode_control_spaces_are_accepted() -> 
 
 
 def test_option_errors_name_the_field() -> None:
-    from temporal_fire_once import FireOncePlugin, fire_once
+    from temporal_fire_once import ExternalArtifact, FireOncePlugin, fire_once
 
     with pytest.raises(FireOnceConfigError, match="lock_ttl_ms must be a positive integer"):
         GuardOptions(lock_ttl_ms=-5)
@@ -68,6 +68,8 @@ def test_option_errors_name_the_field() -> None:
         GuardOptions(known_artifacts=2_000_000)
     with pytest.raises(FireOnceConfigError, match="lease_ms must be at most 600000"):
         fire_once(lease_ms=600_001)
+    with pytest.raises(FireOnceConfigError, match=r"artifact.external must be a function \(ids\) -> key \(got 'a-key'\)"):
+        fire_once(artifact=ExternalArtifact(external="a-key"))  # type: ignore[arg-type]
     with pytest.raises(FireOnceConfigError, match="on_in_flight must be one of wait, fail, skip"):
         FireOncePlugin(Redis(), on_in_flight="later")  # type: ignore[arg-type]
 

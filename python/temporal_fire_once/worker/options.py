@@ -80,6 +80,8 @@ class FireOnceOptions:
             positive_int("artifact_ttl_ms", self.artifact_ttl_ms)
         if self.artifact != "result" and not isinstance(self.artifact, ExternalArtifact):
             raise FireOnceConfigError(f"artifact must be 'result' or ExternalArtifact(external=...) (got {self.artifact!r})")
+        if isinstance(self.artifact, ExternalArtifact) and not callable(self.artifact.external):
+            raise FireOnceConfigError(f"artifact.external must be a function (ids) -> key (got {self.artifact.external!r})")
         one_of("on_conflict", self.on_conflict, ("fail", "ignore"))
         if self.conflict_key is not None and not callable(self.conflict_key):
             raise FireOnceConfigError(f"conflict_key must be a function (args) -> value (got {self.conflict_key!r})")
