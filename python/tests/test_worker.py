@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import Worker
@@ -481,3 +482,78 @@ def test_the_workflow_side_imports_no_redis_and_the_plugin_passes_it_through_the
     assert "redis" not in loaded and "temporal_fire_once.worker" not in loaded and "temporal_fire_once.core" not in loaded
     runner = _pass_through(SandboxedWorkflowRunner())
     assert isinstance(runner, SandboxedWorkflowRunner) and "temporal_fire_once" in runner.restrictions.passthrough_modules
+
+
+def sync_worker(env: Any, client: Redis, prefix: str, runs: list[str], executor: Any) -> tuple[Worker, str]:
+    """A worker of one guarded sync (thread-pool) activity, ``syncWaitJob``, whose runs ``runs`` counts."""
+    from temporalio import activity
+
+    from temporal_fire_once import fire_once
+
+    @fire_once()
+    @activity.defn(name="syncWaitJob")
+    def sync_wait_job(text: str) -> str:
+        runs.append(text)  # a counter the guard does not own
+        return text.upper()
+
+    collect_garbage()
+    queue = f"py-{uuid.uuid4().hex[:8]}"
+    worker = Worker(
+        env.client,
+        task_queue=queue,
+        workflows=[GuardedCall, CancelledCall],
+        activities=[sync_wait_job],
+        activity_executor=executor,
+        plugins=[FireOncePlugin(client, key_prefix=prefix, poll_interval_ms=100)],
+    )
+    return worker, queue
+
+
+async def test_a_sync_waiter_cancelled_in_its_slot_ends_cancelled_and_never_dispatches(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """The SDK does not cancel a sync activity's task, it only flags it: a waiter that did not look
+    would dispatch once the holder failed, for a call nobody waits for."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    holder = await guard.acquire(DispatchTarget("s-sync-cancel", "syncWaitJob", "syncWaitJob", "default", None, "another holder", ""))
+    assert isinstance(holder, Acquired)
+    runs: list[str] = []
+    with ThreadPoolExecutor(4) as executor:
+        worker, queue = sync_worker(temporal_env, client, prefix, runs, executor)
+        async with worker:
+            run = asyncio.ensure_future(
+                temporal_env.client.execute_workflow(CancelledCall.run, args=["s-sync-cancel", "syncWaitJob", ["x"]], id=queue, task_queue=queue)
+            )
+            # Cancelled at 1 s; it ends within a heartbeat or two. The waiter's deadline is 29 s away.
+            await asyncio.wait([run], timeout=20)
+            await guard.release(holder.lease)  # the holder fails: a waiter still in its slot would take it now
+            outcome = await run
+    assert outcome == "cancelled"
+    assert runs == []
+
+
+async def test_a_sync_waiter_lets_the_worker_shut_down_and_never_dispatches(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """At shutdown the SDK cancels running activities (after graceful_shutdown_timeout, 0 here). A
+    sync waiter that missed it would hold shutdown up to its deadline, 59 s away."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    holder = await guard.acquire(DispatchTarget("s-sync-stop", "syncWaitJob", "syncWaitJob", "default", None, "another holder", ""))
+    assert isinstance(holder, Acquired)
+    runs: list[str] = []
+    with ThreadPoolExecutor(4) as executor:
+        worker, queue = sync_worker(temporal_env, client, prefix, runs, executor)
+        running = asyncio.ensure_future(worker.run())
+        handle = await temporal_env.client.start_workflow(
+            GuardedCall.run, args=["s-sync-stop", "syncWaitJob", ["x"], None, 1, [60_000]], id=queue, task_queue=queue
+        )
+        while not any(p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED for p in (await handle.describe()).raw_description.pending_activities):
+            await asyncio.sleep(0.1)  # until the waiter is in its slot
+        started = time.monotonic()
+        await worker.shutdown()
+        await running
+        took = time.monotonic() - started
+        await guard.release(holder.lease)
+        await handle.terminate()
+    assert took < 30, f"shutdown took {took:.1f} s"
+    assert runs == []
