@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceGuard, Fir
 
 from .conftest import collect_garbage
 from .pyactivities import counter_key, make_activities
-from .pyworkflows import CancelledCall, ContinuedCall, GuardedCall, LocalCall, ParentCall
+from .pyworkflows import CancelledCall, ContinuedCall, GuardedCall, InitScopeCall, LocalCall, ParentCall
 
 
 async def run_worker(env: Any, client: Redis, prefix: str, guard_redis: Redis | None = None, **options: Any) -> tuple[Worker, str]:
@@ -31,7 +32,7 @@ async def run_worker(env: Any, client: Redis, prefix: str, guard_redis: Redis | 
     worker = Worker(
         env.client,
         task_queue=queue,
-        workflows=[GuardedCall, ParentCall, ContinuedCall, CancelledCall, LocalCall],
+        workflows=[GuardedCall, ParentCall, ContinuedCall, CancelledCall, LocalCall, InitScopeCall],
         activities=make_activities(client, prefix),
         plugins=[FireOncePlugin(guard_redis or client, key_prefix=prefix, poll_interval_ms=50, **options)],
     )
@@ -84,6 +85,25 @@ async def test_the_scope_reaches_a_child_and_a_continued_run(temporal_env: Any, 
         )
     assert child == first and continued == first
     assert await client.get(counter_key(prefix, "carry")) == b"1"
+
+
+async def test_a_scope_set_in_a_workflow_init_reaches_the_activity_and_wins_over_the_inherited_one(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """``__init__`` runs before the workflow instance exists for ``workflow.instance()``, and
+    before the interceptor applies the scope of the incoming header."""
+    keys = FireOnceKeys(prefix)
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        runs = [(f"{queue}-alone", ["s-init", "crossJob", ["init", 0]]), (f"{queue}-parent", ["s-init", "crossJob", ["init", 0], "s-parent"])]
+        alone, child = [
+            await temporal_env.client.execute_workflow(InitScopeCall.run, args=args, id=id, task_queue=queue, execution_timeout=timedelta(seconds=20))
+            for id, args in runs
+        ]
+    assert alone["scope"] == "s-init" and child == alone  # the child fast-forwarded to the one result of s-init
+    assert await client.get(counter_key(prefix, "init")) == b"1"
+    assert await client.exists(keys.artifact("s-init", "crossJob")) == 1
+    assert [key async for key in client.scan_iter(match=f"{prefix}:*s-parent*")] == []
 
 
 async def test_a_guarded_activity_without_a_scope_fails_with_its_type_and_dispatches_nothing(

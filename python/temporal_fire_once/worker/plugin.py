@@ -88,7 +88,7 @@ class FireOncePlugin(SimplePlugin):
 
 def _pass_through(runner: WorkflowRunner | None) -> WorkflowRunner:
     """Pass ``temporal_fire_once`` through the workflow sandbox: its workflow side is
-    deterministic (it only reads headers and sets an attribute on the workflow instance), so each
+    deterministic (it only reads headers and sets an attribute on the run's runtime), so each
     workflow run need not re-import it."""
     runner = runner or SandboxedWorkflowRunner()
     if not isinstance(runner, SandboxedWorkflowRunner):
