@@ -577,3 +577,32 @@ async def test_a_sync_waiter_lets_the_worker_shut_down_and_never_dispatches(temp
         await handle.terminate()
     assert took < 30, f"shutdown took {took:.1f} s"
     assert runs == []
+
+
+async def test_a_plugin_shared_by_two_workers_keeps_waking_one_after_the_other_stops(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """The wake hub is the plugin's, shared by its workers: closing it when the first one stops
+    would leave the other's waiters to their next poll (a minute here) or their deadline (29 s)."""
+    plugin = FireOncePlugin(client, key_prefix=prefix, poll_interval_ms=60_000)
+    collect_garbage()
+    queues = [f"py-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    stopping, staying = (
+        Worker(temporal_env.client, task_queue=queue, workflows=[GuardedCall], activities=make_activities(client, prefix), plugins=[plugin])
+        for queue in queues
+    )
+    channel = plugin.guard.keys_for("default").wake_channel("s-shared")
+    stopped = asyncio.ensure_future(stopping.run())
+    async with staying:
+        runs = [
+            asyncio.ensure_future(
+                temporal_env.client.execute_workflow(GuardedCall.run, args=["s-shared", "crossJob", ["shared", 3_000]], id=f"{queues[1]}-{i}", task_queue=queues[1])
+            )
+            for i in range(2)
+        ]
+        while (await client.pubsub_numsub(channel))[0][1] == 0:
+            await asyncio.sleep(0.05)  # until the waiter has subscribed
+        await stopping.shutdown()
+        await stopped
+        _, pending = await asyncio.wait(runs, timeout=20)  # the job takes 3 s; the waiter's deadline is 29 s away
+        assert not pending, "the waiter was not woken by the commit"
+    assert runs[0].result() == runs[1].result()
+    assert await client.get(counter_key(prefix, "shared")) == b"1"

@@ -59,6 +59,7 @@ class FireOncePlugin(SimplePlugin):
         self.defaults = WorkerDefaults(**{k: v for k, v in given.items() if k not in guard_fields})
         self._wake: WakeHub | None = None
         self._redis_checked = False
+        self._running = 0  # workers of this plugin running: they share its wake hub
         super().__init__("temporal-fire-once", run_context=self._claim, workflow_runner=_pass_through)
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
@@ -73,16 +74,19 @@ class FireOncePlugin(SimplePlugin):
     @asynccontextmanager
     async def _claim(self) -> AsyncIterator[None]:
         """Refuse a Redis that can evict the guard's keys (once per plugin; a refusal is checked
-        again at the next start), then claim the key prefix for this protocol (once per run)."""
-        if not self._redis_checked:
-            allow = self.defaults.allow_evicting_redis
-            await check_eviction_policy(self.guard.redis, allow_evicting_redis=allow, timeout_ms=self.guard.options.store_timeout_ms)
-            self._redis_checked = True
-        await self.guard.claim_protocol()
+        again at the next start), then claim the key prefix for this protocol (once per run).
+        Close the wake hub once no worker of this plugin runs: several may share it."""
+        self._running += 1
         try:
+            if not self._redis_checked:
+                allow = self.defaults.allow_evicting_redis
+                await check_eviction_policy(self.guard.redis, allow_evicting_redis=allow, timeout_ms=self.guard.options.store_timeout_ms)
+                self._redis_checked = True
+            await self.guard.claim_protocol()
             yield
         finally:
-            if self._wake is not None:
+            self._running -= 1
+            if self._running == 0 and self._wake is not None:
                 await self._wake.close()
 
 
