@@ -606,3 +606,26 @@ async def test_a_plugin_shared_by_two_workers_keeps_waking_one_after_the_other_s
         assert not pending, "the waiter was not woken by the commit"
     assert runs[0].result() == runs[1].result()
     assert await client.get(counter_key(prefix, "shared")) == b"1"
+
+
+async def test_a_replayer_with_the_plugin_carries_the_scope_and_needs_no_redis(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """Replaying a continued run needs the workflow interceptor, which gives it the inherited
+    scope; it needs no Redis: nothing to check, claim or wake."""
+    from temporalio.worker import Replayer
+
+    from .conftest import free_port
+
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        await temporal_env.client.execute_workflow(ContinuedCall.run, args=["s-replay", "plainJob", ["replay"]], id=queue, task_queue=queue)
+    history = await temporal_env.client.get_workflow_handle(queue).fetch_history()  # the latest run: the continued one
+    unreachable = Redis(port=free_port(), socket_connect_timeout=1)
+    failures: dict[str, object] = {}
+    for name, redis in [("reachable", client), ("unreachable", unreachable)]:
+        replayer = Replayer(workflows=[ContinuedCall], plugins=[FireOncePlugin(redis, key_prefix=prefix)])
+        try:
+            failures[name] = (await replayer.replay_workflow(history, raise_on_replay_failure=False)).replay_failure
+        except Exception as err:
+            failures[name] = err
+    await unreachable.aclose()
+    assert failures == {"reachable": None, "unreachable": None}
