@@ -97,3 +97,21 @@ class CancelledCall:
         except ActivityError as err:
             return "cancelled" if isinstance(err.cause, CancelledError) else f"failed: {err.cause}"
         return "completed"
+
+
+@workflow.defn
+class InitScopeCall:
+    """Sets the scope in its ``@workflow.init`` ``__init__`` (before ``run`` and before the
+    interceptor reads the incoming header), then calls one activity. With ``parent_scope``, sets
+    that one and leaves the call to a child of this class, which sets ``scope`` in its own
+    ``__init__`` while it inherits ``parent_scope`` in the header."""
+
+    @workflow.init
+    def __init__(self, scope: str, activity: str, args: list[Any], parent_scope: str | None = None) -> None:
+        set_dispatch_scope(parent_scope or scope)
+
+    @workflow.run
+    async def run(self, scope: str, activity: str, args: list[Any], parent_scope: str | None = None) -> Any:
+        if parent_scope is not None:
+            return await workflow.execute_child_workflow(InitScopeCall.run, args=[scope, activity, args], id=f"{workflow.info().workflow_id}-child")
+        return {"scope": get_dispatch_scope(), "result": await _run(activity, args)}

@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import Worker
@@ -20,7 +22,7 @@ from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceGuard, Fir
 
 from .conftest import collect_garbage
 from .pyactivities import counter_key, make_activities
-from .pyworkflows import CancelledCall, ContinuedCall, GuardedCall, LocalCall, ParentCall
+from .pyworkflows import CancelledCall, ContinuedCall, GuardedCall, InitScopeCall, LocalCall, ParentCall
 
 
 async def run_worker(env: Any, client: Redis, prefix: str, guard_redis: Redis | None = None, **options: Any) -> tuple[Worker, str]:
@@ -30,7 +32,7 @@ async def run_worker(env: Any, client: Redis, prefix: str, guard_redis: Redis | 
     worker = Worker(
         env.client,
         task_queue=queue,
-        workflows=[GuardedCall, ParentCall, ContinuedCall, CancelledCall, LocalCall],
+        workflows=[GuardedCall, ParentCall, ContinuedCall, CancelledCall, LocalCall, InitScopeCall],
         activities=make_activities(client, prefix),
         plugins=[FireOncePlugin(guard_redis or client, key_prefix=prefix, poll_interval_ms=50, **options)],
     )
@@ -83,6 +85,25 @@ async def test_the_scope_reaches_a_child_and_a_continued_run(temporal_env: Any, 
         )
     assert child == first and continued == first
     assert await client.get(counter_key(prefix, "carry")) == b"1"
+
+
+async def test_a_scope_set_in_a_workflow_init_reaches_the_activity_and_wins_over_the_inherited_one(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """``__init__`` runs before the workflow instance exists for ``workflow.instance()``, and
+    before the interceptor applies the scope of the incoming header."""
+    keys = FireOnceKeys(prefix)
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        runs = [(f"{queue}-alone", ["s-init", "crossJob", ["init", 0]]), (f"{queue}-parent", ["s-init", "crossJob", ["init", 0], "s-parent"])]
+        alone, child = [
+            await temporal_env.client.execute_workflow(InitScopeCall.run, args=args, id=id, task_queue=queue, execution_timeout=timedelta(seconds=20))
+            for id, args in runs
+        ]
+    assert alone["scope"] == "s-init" and child == alone  # the child fast-forwarded to the one result of s-init
+    assert await client.get(counter_key(prefix, "init")) == b"1"
+    assert await client.exists(keys.artifact("s-init", "crossJob")) == 1
+    assert [key async for key in client.scan_iter(match=f"{prefix}:*s-parent*")] == []
 
 
 async def test_a_guarded_activity_without_a_scope_fails_with_its_type_and_dispatches_nothing(
@@ -481,3 +502,130 @@ def test_the_workflow_side_imports_no_redis_and_the_plugin_passes_it_through_the
     assert "redis" not in loaded and "temporal_fire_once.worker" not in loaded and "temporal_fire_once.core" not in loaded
     runner = _pass_through(SandboxedWorkflowRunner())
     assert isinstance(runner, SandboxedWorkflowRunner) and "temporal_fire_once" in runner.restrictions.passthrough_modules
+
+
+def sync_worker(env: Any, client: Redis, prefix: str, runs: list[str], executor: Any) -> tuple[Worker, str]:
+    """A worker of one guarded sync (thread-pool) activity, ``syncWaitJob``, whose runs ``runs`` counts."""
+    from temporalio import activity
+
+    from temporal_fire_once import fire_once
+
+    @fire_once()
+    @activity.defn(name="syncWaitJob")
+    def sync_wait_job(text: str) -> str:
+        runs.append(text)  # a counter the guard does not own
+        return text.upper()
+
+    collect_garbage()
+    queue = f"py-{uuid.uuid4().hex[:8]}"
+    worker = Worker(
+        env.client,
+        task_queue=queue,
+        workflows=[GuardedCall, CancelledCall],
+        activities=[sync_wait_job],
+        activity_executor=executor,
+        plugins=[FireOncePlugin(client, key_prefix=prefix, poll_interval_ms=100)],
+    )
+    return worker, queue
+
+
+async def test_a_sync_waiter_cancelled_in_its_slot_ends_cancelled_and_never_dispatches(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """The SDK does not cancel a sync activity's task, it only flags it: a waiter that did not look
+    would dispatch once the holder failed, for a call nobody waits for."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    holder = await guard.acquire(DispatchTarget("s-sync-cancel", "syncWaitJob", "syncWaitJob", "default", None, "another holder", ""))
+    assert isinstance(holder, Acquired)
+    runs: list[str] = []
+    with ThreadPoolExecutor(4) as executor:
+        worker, queue = sync_worker(temporal_env, client, prefix, runs, executor)
+        async with worker:
+            run = asyncio.ensure_future(
+                temporal_env.client.execute_workflow(CancelledCall.run, args=["s-sync-cancel", "syncWaitJob", ["x"]], id=queue, task_queue=queue)
+            )
+            # Cancelled at 1 s; it ends within a heartbeat or two. The waiter's deadline is 29 s away.
+            await asyncio.wait([run], timeout=20)
+            await guard.release(holder.lease)  # the holder fails: a waiter still in its slot would take it now
+            outcome = await run
+    assert outcome == "cancelled"
+    assert runs == []
+
+
+async def test_a_sync_waiter_lets_the_worker_shut_down_and_never_dispatches(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """At shutdown the SDK cancels running activities (after graceful_shutdown_timeout, 0 here). A
+    sync waiter that missed it would hold shutdown up to its deadline, 59 s away."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    holder = await guard.acquire(DispatchTarget("s-sync-stop", "syncWaitJob", "syncWaitJob", "default", None, "another holder", ""))
+    assert isinstance(holder, Acquired)
+    runs: list[str] = []
+    with ThreadPoolExecutor(4) as executor:
+        worker, queue = sync_worker(temporal_env, client, prefix, runs, executor)
+        running = asyncio.ensure_future(worker.run())
+        handle = await temporal_env.client.start_workflow(
+            GuardedCall.run, args=["s-sync-stop", "syncWaitJob", ["x"], None, 1, [60_000]], id=queue, task_queue=queue
+        )
+        while not any(p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED for p in (await handle.describe()).raw_description.pending_activities):
+            await asyncio.sleep(0.1)  # until the waiter is in its slot
+        started = time.monotonic()
+        await worker.shutdown()
+        await running
+        took = time.monotonic() - started
+        await guard.release(holder.lease)
+        await handle.terminate()
+    assert took < 30, f"shutdown took {took:.1f} s"
+    assert runs == []
+
+
+async def test_a_plugin_shared_by_two_workers_keeps_waking_one_after_the_other_stops(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """The wake hub is the plugin's, shared by its workers: closing it when the first one stops
+    would leave the other's waiters to their next poll (a minute here) or their deadline (29 s)."""
+    plugin = FireOncePlugin(client, key_prefix=prefix, poll_interval_ms=60_000)
+    collect_garbage()
+    queues = [f"py-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    stopping, staying = (
+        Worker(temporal_env.client, task_queue=queue, workflows=[GuardedCall], activities=make_activities(client, prefix), plugins=[plugin])
+        for queue in queues
+    )
+    channel = plugin.guard.keys_for("default").wake_channel("s-shared")
+    stopped = asyncio.ensure_future(stopping.run())
+    async with staying:
+        runs = [
+            asyncio.ensure_future(
+                temporal_env.client.execute_workflow(GuardedCall.run, args=["s-shared", "crossJob", ["shared", 3_000]], id=f"{queues[1]}-{i}", task_queue=queues[1])
+            )
+            for i in range(2)
+        ]
+        while (await client.pubsub_numsub(channel))[0][1] == 0:
+            await asyncio.sleep(0.05)  # until the waiter has subscribed
+        await stopping.shutdown()
+        await stopped
+        _, pending = await asyncio.wait(runs, timeout=20)  # the job takes 3 s; the waiter's deadline is 29 s away
+        assert not pending, "the waiter was not woken by the commit"
+    assert runs[0].result() == runs[1].result()
+    assert await client.get(counter_key(prefix, "shared")) == b"1"
+
+
+async def test_a_replayer_with_the_plugin_carries_the_scope_and_needs_no_redis(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """Replaying a continued run needs the workflow interceptor, which gives it the inherited
+    scope; it needs no Redis: nothing to check, claim or wake."""
+    from temporalio.worker import Replayer
+
+    from .conftest import free_port
+
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        await temporal_env.client.execute_workflow(ContinuedCall.run, args=["s-replay", "plainJob", ["replay"]], id=queue, task_queue=queue)
+    history = await temporal_env.client.get_workflow_handle(queue).fetch_history()  # the latest run: the continued one
+    unreachable = Redis(port=free_port(), socket_connect_timeout=1)
+    failures: dict[str, object] = {}
+    for name, redis in [("reachable", client), ("unreachable", unreachable)]:
+        replayer = Replayer(workflows=[ContinuedCall], plugins=[FireOncePlugin(redis, key_prefix=prefix)])
+        try:
+            failures[name] = (await replayer.replay_workflow(history, raise_on_replay_failure=False)).replay_failure
+        except Exception as err:
+            failures[name] = err
+    await unreachable.aclose()
+    assert failures == {"reachable": None, "unreachable": None}

@@ -1,5 +1,6 @@
 """Run the activity under a held lock (``src/worker/dispatch.ts``): renew the lease while it
-runs; on failure (cancellation included) release by compare-and-delete and re-raise; on success
+runs; on failure (cancellation included) release by compare-and-delete and re-raise; a call
+cancelled before it runs releases and raises without running; on success
 commit the artifact, which takes over from the lock in one atomic step, or hold the lock for
 ``lock_ttl_ms`` (external artifacts)."""
 
@@ -13,6 +14,7 @@ from typing import Any, Awaitable, Callable
 
 from temporalio import activity
 from temporalio.api.common.v1 import Payload
+from temporalio.exceptions import CancelledError
 
 from ..core.errors import FireOnceUnstorableResult
 from ..core.guard import Lease
@@ -73,6 +75,11 @@ class Renewal:
 
 async def dispatch(call: CallSetup, lease: Lease, run: Callable[[], Awaitable[Any]]) -> Any:
     """Run ``run`` under ``lease``; see the module docstring."""
+    if activity.is_cancelled():
+        # Cancelled (or shut down) while the lock was being taken, e.g. during a waiter's re-check:
+        # run nothing for a call nobody waits for, and give the lock back at once.
+        await _release(call, lease)
+        raise CancelledError("Cancelled")
     call.decision("dispatched", lease=lease)
     lost = asyncio.Event()
     renewal = None

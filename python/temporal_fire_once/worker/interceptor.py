@@ -6,6 +6,7 @@ activity as an ``ApplicationError`` of the same ``type`` as on the TypeScript si
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from datetime import datetime, timezone
@@ -14,6 +15,7 @@ from typing import Any, Callable, Mapping, TypeVar
 from temporalio import activity
 from temporalio.common import RawValue
 from temporalio.converter import PayloadCodec
+from temporalio.exceptions import CancelledError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, WorkflowInterceptorClassInput
 from temporalio.worker import WorkflowInboundInterceptor
 
@@ -94,7 +96,7 @@ class _GuardedActivity(ActivityInboundInterceptor):
             return await self.next.execute_activity(input)
         try:
             first = await root.guard.acquire(call.target, call.lock_ttl_ms)
-            outcome = await _on_held(call, first, info, root.wake, started) if isinstance(first, Held) else first
+            outcome = await _on_held(call, first, info, root.wake, started, _is_sync(input)) if isinstance(first, Held) else first
         except FireOnceKeyConflict:
             call.decision("conflict")
             raise
@@ -181,7 +183,15 @@ def _user_option(name: str, info: activity.Info, fn: Callable[[], T]) -> T:
         ) from err
 
 
-async def _on_held(call: CallSetup, held: Held, info: activity.Info, hub: WakeHub | None, started: float) -> FastForward | Acquired | None:
+def _is_sync(input: ExecuteActivityInput) -> bool:
+    """Whether the SDK runs the activity in its executor (as ``_ActivityInboundImpl`` decides)."""
+    fn: Any = input.fn
+    return not (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)))
+
+
+async def _on_held(
+    call: CallSetup, held: Held, info: activity.Info, hub: WakeHub | None, started: float, sync: bool
+) -> FastForward | Acquired | None:
     policy = call.options.on_in_flight or call.defaults.on_in_flight
     if policy == "skip":
         call.decision("in-flight-skipped", fencing=held.fencing_token)
@@ -214,8 +224,9 @@ async def _on_held(call: CallSetup, held: Held, info: activity.Info, hub: WakeHu
                     )
                 if info.heartbeat_timeout is not None:
                     activity.heartbeat()
-                await _sleep(bell, min(poll, remaining))
+                await _sleep(bell, min(poll, remaining), sync)
             first = False
+            _raise_if_cancelled()
             outcome = await call.guard.acquire(call.target, call.lock_ttl_ms)
             if not isinstance(outcome, Held):
                 call.decision("in-flight-waited", fencing=held.fencing_token)
@@ -251,17 +262,35 @@ async def _join(call: CallSetup, hub: WakeHub | None, channel: str) -> asyncio.E
         return None
 
 
-async def _sleep(bell: asyncio.Event | None, seconds: float) -> None:
-    """Until the next poll, or until a commit or release in the scope rings the bell."""
-    if bell is None:
-        await asyncio.sleep(seconds)
-        return
-    try:
-        async with asyncio.timeout(seconds):
-            await bell.wait()
-    except TimeoutError:
-        pass
-    bell.clear()
+def _raise_if_cancelled() -> None:
+    """End the call as the SDK ends a cancelled sync activity, if its cancellation was requested:
+    the SDK cancels an async activity's task, but only flags a sync (thread-pool) one, so a
+    waiter must look (``src/core/wait.ts`` stops on the cancellation signal). Worker shutdown
+    cancels activities too, once ``graceful_shutdown_timeout`` has run out."""
+    if activity.is_cancelled():
+        raise CancelledError("Cancelled")
+
+
+async def _sleep(bell: asyncio.Event | None, seconds: float, sync: bool) -> None:
+    """Until the next poll, until a commit or release in the scope rings the bell, or, for a sync
+    activity, until its cancellation is requested (looked at every ``_CANCEL_CHECK_S``)."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0 and not (sync and activity.is_cancelled()):
+        step = min(left, _CANCEL_CHECK_S) if sync else left
+        if bell is None:
+            await asyncio.sleep(step)
+            continue
+        try:
+            async with asyncio.timeout(step):
+                await bell.wait()
+            break
+        except TimeoutError:
+            pass
+    if bell is not None:
+        bell.clear()
+
+
+_CANCEL_CHECK_S = 0.1
 
 
 def _deadline(info: activity.Info, started: float) -> float:

@@ -1,16 +1,16 @@
 """``FireOncePlugin``: one object that guards a worker's ``@fire_once`` activities and carries the
 dispatch scope in its workflows (``src/worker/plugin.ts``). Before the worker takes tasks it
 refuses a Redis that can evict the guard's keys (unless ``allow_evicting_redis``), then claims the
-key prefix for protocol v3, and refuses to start on a mismatch."""
+key prefix for protocol v3, and refuses to start on a mismatch. A replayer gets the workflow
+side alone, and touches no Redis."""
 
 from __future__ import annotations
 
 import dataclasses
-from contextlib import asynccontextmanager
-from typing import AsyncIterator
+from typing import Awaitable, Callable
 
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import WorkerConfig, WorkflowRunner
+from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from ..core.eviction import check_eviction_policy
@@ -18,12 +18,14 @@ from ..core.guard import FireOnceGuard
 from ..core.options import GuardOptions
 from ..core.scripts import RedisClient
 from ..core.wake import WakeHub
+from ..workflow.interceptor import FireOnceWorkflowInterceptor
 from .interceptor import FireOnceInterceptor
 from .options import InFlightPolicy, LockMode, WorkerDefaults
 
 
 class FireOncePlugin(SimplePlugin):
-    """Pass it in ``Worker(..., plugins=[FireOncePlugin(redis)])``.
+    """Pass it in ``Worker(..., plugins=[FireOncePlugin(redis)])``, and in a ``Replayer``'s
+    ``plugins`` too: there it only carries the scope, and never uses Redis.
 
     ``redis`` is a ``redis.asyncio.Redis`` or ``RedisCluster`` made with
     ``decode_responses=False`` (one with ``True`` is refused); the caller owns it. Options and defaults are the TypeScript
@@ -59,7 +61,8 @@ class FireOncePlugin(SimplePlugin):
         self.defaults = WorkerDefaults(**{k: v for k, v in given.items() if k not in guard_fields})
         self._wake: WakeHub | None = None
         self._redis_checked = False
-        super().__init__("temporal-fire-once", run_context=self._claim, workflow_runner=_pass_through)
+        self._running = 0  # workers of this plugin running: they share its wake hub
+        super().__init__("temporal-fire-once", workflow_runner=_pass_through)
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         config = super().configure_worker(config)
@@ -70,25 +73,35 @@ class FireOncePlugin(SimplePlugin):
         config["interceptors"] = [*config.get("interceptors", []), interceptor]
         return config
 
-    @asynccontextmanager
-    async def _claim(self) -> AsyncIterator[None]:
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        """The workflow side alone (the scope carried into children and continued runs): a replay
+        runs no activity, so it needs no Redis and nothing here starts any."""
+        config = super().configure_replayer(config)
+        config["interceptors"] = [*config.get("interceptors", []), FireOnceWorkflowInterceptor()]
+        return config
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """Refuse a Redis that can evict the guard's keys (once per plugin; a refusal is checked
-        again at the next start), then claim the key prefix for this protocol (once per run)."""
-        if not self._redis_checked:
-            allow = self.defaults.allow_evicting_redis
-            await check_eviction_policy(self.guard.redis, allow_evicting_redis=allow, timeout_ms=self.guard.options.store_timeout_ms)
-            self._redis_checked = True
-        await self.guard.claim_protocol()
+        again at the next start), then claim the key prefix for this protocol (once per run);
+        run the worker; close the wake hub once no worker of this plugin runs: several may share
+        it. A ``Replayer`` does none of this (``SimplePlugin.run_replayer`` only replays)."""
+        self._running += 1
         try:
-            yield
+            if not self._redis_checked:
+                allow = self.defaults.allow_evicting_redis
+                await check_eviction_policy(self.guard.redis, allow_evicting_redis=allow, timeout_ms=self.guard.options.store_timeout_ms)
+                self._redis_checked = True
+            await self.guard.claim_protocol()
+            await next(worker)
         finally:
-            if self._wake is not None:
+            self._running -= 1
+            if self._running == 0 and self._wake is not None:
                 await self._wake.close()
 
 
 def _pass_through(runner: WorkflowRunner | None) -> WorkflowRunner:
     """Pass ``temporal_fire_once`` through the workflow sandbox: its workflow side is
-    deterministic (it only reads headers and sets an attribute on the workflow instance), so each
+    deterministic (it only reads headers and sets an attribute on the run's runtime), so each
     workflow run need not re-import it."""
     runner = runner or SandboxedWorkflowRunner()
     if not isinstance(runner, SandboxedWorkflowRunner):

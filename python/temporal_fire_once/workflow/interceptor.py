@@ -51,8 +51,9 @@ class _ScopeInbound(WorkflowInboundInterceptor):
         super().init(_ScopeOutbound(outbound))
 
     async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
+        # The inherited scope, unless __init__ (which runs before this) set one of its own.
         scope = scope_from_headers(input.headers)
-        if scope is not None:
+        if scope is not None and get_dispatch_scope() is None:
             set_dispatch_scope(scope)
         return await self.next.execute_workflow(input)
 

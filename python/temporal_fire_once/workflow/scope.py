@@ -8,8 +8,9 @@ from temporalio.exceptions import ApplicationError
 
 from .._ids import id_problem
 
-# Kept on the workflow's own instance, so a scope never leaks between workflows, whatever the
-# sandbox shares between them.
+# Kept on the run's own runtime (the SDK's per-run workflow event loop), so a scope never leaks
+# between runs, whatever the sandbox shares between them; and, unlike the workflow instance,
+# it exists while a ``@workflow.init`` ``__init__`` runs.
 _SLOT = "__temporal_fire_once_dispatch_scope"
 
 
@@ -17,6 +18,8 @@ def set_dispatch_scope(scope: str) -> None:
     """Set the dispatch scope of this workflow: every activity, local activity and child workflow
     scheduled from now on carries it in the ``temporal-fire-once-scope`` header, and so does a
     continue-as-new. Use the session or job ID that many runs share, never the workflow or run ID.
+    It may be called in ``__init__`` (``@workflow.init`` or not): a scope set there is kept over
+    the one inherited from the parent or the previous run, as one set in ``run`` replaces it.
 
     Raises a non-retryable ``ApplicationError`` of type ``FireOnceInvalidId`` for a scope the
     worker would refuse, failing the workflow before it schedules anything under a bad scope.
@@ -26,10 +29,10 @@ def set_dispatch_scope(scope: str) -> None:
     problem = id_problem("scope", scope)
     if problem is not None:
         raise ApplicationError(problem, type="FireOnceInvalidId", non_retryable=True)
-    setattr(workflow.instance(), _SLOT, scope)
+    setattr(workflow._Runtime.current(), _SLOT, scope)
 
 
 def get_dispatch_scope() -> str | None:
     """The dispatch scope set in (or inherited by) this workflow, or ``None``."""
-    scope = getattr(workflow.instance(), _SLOT, None)
+    scope = getattr(workflow._Runtime.current(), _SLOT, None)
     return scope if isinstance(scope, str) else None
