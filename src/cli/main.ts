@@ -6,7 +6,19 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
-import { DEFAULT_NAMESPACE, DEFAULT_PREFIX, checkId, keysFor, parseDuration, parseSince, redisUrlOf, serverTimeMs, type CommonOptions } from './args';
+import {
+  DEFAULT_NAMESPACE,
+  DEFAULT_PREFIX,
+  checkId,
+  keysFor,
+  parseCount,
+  parseDuration,
+  parseSince,
+  parseTimeout,
+  redisUrlOf,
+  serverTimeMs,
+  type CommonOptions,
+} from './args';
 import type { RedisClient } from '../core/scripts';
 import { connect, isRedisError, redactUrl, type ConnectOptions } from './connect';
 import { DEFAULT_SCAN_BUDGET } from './doctor/prefix-check';
@@ -68,7 +80,9 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
     .description("Count the decisions in a namespace's dispatch log per job type and per scope, and list every scope dispatched more than once.")
     .option('--since <when>', 'window start: a duration back from now (30m, 1h, 7d), an ISO 8601 time, or "all"', '1h')
     .option('--job-type <jobType>', 'only this job type')
-    .addOption(new Option('--limit <n>', 'scopes listed in the human output (0 for all)').default(DEFAULT_SCOPE_LIMIT).argParser(nonNegativeInt))
+    .addOption(
+      new Option('--limit <n>', 'scopes listed in the human output (0 for all)').default(DEFAULT_SCOPE_LIMIT).argParser((t) => parseCount('--limit', t, 0)),
+    )
     .action(async (opts: CommonOptions & { since: string; jobType?: string; limit: number }) => {
       const keys = keysFor(opts);
       if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
@@ -162,14 +176,14 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
     .addOption(
       new Option('--scan-budget <n>', 'look at most at this many keys for prefixes')
         .default(DEFAULT_SCAN_BUDGET)
-        .argParser((t) => nonNegativeInt(t, undefined, '--scan-budget')),
+        .argParser((t) => parseCount('--scan-budget', t, 1)),
     )
     .option('--json', 'print the report as JSON')
     .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s')
     .action(async (opts: CommonOptions & { aclUser?: string; scanBudget: number }) => {
       keysFor({ prefix: opts.prefix, namespace: DEFAULT_NAMESPACE }); // a bad --prefix is a usage error
       const url = redisUrlOf(opts);
-      const connection = { url, timeoutMs: parseDuration('--timeout', opts.timeout) };
+      const connection = { url, timeoutMs: parseTimeout(opts.timeout) };
       const report = await runDoctor(connection, {
         prefix: opts.prefix,
         scanBudget: opts.scanBudget,
@@ -199,7 +213,7 @@ function common(command: Command): Command {
 /** Connect, refuse a Redis that can evict the guard's keys, run, disconnect. */
 async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisClient, connection: ConnectOptions) => Promise<T>): Promise<T> {
   const url = redisUrlOf(options);
-  const connection = { url, timeoutMs: parseDuration('--timeout', options.timeout) };
+  const connection = { url, timeoutMs: parseTimeout(options.timeout) };
   const redis = await connect(connection);
   try {
     await refuseEvictingRedis(redis, { allow: options.allowEvictingRedis === true, timeoutMs: connection.timeoutMs, warn: io.err });
@@ -210,12 +224,6 @@ async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisCl
   } finally {
     redis.disconnect();
   }
-}
-
-function nonNegativeInt(text: string, _previous?: unknown, option = '--limit'): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 0) throw new CliError(`${option} must be a non-negative integer (got ${JSON.stringify(text)})`, EXIT.usage);
-  return n;
 }
 
 function packageVersion(): string {

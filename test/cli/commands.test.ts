@@ -408,6 +408,35 @@ describe('fire-once CLI against a real Redis', () => {
       expect(run.stderr).toMatch(message);
     });
 
+    // Against the suite's reachable Redis, so that a value let through shows as what it then does
+    // (exit 3 for an instant timeout or a stream ID before 1970, a report of the wrong window),
+    // not as a connection failure.
+    it.each<[string[], RegExp]>([
+      [['report', '--timeout', '30d'], /--timeout must be at most 2147483647 ms/],
+      [['inspect', 's', '--timeout', '2147483648ms'], /--timeout must be at most 2147483647 ms/],
+      [['report', '--since', '1960-01-01'], /--since "1960-01-01" is before 1970-01-01T00:00:00Z/],
+      [['report', '--since', '2026-02-30'], /--since "2026-02-30" names a day that does not exist \(2026-02-30\)/],
+      [['report', '--since', '2025-04-31T10:00:00Z'], /names a day that does not exist \(2025-04-31\)/],
+      [['report', '--limit', ''], /--limit must be a non-negative whole number in decimal digits \(got ""\)/],
+      [['report', '--limit', '0x10'], /--limit must be a non-negative whole number in decimal digits \(got "0x10"\)/],
+      [['report', '--limit', '1e3'], /--limit must be/],
+      [['report', '--limit', '-1'], /--limit must be/],
+      [['doctor', '--scan-budget', ''], /--scan-budget must be a positive whole number in decimal digits \(got ""\)/],
+      [['doctor', '--scan-budget', '0'], /--scan-budget must be a positive whole number/],
+      [['doctor', '--timeout', '30d'], /--timeout must be at most 2147483647 ms/],
+    ])('exits 2 on an out-of-range or malformed value, with Redis reachable: fire-once %j', async (args, message) => {
+      const run = await cli(args);
+      expect(run.stderr).toMatch(message);
+      expect(run.code).toBe(2);
+    });
+
+    it('takes the largest --timeout Node.js can keep, and --limit 0 for every scope', async () => {
+      const { prefix } = fresh('cli-arg-edges');
+      const run = await cli(['report', '--prefix', prefix, '--timeout', '2147483647ms', '--limit', '0']);
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(0);
+    });
+
     it('stops quietly when its reader closes the pipe early (`fire-once --help | head`)', async () => {
       const child = spawn(process.execPath, ['--import', 'tsx', join('src', 'cli', 'main.ts'), '--help'], { stdio: ['ignore', 'pipe', 'pipe'] });
       child.stdout.destroy(); // the reader is gone before the CLI writes

@@ -162,7 +162,7 @@ describe('fire-once doctor on a standalone Redis', () => {
     expect((await doctor('redis://127.0.0.1:1', ['--timeout', '1s'])).code).toBe(EXIT.redis);
     expect(await doctor('redis://127.0.0.1:1', ['--scan-budget', '-1'])).toMatchObject({
       code: EXIT.usage,
-      err: expect.stringContaining('--scan-budget must be a non-negative integer'),
+      err: expect.stringContaining('--scan-budget must be a positive whole number'),
     });
   });
 });
