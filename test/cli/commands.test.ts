@@ -488,6 +488,29 @@ describe('fire-once CLI against a real Redis', () => {
       expect((await guard.acquire(target)).kind).toBe('fast-forward');
     });
 
+    it("exits 2, naming it, when the URL's database is not a number: ioredis would crash on /abc and read /1x as database 1", async () => {
+      const { prefix, guard } = fresh('cli-db-name');
+      const target = { scope: 'victim', step: 'summarise', jobType: 'summary' };
+      const first = await guard.acquire(target);
+      if (first.kind !== 'acquired') throw new Error(first.kind);
+      await guard.commit(first.lease, Buffer.from('kept'));
+      const u = new URL(url);
+      for (const path of ['/abc', '/1x', '/1/2', '/-1']) {
+        u.pathname = path;
+        for (const command of ['invalidate', 'doctor']) {
+          const args = command === 'doctor' ? ['doctor'] : ['invalidate', 'victim', '--job-type', 'summary', '--prefix', prefix, '--force'];
+          const run = await runCli([...args, '--redis', u.toString()]);
+          expect(run.stderr).toContain(`--redis must name its database as digits (redis://host:port/0), not ${JSON.stringify(path)}`);
+          expect(run.code).toBe(2);
+        }
+      }
+      expect((await guard.acquire(target)).kind).toBe('fast-forward');
+      u.pathname = '/';
+      const root = await runCli(['inspect', 'victim', '--prefix', prefix, '--redis', u.toString()]);
+      expect(root.stderr).toBe('');
+      expect(root.code).toBe(0);
+    });
+
     it('works as an ACL user limited to its prefix, from REDIS_URL', async () => {
       const { prefix, log } = fresh('cli-acl');
       await record(log, [
