@@ -244,6 +244,8 @@ Exit codes:
   6   refused: Redis can evict the guard's keys (maxmemory-policy is not noeviction, or
       cannot be read); --allow-evicting-redis runs the command anyway
   7   doctor found nothing at risk, but could not make every check
+  8   refused: a key holds data this library never writes (release: a lock key of
+      another type or with an unreadable value); nothing changed
   70  internal error in the CLI
 `;
 

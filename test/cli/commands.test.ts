@@ -326,6 +326,20 @@ describe('fire-once CLI against a real Redis', () => {
       expect(await logOf('tenant-b')).toEqual(['release-forced']);
       expect(await logOf('default')).toEqual([]);
     });
+    it('exits 8 (unexpected data), not 5 (changed hands), and deletes nothing, when the lock key holds something this library never writes', async () => {
+      const { prefix, guard } = fresh('cli-release-foreign');
+      await redis.hset(guard.keys.lock('s-hash', 'dispatch'), 'f', 'v');
+      await redis.set(guard.keys.lock('s-string', 'dispatch'), 'not a lock record');
+      for (const [scope, what] of [
+        ['s-hash', 'a hash'],
+        ['s-string', 'an unreadable string'],
+      ]) {
+        const run = await cli(['release', scope, '--step', 'dispatch', '--prefix', prefix, '--force']);
+        expect(run.stderr).toContain(`${guard.keys.lock(scope, 'dispatch')} holds ${what}, not a lock this library writes`);
+        expect(run.code).toBe(8);
+        expect(await redis.exists(guard.keys.lock(scope, 'dispatch'))).toBe(1);
+      }
+    });
   });
 
   describe('invalidate', () => {
