@@ -1,6 +1,7 @@
 import type { InvalidateResult } from './invalidate';
 import type { MigrateResult } from './migrate';
 import type { ReleaseResult } from './release';
+import { printable, quoted } from './printable';
 import { formatMs, table } from './table';
 
 /** The human form of `release`: the lock as it was, and what happened to it. */
@@ -13,8 +14,8 @@ export function formatRelease(result: ReleaseResult): string {
     ['TTL left', result.ttlMs === null ? 'no expiry' : formatMs(result.ttlMs)],
   ];
   const head = result.released
-    ? `released the lock of step ${JSON.stringify(result.step)} in scope ${JSON.stringify(result.scope)}; waiters were woken and the next invocation dispatches again`
-    : `would release the lock of step ${JSON.stringify(result.step)} in scope ${JSON.stringify(result.scope)}; run again with --force to release it`;
+    ? `released the lock of step ${quoted(result.step)} in scope ${quoted(result.scope)}; waiters were woken and the next invocation dispatches again`
+    : `would release the lock of step ${quoted(result.step)} in scope ${quoted(result.scope)}; run again with --force to release it`;
   return [head, table([], rows), ...logLine('release-forced', result)].join('\n');
 }
 
@@ -22,13 +23,13 @@ export function formatRelease(result: ReleaseResult): string {
 export function formatInvalidate(result: InvalidateResult): string {
   const lines = [
     result.deleted
-      ? `deleted the artifact of job type ${JSON.stringify(result.jobType)} in scope ${JSON.stringify(result.scope)}: ${result.keys.join(', ')}`
-      : `would delete the artifact of job type ${JSON.stringify(result.jobType)} in scope ${JSON.stringify(result.scope)}: ${result.keys.join(', ')}; run again with --force to delete it`,
+      ? `deleted the artifact of job type ${quoted(result.jobType)} in scope ${quoted(result.scope)}: ${result.keys.join(', ')}`
+      : `would delete the artifact of job type ${quoted(result.jobType)} in scope ${quoted(result.scope)}: ${result.keys.join(', ')}; run again with --force to delete it`,
   ];
   for (const lock of result.standingLocks) {
     const ttl = lock.ttlMs === null ? 'no expiry' : `${formatMs(lock.ttlMs)} left`;
     lines.push(
-      `note: the lock of step ${JSON.stringify(lock.step)} still stands (${ttl}): invocations stay held off until it expires, or release it with: fire-once release ${JSON.stringify(result.scope)} --step ${JSON.stringify(lock.step)} --force`,
+      `note: the lock of step ${quoted(lock.step)} still stands (${ttl}): invocations stay held off until it expires, or release it with: fire-once release ${quoted(result.scope)} --step ${quoted(lock.step)} --force`,
     );
   }
   lines.push(...logLine('invalidated', result));
@@ -40,11 +41,11 @@ export function formatMigrate(result: MigrateResult): string {
   if (!result.done) {
     return [
       `nothing migrated: ${result.inFlight.length} v2 lock(s) of dispatches in flight under ${result.prefix}`,
-      ...result.inFlight.map((l) => `  ${l.key} (${formatMs(l.ttlMs)} left)`),
+      ...result.inFlight.map((l) => `  ${printable(l.key)} (${formatMs(l.ttlMs)} left)`),
     ].join('\n');
   }
   return [
-    `copied ${result.copied} v2 result(s) into namespace ${JSON.stringify(result.namespace)}${result.kept > 0 ? ` (${result.kept} already stored in v3, kept)` : ''}`,
+    `copied ${result.copied} v2 result(s) into namespace ${quoted(result.namespace)}${result.kept > 0 ? ` (${result.kept} already stored in v3, kept)` : ''}`,
     `prefix ${result.prefix} is marked protocol 3`,
     ...(result.deleted > 0 ? [`deleted ${result.deleted} v2 key(s)`] : []),
   ].join('\n');

@@ -145,6 +145,33 @@ describe('fire-once CLI against a real Redis', () => {
       expect(report.duplicates.map((d) => d.dispatches.map((x) => x.workflowId))).toEqual([['after', 'after-again']]);
     });
 
+    it('escapes control characters in the IDs it prints, so a scope cannot forge or hide lines; --json keeps them as they are', async () => {
+      const { prefix, guard } = fresh('cli-report-forge');
+      const forged = 'evil\n\nduplicates: none (no scope and step was dispatched more than once in this window)';
+      const ansi = 'clear\u001b[2J\u009b31m\u202eright-to-left';
+      for (const [scope, workflowId] of [
+        [forged, 'wf-1'],
+        [forged, 'wf-2\rwf-forged'],
+        [ansi, 'wf-3'],
+      ]) {
+        await redis.xadd(guard.keys.log(), '*', 'decision', 'dispatched', 'scope', scope, 'step', 'x', 'jobType', 'j\tk', 'workflowId', workflowId);
+      }
+      const human = await cli(['report', '--prefix', prefix]);
+      expect(human.code).toBe(1);
+      const lines = human.stdout.split('\n');
+      expect(lines.filter((line) => line.startsWith('duplicates:'))).toEqual(['duplicates: 1 scope(s) dispatched more than once in this window']);
+      expect(human.stdout.replace(/\n/g, '')).not.toMatch(/[\p{Cc}\u202e]/u); // no control character but the line ends
+      expect(human.stdout).toContain('evil\\n\\nduplicates: none');
+      expect(human.stdout).toContain('clear\\u001b[2J\\u009b31m\\u202eright-to-left');
+      expect(human.stdout).toContain('wf-2\\rwf-forged');
+      expect(human.stdout).toContain('j\\tk');
+      expect(human.stdout).toContain(`scope "evil\\n\\nduplicates: none`);
+
+      const machine = await cli(['report', '--prefix', prefix, '--json']);
+      const report = json<{ byScope: { scope: string }[] }>(machine.stdout);
+      expect(report.byScope.map((s) => s.scope).sort()).toEqual([ansi, forged].sort());
+    });
+
     it('reads a log longer than one page, entry for entry', async () => {
       const { prefix, guard } = fresh('cli-pages');
       const total = 23_456; // more than two XRANGE pages of 10,000
