@@ -38,16 +38,22 @@ export function formatInvalidate(result: InvalidateResult): string {
 
 /** The human form of `migrate`. */
 export function formatMigrate(result: MigrateResult): string {
+  const skipped =
+    result.skipped.length === 0
+      ? []
+      : [`left ${result.skipped.length} key(s) that are not v2 keys this library wrote:`, ...result.skipped.map((k) => `  ${printable(k.key)}: ${k.what}`)];
   if (!result.done) {
     return [
       `nothing migrated: ${result.inFlight.length} v2 lock(s) of dispatches in flight under ${result.prefix}`,
       ...result.inFlight.map((l) => `  ${printable(l.key)} (${formatMs(l.ttlMs)} left)`),
+      ...skipped,
     ].join('\n');
   }
   return [
     `copied ${result.copied} v2 result(s) into namespace ${quoted(result.namespace)}${result.kept > 0 ? ` (${result.kept} already stored in v3, kept)` : ''}`,
     `prefix ${result.prefix} is marked protocol 3`,
     ...(result.deleted > 0 ? [`deleted ${result.deleted} v2 key(s)`] : []),
+    ...skipped,
   ].join('\n');
 }
 

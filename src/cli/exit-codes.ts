@@ -28,7 +28,8 @@ export const EXIT = Object.freeze({
   unchecked: 7,
   /**
    * Refused: a key holds data this library never writes, and the command will not guess what it
-   * is (`release`: a lock key of another type or with an unreadable value). Nothing was changed.
+   * is (`release`: a lock key of another type or with an unreadable value; `migrate`: a v2-shaped
+   * key whose IDs do not decode, or a protocol marker that is not a string). Nothing was changed.
    */
   unexpectedData: 8,
   /** A bug in the CLI itself. */

@@ -245,7 +245,8 @@ Exit codes:
       cannot be read); --allow-evicting-redis runs the command anyway
   7   doctor found nothing at risk, but could not make every check
   8   refused: a key holds data this library never writes (release: a lock key of
-      another type or with an unreadable value); nothing changed
+      another type or with an unreadable value; migrate: a v2-shaped key whose IDs do
+      not decode); nothing changed
   70  internal error in the CLI
 `;
 
