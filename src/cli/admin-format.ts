@@ -2,6 +2,7 @@ import type { InvalidateResult } from './invalidate';
 import type { MigrateResult } from './migrate';
 import type { ReleaseResult } from './release';
 import { printable, quoted } from './printable';
+import { fireOnceCommand, type Target } from './shell';
 import { formatMs, table } from './table';
 
 /** The human form of `release`: the lock as it was, and what happened to it. */
@@ -19,8 +20,11 @@ export function formatRelease(result: ReleaseResult): string {
   return [head, table([], rows), ...logLine('release-forced', result)].join('\n');
 }
 
-/** The human form of `invalidate`: the keys, and any lock that still holds invocations off. */
-export function formatInvalidate(result: InvalidateResult): string {
+/**
+ * The human form of `invalidate`: the keys, and any lock that still holds invocations off, with
+ * the `release` command that frees it where `target` says (the options `invalidate` was given).
+ */
+export function formatInvalidate(result: InvalidateResult, target: Target): string {
   const lines = [
     result.deleted
       ? `deleted the artifact of job type ${quoted(result.jobType)} in scope ${quoted(result.scope)}: ${result.keys.join(', ')}`
@@ -29,7 +33,7 @@ export function formatInvalidate(result: InvalidateResult): string {
   for (const lock of result.standingLocks) {
     const ttl = lock.ttlMs === null ? 'no expiry' : `${formatMs(lock.ttlMs)} left`;
     lines.push(
-      `note: the lock of step ${quoted(lock.step)} still stands (${ttl}): invocations stay held off until it expires, or release it with: fire-once release ${quoted(result.scope)} --step ${quoted(lock.step)} --force`,
+      `note: the lock of step ${quoted(lock.step)} still stands (${ttl}): invocations stay held off until it expires, or release it with: ${fireOnceCommand('release', result.scope, ['--step', lock.step, '--force'], target)}`,
     );
   }
   lines.push(...logLine('invalidated', result));

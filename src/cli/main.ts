@@ -144,7 +144,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       checkId('scope', scope);
       checkId('jobType', opts.jobType);
       const result = await withRedis(opts, io, (redis) => invalidate(redis, keys, scope, opts.jobType, opts.force === true));
-      io.out(`${opts.json ? JSON.stringify(result, null, 2) : formatInvalidate(result)}\n`);
+      io.out(`${opts.json ? JSON.stringify(result, null, 2) : formatInvalidate(result, opts)}\n`);
       if (!result.deleted) throw new CliError('refusing to invalidate without --force', EXIT.usage);
       if (result.logError !== undefined) io.err(`fire-once: invalidated, but the invalidated entry was not recorded: ${result.logError}\n`);
     });
@@ -188,6 +188,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
         prefix: opts.prefix,
         scanBudget: opts.scanBudget,
         ...(opts.aclUser === undefined ? {} : { aclUser: opts.aclUser }),
+        ...(opts.redis === undefined ? {} : { redisArg: opts.redis }),
       }).catch((err: unknown) => {
         if (isRedisError(err)) throw new CliError(`Redis at ${redactUrl(url)} failed: ${(err as Error).message}`, EXIT.redis, { cause: err });
         throw err;

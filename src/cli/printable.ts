@@ -4,6 +4,8 @@
  * surrogates. IDs come from Redis keys and log entries that anyone with write access can fill.
  */
 const CONTROLS = /[\p{Cc}\p{Cs}\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]/gu;
+/** One character of {@link CONTROLS}, for a test without the global flag's state. */
+export const CONTROL_CHARACTER = /[\p{Cc}\p{Cs}\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]/u;
 const CONTROLS_AND_BACKSLASH = /[\\\p{Cc}\p{Cs}\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]/gu;
 
 const SHORT: Readonly<Record<string, string>> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' };

@@ -1,4 +1,6 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { FireOnceGuard } from '../../src';
@@ -430,6 +432,61 @@ describe('fire-once CLI against a real Redis', () => {
       expect(committed.code).toBe(0);
       expect(committed.stdout).not.toContain('still stands');
       expect((await guard.acquire(result)).kind).toBe('acquired');
+    });
+    /** The arguments a shell passes to `fire-once` when `line` is pasted into it: a stand-in `fire-once` prints them. */
+    function pasted(shell: 'sh' | 'bash', line: string): string[] {
+      const bin = mkdtempSync(join(tmpdir(), 'fire-once-paste-'));
+      try {
+        writeFileSync(join(bin, 'fire-once'), '#!/bin/sh\nprintf \'%s\\0\' "$@"\n', { mode: 0o755 });
+        const out = execFileSync(shell, ['-c', line], { encoding: 'utf8', env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } });
+        return out.split('\0').slice(0, -1);
+      } finally {
+        rmSync(bin, { recursive: true, force: true });
+      }
+    }
+
+    it('names the release command with the --redis, --prefix and --namespace it ran with, quoted for the shell, and that command releases that lock', async () => {
+      const { prefix, guard } = fresh('cli-invalidate-paste');
+      const cases = [
+        // `$HOME`, a command substitution and a quote: single quotes keep all three as they are (POSIX sh).
+        { shell: 'sh', scope: "it's $HOME`echo pwned`$(echo pwned)", step: 'dispatch "now"' },
+        // A scope that starts with a dash goes after --; a control character is written as $'\012' (bash).
+        { shell: 'bash', scope: '-s', step: 'line\nbreak\u001b[2J' },
+      ] as const;
+      for (const { shell, scope, step } of cases) {
+        const ns = guard.keysFor('tenant-b');
+        const external = { scope, step, jobType: 'report', externalArtifactKey: ns.external(scope, 'report') };
+        const held = await guard.acquire({ ...external, namespace: 'tenant-b' }, { lockTtlMs: 60_000 });
+        const bystander = await guard.acquire({ ...external, externalArtifactKey: guard.keys.external(scope, 'report') }, { lockTtlMs: 60_000 });
+        if (held.kind !== 'acquired' || bystander.kind !== 'acquired') throw new Error(`${held.kind} ${bystander.kind}`);
+        await redis.set(ns.external(scope, 'report'), 'written by the job');
+
+        const run = await runCli(['invalidate', '--job-type', 'report', '--prefix', prefix, '--namespace', 'tenant-b', '--force', '--redis', url, '--', scope]);
+        expect(run.code).toBe(0);
+        expect(run.stdout.replace(/\n/g, '')).not.toMatch(/\p{Cc}/u);
+        const line = /release it with: (.*)$/m.exec(run.stdout)?.[1];
+        if (line === undefined) throw new Error(`no release command in ${run.stdout}`);
+        const args = pasted(shell, line);
+        expect(args.filter((a) => !['--', scope].includes(a)).slice(1)).toEqual([
+          '--step',
+          step,
+          '--force',
+          '--redis',
+          url,
+          '--prefix',
+          prefix,
+          '--namespace',
+          'tenant-b',
+        ]);
+        expect(args[0]).toBe('release');
+        expect(args).toContain(scope);
+
+        const released = await runCli(args);
+        expect(released.stderr).toBe('');
+        expect(released.code).toBe(0);
+        expect(await redis.exists(held.lease.lockKey)).toBe(0);
+        expect(await redis.exists(bystander.lease.lockKey)).toBe(1);
+      }
     });
   });
 

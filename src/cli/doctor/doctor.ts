@@ -18,6 +18,8 @@ export interface DoctorOptions {
   readonly scanBudget: number;
   /** Check this user's permissions with ACL DRYRUN instead of the connected user's. */
   readonly aclUser?: string;
+  /** `--redis` as given (not from `REDIS_URL`): the commands doctor prints to paste carry it. */
+  readonly redisArg?: string;
 }
 
 /** Everything `doctor` found; `--json` prints this. */
@@ -49,7 +51,7 @@ export async function runDoctor(connection: ConnectOptions, options: DoctorOptio
       verdicts.push(...(await checkReplication(node)));
       verdicts.push(await checkScripts(node), ...(await checkAcl(node, options.prefix, options.aclUser)));
     }
-    verdicts.push(checkCluster(topology), await checkPrefixes(topology.primaries, options.prefix, options.scanBudget));
+    verdicts.push(checkCluster(topology), await checkPrefixes(topology.primaries, options.prefix, options.scanBudget, options.redisArg));
     return {
       redis: redactUrl(connection.url),
       topology: topology.cluster === undefined ? 'standalone' : 'cluster',

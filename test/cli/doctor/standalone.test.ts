@@ -20,7 +20,8 @@ describe('fire-once doctor on a standalone Redis', () => {
     await new FireOnceGuard({ redis: admin, keyPrefix: 'app' }).acquire({ scope: 's', step: 'send', jobType: 'send' });
     const prefixes = verdictsOf(await doctorJson(server.url, ['--prefix', 'app']), 'prefixes')[0];
     expect(prefixes).toMatchObject({ status: 'warn', message: expect.stringMatching(/^keys of 0\.1 \(protocol v2\) under old, which 0\.2 never reads/) });
-    expect(prefixes.fix).toMatch(/fire-once migrate/);
+    // The command to paste carries the --redis doctor was given (and the prefix found).
+    expect(prefixes.fix).toBe(`stop the 0.1 workers, then run npx fire-once migrate --redis ${server.url} --prefix old (docs/upgrading.md)`);
   });
 
   it('escapes control characters in the namespaces it lists, so a key cannot forge a verdict line; --json keeps them', async () => {
