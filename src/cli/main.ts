@@ -172,6 +172,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
     )
     .option('--redis <url>', 'Redis URL (default: $REDIS_URL, else redis://127.0.0.1:6379); any node of a Cluster')
     .option('--prefix <keyPrefix>', "the workers' keyPrefix: scopes the ACL check and the prefix listing", DEFAULT_PREFIX)
+    .option('--namespace <namespace>', 'the Temporal namespace whose keys, channels and log the ACL check probes (a user per namespace)', DEFAULT_NAMESPACE)
     .option('--acl-user <user>', "check this user's permissions with ACL DRYRUN (needs an admin connection) instead of the connected user's")
     .addOption(
       new Option('--scan-budget <n>', 'look at most at this many keys for prefixes')
@@ -181,11 +182,12 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
     .option('--json', 'print the report as JSON')
     .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s')
     .action(async (opts: CommonOptions & { aclUser?: string; scanBudget: number }) => {
-      keysFor({ prefix: opts.prefix, namespace: DEFAULT_NAMESPACE }); // a bad --prefix is a usage error
+      keysFor(opts); // a bad --prefix or --namespace is a usage error
       const url = redisUrlOf(opts);
       const connection = { url, timeoutMs: parseTimeout(opts.timeout) };
       const report = await runDoctor(connection, {
         prefix: opts.prefix,
+        namespace: opts.namespace,
         scanBudget: opts.scanBudget,
         ...(opts.aclUser === undefined ? {} : { aclUser: opts.aclUser }),
         ...(opts.redis === undefined ? {} : { redisArg: opts.redis }),
