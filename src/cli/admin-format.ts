@@ -1,6 +1,8 @@
 import type { InvalidateResult } from './invalidate';
 import type { MigrateResult } from './migrate';
 import type { ReleaseResult } from './release';
+import { printable, quoted } from './printable';
+import { fireOnceCommand, type Target } from './shell';
 import { formatMs, table } from './table';
 
 /** The human form of `release`: the lock as it was, and what happened to it. */
@@ -13,22 +15,25 @@ export function formatRelease(result: ReleaseResult): string {
     ['TTL left', result.ttlMs === null ? 'no expiry' : formatMs(result.ttlMs)],
   ];
   const head = result.released
-    ? `released the lock of step ${JSON.stringify(result.step)} in scope ${JSON.stringify(result.scope)}; waiters were woken and the next invocation dispatches again`
-    : `would release the lock of step ${JSON.stringify(result.step)} in scope ${JSON.stringify(result.scope)}; run again with --force to release it`;
+    ? `released the lock of step ${quoted(result.step)} in scope ${quoted(result.scope)}; waiters were woken and the next invocation dispatches again`
+    : `would release the lock of step ${quoted(result.step)} in scope ${quoted(result.scope)}; run again with --force to release it`;
   return [head, table([], rows), ...logLine('release-forced', result)].join('\n');
 }
 
-/** The human form of `invalidate`: the keys, and any lock that still holds invocations off. */
-export function formatInvalidate(result: InvalidateResult): string {
+/**
+ * The human form of `invalidate`: the keys, and any lock that still holds invocations off, with
+ * the `release` command that frees it where `target` says (the options `invalidate` was given).
+ */
+export function formatInvalidate(result: InvalidateResult, target: Target): string {
   const lines = [
     result.deleted
-      ? `deleted the artifact of job type ${JSON.stringify(result.jobType)} in scope ${JSON.stringify(result.scope)}: ${result.keys.join(', ')}`
-      : `would delete the artifact of job type ${JSON.stringify(result.jobType)} in scope ${JSON.stringify(result.scope)}: ${result.keys.join(', ')}; run again with --force to delete it`,
+      ? `deleted the artifact of job type ${quoted(result.jobType)} in scope ${quoted(result.scope)}: ${result.keys.join(', ')}`
+      : `would delete the artifact of job type ${quoted(result.jobType)} in scope ${quoted(result.scope)}: ${result.keys.join(', ')}; run again with --force to delete it`,
   ];
   for (const lock of result.standingLocks) {
     const ttl = lock.ttlMs === null ? 'no expiry' : `${formatMs(lock.ttlMs)} left`;
     lines.push(
-      `note: the lock of step ${JSON.stringify(lock.step)} still stands (${ttl}): invocations stay held off until it expires, or release it with: fire-once release ${JSON.stringify(result.scope)} --step ${JSON.stringify(lock.step)} --force`,
+      `note: the lock of step ${quoted(lock.step)} still stands (${ttl}): invocations stay held off until it expires, or release it with: ${fireOnceCommand('release', result.scope, ['--step', lock.step, '--force'], target)}`,
     );
   }
   lines.push(...logLine('invalidated', result));
@@ -37,16 +42,22 @@ export function formatInvalidate(result: InvalidateResult): string {
 
 /** The human form of `migrate`. */
 export function formatMigrate(result: MigrateResult): string {
+  const skipped =
+    result.skipped.length === 0
+      ? []
+      : [`left ${result.skipped.length} key(s) that are not v2 keys this library wrote:`, ...result.skipped.map((k) => `  ${printable(k.key)}: ${k.what}`)];
   if (!result.done) {
     return [
       `nothing migrated: ${result.inFlight.length} v2 lock(s) of dispatches in flight under ${result.prefix}`,
-      ...result.inFlight.map((l) => `  ${l.key} (${formatMs(l.ttlMs)} left)`),
+      ...result.inFlight.map((l) => `  ${printable(l.key)} (${formatMs(l.ttlMs)} left)`),
+      ...skipped,
     ].join('\n');
   }
   return [
-    `copied ${result.copied} v2 result(s) into namespace ${JSON.stringify(result.namespace)}${result.kept > 0 ? ` (${result.kept} already stored in v3, kept)` : ''}`,
+    `copied ${result.copied} v2 result(s) into namespace ${quoted(result.namespace)}${result.kept > 0 ? ` (${result.kept} already stored in v3, kept)` : ''}`,
     `prefix ${result.prefix} is marked protocol 3`,
     ...(result.deleted > 0 ? [`deleted ${result.deleted} v2 key(s)`] : []),
+    ...skipped,
   ].join('\n');
 }
 

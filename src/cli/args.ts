@@ -31,18 +31,57 @@ export function parseDuration(what: string, text: string): number {
   return ms;
 }
 
+/** The longest timer Node.js keeps: a longer `setTimeout` fires at once (TimeoutOverflowWarning). */
+export const MAX_TIMEOUT_MS = 2_147_483_647;
+
+/**
+ * `--timeout`: a duration as {@link parseDuration}, at most {@link MAX_TIMEOUT_MS} (about 24.8
+ * days). Node.js fires a longer timer at once, which would time out every command immediately.
+ */
+export function parseTimeout(text: string): number {
+  const ms = parseDuration('--timeout', text);
+  if (ms > MAX_TIMEOUT_MS) {
+    throw new CliError(`--timeout must be at most ${MAX_TIMEOUT_MS} ms (about 24 days; got ${JSON.stringify(text)}, ${ms} ms)`, EXIT.usage);
+  }
+  return ms;
+}
+
 /**
  * Start of a report window in epoch ms: a duration back from `nowMs`, an ISO 8601 time, or
- * `all` for the whole log.
+ * `all` for the whole log. An ISO date must exist in the calendar (`2026-02-30` is refused, not
+ * read as 2 March) and a time must not be before 1970: stream IDs start there.
  */
 export function parseSince(text: string, nowMs: number): number {
   if (text === 'all') return 0;
-  if (/^\d{4}-\d{2}-\d{2}/.test(text)) {
+  const date = /^(\d{4})-(\d{2})-(\d{2})/.exec(text);
+  if (date !== null) {
+    const bad = (why: string) => new CliError(`--since ${JSON.stringify(text)} ${why}`, EXIT.usage);
     const ms = Date.parse(text);
-    if (Number.isNaN(ms)) throw new CliError(`--since must be a duration, an ISO 8601 time or "all" (got ${JSON.stringify(text)})`, EXIT.usage);
+    if (Number.isNaN(ms)) throw bad('is not a duration, an ISO 8601 time or "all"');
+    const [year, month, day] = [Number(date[1]), Number(date[2]), Number(date[3])];
+    const day0 = new Date(Date.UTC(year, month - 1, day));
+    if (day0.getUTCFullYear() !== year || day0.getUTCMonth() !== month - 1 || day0.getUTCDate() !== day) {
+      throw bad(`names a day that does not exist (${date[0]})`);
+    }
+    if (ms < 0) throw bad('is before 1970-01-01T00:00:00Z, where the dispatch log begins; use "all" for the whole log');
     return ms;
   }
   return Math.max(0, nowMs - parseDuration('--since', text));
+}
+
+/**
+ * A count given on the command line: decimal digits only (no sign, exponent, hex or blank, all of
+ * which `Number()` would take), at least `min`. Anything else is a usage error naming `option`.
+ */
+export function parseCount(option: string, text: string, min: 0 | 1): number {
+  const n = /^\d+$/.test(text) ? Number(text) : NaN;
+  if (!Number.isSafeInteger(n) || n < min) {
+    throw new CliError(
+      `${option} must be a ${min === 0 ? 'non-negative' : 'positive'} whole number in decimal digits (got ${JSON.stringify(text)})`,
+      EXIT.usage,
+    );
+  }
+  return n;
 }
 
 /** Check a scope, step or job type as the guard would; a bad one is a usage error. */

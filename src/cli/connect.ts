@@ -57,14 +57,21 @@ export async function connect(connection: ConnectOptions): Promise<RedisClient> 
  * Cluster: for `doctor`, which must reach the nodes of an unhealthy cluster too.
  */
 export function connectNode({ url, timeoutMs }: ConnectOptions): Promise<Redis> {
-  let protocol: string;
+  let parsed: URL;
   try {
-    protocol = new URL(url).protocol;
+    parsed = new URL(url);
   } catch {
     throw new CliError(`--redis must be a redis:// or rediss:// URL (got ${JSON.stringify(url)})`, EXIT.usage);
   }
-  if (protocol !== 'redis:' && protocol !== 'rediss:') {
+  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
     throw new CliError(`--redis must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
+  }
+  // ioredis reads the database with parseInt: `/abc` crashes it with an uncaught error, `/1x` is database 1.
+  if (!/^(?:\/\d*)?$/.test(parsed.pathname)) {
+    throw new CliError(
+      `--redis must name its database as digits (redis://host:port/0), not ${JSON.stringify(parsed.pathname)} (in ${redactUrl(url)})`,
+      EXIT.usage,
+    );
   }
   return connected(url, () => {
     const client = new Redis(url, nodeOptions(timeoutMs));

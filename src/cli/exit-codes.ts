@@ -26,6 +26,12 @@ export const EXIT = Object.freeze({
   evicting: 6,
   /** `doctor` found nothing at risk, but could not make every check (a command denied or renamed). */
   unchecked: 7,
+  /**
+   * Refused: a key holds data this library never writes, and the command will not guess what it
+   * is (`release`: a lock key of another type or with an unreadable value; `migrate`: a v2-shaped
+   * key whose IDs do not decode, or a protocol marker that is not a string). Nothing was changed.
+   */
+  unexpectedData: 8,
   /** A bug in the CLI itself. */
   internal: 70,
 } as const);

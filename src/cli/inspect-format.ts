@@ -1,18 +1,17 @@
 import type { ArtifactView, Inspection, TtlLeft } from './inspect';
+import { quoted } from './printable';
 import { formatMs, table } from './table';
 
 /** The human form of an inspection: one small table per lock and per artifact. */
 export function formatInspection(view: Inspection): string {
-  const lines = [
-    `scope ${JSON.stringify(view.scope)} in namespace ${JSON.stringify(view.namespace)} under prefix ${view.prefix} (Redis time ${view.serverTime})`,
-  ];
+  const lines = [`scope ${quoted(view.scope)} in namespace ${quoted(view.namespace)} under prefix ${view.prefix} (Redis time ${view.serverTime})`];
   if (view.locks.length === 0 && view.artifacts.length === 0) {
     lines.push('nothing stored for this scope: no lock, parked waiter or artifact');
     return lines.join('\n');
   }
   for (const lock of view.locks) {
     const state = !lock.present ? 'free' : lock.foreign ? `holds ${lock.foreign}, not a lock this library writes` : 'held';
-    lines.push('', `lock of step ${JSON.stringify(lock.step)}: ${state}`);
+    lines.push('', `lock of step ${quoted(lock.step)}: ${state}`);
     const rows: [string, string][] = [['key', lock.key]];
     if (lock.present) {
       rows.push(['holder', lock.holder || '(not recorded)']);
@@ -25,7 +24,7 @@ export function formatInspection(view: Inspection): string {
   }
   for (const artifact of view.artifacts) {
     const name = artifact.kind === 'artifact' ? 'artifact' : 'external artifact (keys.external)';
-    lines.push('', `${name} of job type ${JSON.stringify(artifact.jobType)}: ${artifact.present ? 'present' : 'absent'}`);
+    lines.push('', `${name} of job type ${quoted(artifact.jobType)}: ${artifact.present ? 'present' : 'absent'}`);
     const rows: [string, string][] = [['key', artifact.key]];
     if (artifact.present) {
       if (artifact.foreign) rows.push(['value', `a ${artifact.type} that is not an artifact record this library writes`]);

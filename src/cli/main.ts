@@ -6,7 +6,19 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
-import { DEFAULT_NAMESPACE, DEFAULT_PREFIX, checkId, keysFor, parseDuration, parseSince, redisUrlOf, serverTimeMs, type CommonOptions } from './args';
+import {
+  DEFAULT_NAMESPACE,
+  DEFAULT_PREFIX,
+  checkId,
+  keysFor,
+  parseCount,
+  parseDuration,
+  parseSince,
+  parseTimeout,
+  redisUrlOf,
+  serverTimeMs,
+  type CommonOptions,
+} from './args';
 import type { RedisClient } from '../core/scripts';
 import { connect, isRedisError, redactUrl, type ConnectOptions } from './connect';
 import { DEFAULT_SCAN_BUDGET } from './doctor/prefix-check';
@@ -68,7 +80,9 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
     .description("Count the decisions in a namespace's dispatch log per job type and per scope, and list every scope dispatched more than once.")
     .option('--since <when>', 'window start: a duration back from now (30m, 1h, 7d), an ISO 8601 time, or "all"', '1h')
     .option('--job-type <jobType>', 'only this job type')
-    .addOption(new Option('--limit <n>', 'scopes listed in the human output (0 for all)').default(DEFAULT_SCOPE_LIMIT).argParser(nonNegativeInt))
+    .addOption(
+      new Option('--limit <n>', 'scopes listed in the human output (0 for all)').default(DEFAULT_SCOPE_LIMIT).argParser((t) => parseCount('--limit', t, 0)),
+    )
     .action(async (opts: CommonOptions & { since: string; jobType?: string; limit: number }) => {
       const keys = keysFor(opts);
       if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
@@ -130,7 +144,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       checkId('scope', scope);
       checkId('jobType', opts.jobType);
       const result = await withRedis(opts, io, (redis) => invalidate(redis, keys, scope, opts.jobType, opts.force === true));
-      io.out(`${opts.json ? JSON.stringify(result, null, 2) : formatInvalidate(result)}\n`);
+      io.out(`${opts.json ? JSON.stringify(result, null, 2) : formatInvalidate(result, opts)}\n`);
       if (!result.deleted) throw new CliError('refusing to invalidate without --force', EXIT.usage);
       if (result.logError !== undefined) io.err(`fire-once: invalidated, but the invalidated entry was not recorded: ${result.logError}\n`);
     });
@@ -158,22 +172,25 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
     )
     .option('--redis <url>', 'Redis URL (default: $REDIS_URL, else redis://127.0.0.1:6379); any node of a Cluster')
     .option('--prefix <keyPrefix>', "the workers' keyPrefix: scopes the ACL check and the prefix listing", DEFAULT_PREFIX)
+    .option('--namespace <namespace>', 'the Temporal namespace whose keys, channels and log the ACL check probes (a user per namespace)', DEFAULT_NAMESPACE)
     .option('--acl-user <user>', "check this user's permissions with ACL DRYRUN (needs an admin connection) instead of the connected user's")
     .addOption(
       new Option('--scan-budget <n>', 'look at most at this many keys for prefixes')
         .default(DEFAULT_SCAN_BUDGET)
-        .argParser((t) => nonNegativeInt(t, undefined, '--scan-budget')),
+        .argParser((t) => parseCount('--scan-budget', t, 1)),
     )
     .option('--json', 'print the report as JSON')
     .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s')
     .action(async (opts: CommonOptions & { aclUser?: string; scanBudget: number }) => {
-      keysFor({ prefix: opts.prefix, namespace: DEFAULT_NAMESPACE }); // a bad --prefix is a usage error
+      keysFor(opts); // a bad --prefix or --namespace is a usage error
       const url = redisUrlOf(opts);
-      const connection = { url, timeoutMs: parseDuration('--timeout', opts.timeout) };
+      const connection = { url, timeoutMs: parseTimeout(opts.timeout) };
       const report = await runDoctor(connection, {
         prefix: opts.prefix,
+        namespace: opts.namespace,
         scanBudget: opts.scanBudget,
         ...(opts.aclUser === undefined ? {} : { aclUser: opts.aclUser }),
+        ...(opts.redis === undefined ? {} : { redisArg: opts.redis }),
       }).catch((err: unknown) => {
         if (isRedisError(err)) throw new CliError(`Redis at ${redactUrl(url)} failed: ${(err as Error).message}`, EXIT.redis, { cause: err });
         throw err;
@@ -199,7 +216,7 @@ function common(command: Command): Command {
 /** Connect, refuse a Redis that can evict the guard's keys, run, disconnect. */
 async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisClient, connection: ConnectOptions) => Promise<T>): Promise<T> {
   const url = redisUrlOf(options);
-  const connection = { url, timeoutMs: parseDuration('--timeout', options.timeout) };
+  const connection = { url, timeoutMs: parseTimeout(options.timeout) };
   const redis = await connect(connection);
   try {
     await refuseEvictingRedis(redis, { allow: options.allowEvictingRedis === true, timeoutMs: connection.timeoutMs, warn: io.err });
@@ -210,12 +227,6 @@ async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisCl
   } finally {
     redis.disconnect();
   }
-}
-
-function nonNegativeInt(text: string, _previous?: unknown, option = '--limit'): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 0) throw new CliError(`${option} must be a non-negative integer (got ${JSON.stringify(text)})`, EXIT.usage);
-  return n;
 }
 
 function packageVersion(): string {
@@ -236,6 +247,9 @@ Exit codes:
   6   refused: Redis can evict the guard's keys (maxmemory-policy is not noeviction, or
       cannot be read); --allow-evicting-redis runs the command anyway
   7   doctor found nothing at risk, but could not make every check
+  8   refused: a key holds data this library never writes (release: a lock key of
+      another type or with an unreadable value; migrate: a v2-shaped key whose IDs do
+      not decode); nothing changed
   70  internal error in the CLI
 `;
 

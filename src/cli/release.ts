@@ -32,7 +32,8 @@ export interface ReleaseResult {
 /**
  * Force-release the lock of `(scope, step)`, for a lock left behind by a crashed worker. Deletes
  * it only if it still holds the token read a moment before (`force-release.lua`, one atomic
- * compare-and-delete: a lock taken over in between is left alone, exit 5), wakes the scope's
+ * compare-and-delete: a lock taken over in between is left alone, exit 5; a key that holds no lock
+ * record of this library is left alone too, exit 8), wakes the scope's
  * waiters like a failure release does, and records `release-forced` in the dispatch log, waiting
  * for Redis to accept it. Without `force` it only reads the lock and says what it would release.
  * Works on a standalone Redis and on a Redis Cluster: every key it touches is in the scope's slot.
@@ -42,7 +43,10 @@ export async function release(redis: RedisClient, keys: FireOnceKeys, scope: str
   const { key } = lock;
   if (!lock.present) throw new CliError(`no lock at ${key}: nothing to release`, EXIT.notFound);
   if (value === undefined)
-    throw new CliError(`${key} holds ${lock.foreign ?? 'something else'}, not a lock this library writes: delete it by hand if it must go`, EXIT.conflict);
+    throw new CliError(
+      `${key} holds ${lock.foreign ?? 'something else'}, not a lock this library writes: delete it by hand if it must go`,
+      EXIT.unexpectedData,
+    );
   const seen: ReleaseResult = {
     key,
     scope,

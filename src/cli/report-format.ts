@@ -1,4 +1,5 @@
 import type { Report } from './report';
+import { quoted } from './printable';
 import { table } from './table';
 
 /** How many scopes the human report lists unless told otherwise. */
@@ -7,10 +8,8 @@ export const DEFAULT_SCOPE_LIMIT = 20;
 /** The human form of a report: counts by job type, by scope, then every duplicate in full. */
 export function formatReport(report: Report, scopeLimit = DEFAULT_SCOPE_LIMIT): string {
   const lines: string[] = [];
-  const filter = report.jobType === undefined ? '' : `, job type ${JSON.stringify(report.jobType)}`;
-  lines.push(
-    `dispatch log of namespace ${JSON.stringify(report.namespace)} (${report.stream}), ${report.from} to ${report.to}${filter}: ${report.events} event(s)`,
-  );
+  const filter = report.jobType === undefined ? '' : `, job type ${quoted(report.jobType)}`;
+  lines.push(`dispatch log of namespace ${quoted(report.namespace)} (${report.stream}), ${report.from} to ${report.to}${filter}: ${report.events} event(s)`);
   if (report.events === 0) {
     lines.push('no decisions recorded in this window (are the prefix and namespace right, and the dispatchLog option on?)');
     return lines.join('\n');
@@ -43,10 +42,7 @@ export function formatReport(report: Report, scopeLimit = DEFAULT_SCOPE_LIMIT): 
   }
   lines.push(`duplicates: ${report.duplicates.length} scope(s) dispatched more than once in this window`);
   for (const dup of report.duplicates) {
-    lines.push(
-      '',
-      `scope ${JSON.stringify(dup.scope)}, step ${JSON.stringify(dup.step)}, job type ${JSON.stringify(dup.jobType)}: ${dup.dispatches.length} dispatches`,
-    );
+    lines.push('', `scope ${quoted(dup.scope)}, step ${quoted(dup.step)}, job type ${quoted(dup.jobType)}: ${dup.dispatches.length} dispatches`);
     const head = ['time', 'workflow ID', 'run ID', 'attempt', 'holder', 'fencing', 'outcome'];
     const rows = dup.dispatches.map((d) => [d.at, d.workflowId ?? '', d.runId ?? '', d.attempt ?? '', d.holder ?? '', d.fencingToken ?? '', d.outcome ?? '']);
     // Observe-only dispatches have no holder or fencing token: leave out columns that are empty throughout.

@@ -1,9 +1,14 @@
 import Table from 'cli-table3';
+import { printable } from './printable';
 
-/** A plain table: no colours, so it reads the same in a terminal, a CI log or a file. */
+/**
+ * A plain table: no colours, so it reads the same in a terminal, a CI log or a file. Every cell
+ * goes through {@link printable}: a cell holds IDs read from Redis, and a newline or an ANSI escape
+ * in one must not draw lines of its own.
+ */
 export function table(head: readonly string[], rows: readonly (readonly (string | number)[])[]): string {
-  const t = new Table({ ...(head.length > 0 ? { head: [...head] } : {}), style: { head: [], border: [] } });
-  for (const row of rows) t.push(row.map((cell) => String(cell)));
+  const t = new Table({ ...(head.length > 0 ? { head: head.map(printable) } : {}), style: { head: [], border: [] } });
+  for (const row of rows) t.push(row.map((cell) => printable(String(cell))));
   return t.toString();
 }
 

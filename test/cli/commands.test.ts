@@ -1,4 +1,6 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { FireOnceGuard } from '../../src';
@@ -143,6 +145,33 @@ describe('fire-once CLI against a real Redis', () => {
       expect(twice.code).toBe(1);
       const report = json<{ duplicates: { dispatches: { workflowId: string }[] }[] }>(twice.stdout);
       expect(report.duplicates.map((d) => d.dispatches.map((x) => x.workflowId))).toEqual([['after', 'after-again']]);
+    });
+
+    it('escapes control characters in the IDs it prints, so a scope cannot forge or hide lines; --json keeps them as they are', async () => {
+      const { prefix, guard } = fresh('cli-report-forge');
+      const forged = 'evil\n\nduplicates: none (no scope and step was dispatched more than once in this window)';
+      const ansi = 'clear\u001b[2J\u009b31m\u202eright-to-left';
+      for (const [scope, workflowId] of [
+        [forged, 'wf-1'],
+        [forged, 'wf-2\rwf-forged'],
+        [ansi, 'wf-3'],
+      ]) {
+        await redis.xadd(guard.keys.log(), '*', 'decision', 'dispatched', 'scope', scope, 'step', 'x', 'jobType', 'j\tk', 'workflowId', workflowId);
+      }
+      const human = await cli(['report', '--prefix', prefix]);
+      expect(human.code).toBe(1);
+      const lines = human.stdout.split('\n');
+      expect(lines.filter((line) => line.startsWith('duplicates:'))).toEqual(['duplicates: 1 scope(s) dispatched more than once in this window']);
+      expect(human.stdout.replace(/\n/g, '')).not.toMatch(/[\p{Cc}\u202e]/u); // no control character but the line ends
+      expect(human.stdout).toContain('evil\\n\\nduplicates: none');
+      expect(human.stdout).toContain('clear\\u001b[2J\\u009b31m\\u202eright-to-left');
+      expect(human.stdout).toContain('wf-2\\rwf-forged');
+      expect(human.stdout).toContain('j\\tk');
+      expect(human.stdout).toContain(`scope "evil\\n\\nduplicates: none`);
+
+      const machine = await cli(['report', '--prefix', prefix, '--json']);
+      const report = json<{ byScope: { scope: string }[] }>(machine.stdout);
+      expect(report.byScope.map((s) => s.scope).sort()).toEqual([ansi, forged].sort());
     });
 
     it('reads a log longer than one page, entry for entry', async () => {
@@ -326,6 +355,20 @@ describe('fire-once CLI against a real Redis', () => {
       expect(await logOf('tenant-b')).toEqual(['release-forced']);
       expect(await logOf('default')).toEqual([]);
     });
+    it('exits 8 (unexpected data), not 5 (changed hands), and deletes nothing, when the lock key holds something this library never writes', async () => {
+      const { prefix, guard } = fresh('cli-release-foreign');
+      await redis.hset(guard.keys.lock('s-hash', 'dispatch'), 'f', 'v');
+      await redis.set(guard.keys.lock('s-string', 'dispatch'), 'not a lock record');
+      for (const [scope, what] of [
+        ['s-hash', 'a hash'],
+        ['s-string', 'an unreadable string'],
+      ]) {
+        const run = await cli(['release', scope, '--step', 'dispatch', '--prefix', prefix, '--force']);
+        expect(run.stderr).toContain(`${guard.keys.lock(scope, 'dispatch')} holds ${what}, not a lock this library writes`);
+        expect(run.code).toBe(8);
+        expect(await redis.exists(guard.keys.lock(scope, 'dispatch'))).toBe(1);
+      }
+    });
   });
 
   describe('invalidate', () => {
@@ -390,6 +433,61 @@ describe('fire-once CLI against a real Redis', () => {
       expect(committed.stdout).not.toContain('still stands');
       expect((await guard.acquire(result)).kind).toBe('acquired');
     });
+    /** The arguments a shell passes to `fire-once` when `line` is pasted into it: a stand-in `fire-once` prints them. */
+    function pasted(shell: 'sh' | 'bash', line: string): string[] {
+      const bin = mkdtempSync(join(tmpdir(), 'fire-once-paste-'));
+      try {
+        writeFileSync(join(bin, 'fire-once'), '#!/bin/sh\nprintf \'%s\\0\' "$@"\n', { mode: 0o755 });
+        const out = execFileSync(shell, ['-c', line], { encoding: 'utf8', env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } });
+        return out.split('\0').slice(0, -1);
+      } finally {
+        rmSync(bin, { recursive: true, force: true });
+      }
+    }
+
+    it('names the release command with the --redis, --prefix and --namespace it ran with, quoted for the shell, and that command releases that lock', async () => {
+      const { prefix, guard } = fresh('cli-invalidate-paste');
+      const cases = [
+        // `$HOME`, a command substitution and a quote: single quotes keep all three as they are (POSIX sh).
+        { shell: 'sh', scope: "it's $HOME`echo pwned`$(echo pwned)", step: 'dispatch "now"' },
+        // A scope that starts with a dash goes after --; a control character is written as $'\012' (bash).
+        { shell: 'bash', scope: '-s', step: 'line\nbreak\u001b[2J' },
+      ] as const;
+      for (const { shell, scope, step } of cases) {
+        const ns = guard.keysFor('tenant-b');
+        const external = { scope, step, jobType: 'report', externalArtifactKey: ns.external(scope, 'report') };
+        const held = await guard.acquire({ ...external, namespace: 'tenant-b' }, { lockTtlMs: 60_000 });
+        const bystander = await guard.acquire({ ...external, externalArtifactKey: guard.keys.external(scope, 'report') }, { lockTtlMs: 60_000 });
+        if (held.kind !== 'acquired' || bystander.kind !== 'acquired') throw new Error(`${held.kind} ${bystander.kind}`);
+        await redis.set(ns.external(scope, 'report'), 'written by the job');
+
+        const run = await runCli(['invalidate', '--job-type', 'report', '--prefix', prefix, '--namespace', 'tenant-b', '--force', '--redis', url, '--', scope]);
+        expect(run.code).toBe(0);
+        expect(run.stdout.replace(/\n/g, '')).not.toMatch(/\p{Cc}/u);
+        const line = /release it with: (.*)$/m.exec(run.stdout)?.[1];
+        if (line === undefined) throw new Error(`no release command in ${run.stdout}`);
+        const args = pasted(shell, line);
+        expect(args.filter((a) => !['--', scope].includes(a)).slice(1)).toEqual([
+          '--step',
+          step,
+          '--force',
+          '--redis',
+          url,
+          '--prefix',
+          prefix,
+          '--namespace',
+          'tenant-b',
+        ]);
+        expect(args[0]).toBe('release');
+        expect(args).toContain(scope);
+
+        const released = await runCli(args);
+        expect(released.stderr).toBe('');
+        expect(released.code).toBe(0);
+        expect(await redis.exists(held.lease.lockKey)).toBe(0);
+        expect(await redis.exists(bystander.lease.lockKey)).toBe(1);
+      }
+    });
   });
 
   describe('usage and connection errors', () => {
@@ -406,6 +504,35 @@ describe('fire-once CLI against a real Redis', () => {
       const run = await runCli(args);
       expect(run.code).toBe(2);
       expect(run.stderr).toMatch(message);
+    });
+
+    // Against the suite's reachable Redis, so that a value let through shows as what it then does
+    // (exit 3 for an instant timeout or a stream ID before 1970, a report of the wrong window),
+    // not as a connection failure.
+    it.each<[string[], RegExp]>([
+      [['report', '--timeout', '30d'], /--timeout must be at most 2147483647 ms/],
+      [['inspect', 's', '--timeout', '2147483648ms'], /--timeout must be at most 2147483647 ms/],
+      [['report', '--since', '1960-01-01'], /--since "1960-01-01" is before 1970-01-01T00:00:00Z/],
+      [['report', '--since', '2026-02-30'], /--since "2026-02-30" names a day that does not exist \(2026-02-30\)/],
+      [['report', '--since', '2025-04-31T10:00:00Z'], /names a day that does not exist \(2025-04-31\)/],
+      [['report', '--limit', ''], /--limit must be a non-negative whole number in decimal digits \(got ""\)/],
+      [['report', '--limit', '0x10'], /--limit must be a non-negative whole number in decimal digits \(got "0x10"\)/],
+      [['report', '--limit', '1e3'], /--limit must be/],
+      [['report', '--limit', '-1'], /--limit must be/],
+      [['doctor', '--scan-budget', ''], /--scan-budget must be a positive whole number in decimal digits \(got ""\)/],
+      [['doctor', '--scan-budget', '0'], /--scan-budget must be a positive whole number/],
+      [['doctor', '--timeout', '30d'], /--timeout must be at most 2147483647 ms/],
+    ])('exits 2 on an out-of-range or malformed value, with Redis reachable: fire-once %j', async (args, message) => {
+      const run = await cli(args);
+      expect(run.stderr).toMatch(message);
+      expect(run.code).toBe(2);
+    });
+
+    it('takes the largest --timeout Node.js can keep, and --limit 0 for every scope', async () => {
+      const { prefix } = fresh('cli-arg-edges');
+      const run = await cli(['report', '--prefix', prefix, '--timeout', '2147483647ms', '--limit', '0']);
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(0);
     });
 
     it('stops quietly when its reader closes the pipe early (`fire-once --help | head`)', async () => {
@@ -457,6 +584,29 @@ describe('fire-once CLI against a real Redis', () => {
       }
       expect(await redis.getBuffer(guard.keys.artifact('victim', 'summary'))).not.toBeNull();
       expect((await guard.acquire(target)).kind).toBe('fast-forward');
+    });
+
+    it("exits 2, naming it, when the URL's database is not a number: ioredis would crash on /abc and read /1x as database 1", async () => {
+      const { prefix, guard } = fresh('cli-db-name');
+      const target = { scope: 'victim', step: 'summarise', jobType: 'summary' };
+      const first = await guard.acquire(target);
+      if (first.kind !== 'acquired') throw new Error(first.kind);
+      await guard.commit(first.lease, Buffer.from('kept'));
+      const u = new URL(url);
+      for (const path of ['/abc', '/1x', '/1/2', '/-1']) {
+        u.pathname = path;
+        for (const command of ['invalidate', 'doctor']) {
+          const args = command === 'doctor' ? ['doctor'] : ['invalidate', 'victim', '--job-type', 'summary', '--prefix', prefix, '--force'];
+          const run = await runCli([...args, '--redis', u.toString()]);
+          expect(run.stderr).toContain(`--redis must name its database as digits (redis://host:port/0), not ${JSON.stringify(path)}`);
+          expect(run.code).toBe(2);
+        }
+      }
+      expect((await guard.acquire(target)).kind).toBe('fast-forward');
+      u.pathname = '/';
+      const root = await runCli(['inspect', 'victim', '--prefix', prefix, '--redis', u.toString()]);
+      expect(root.stderr).toBe('');
+      expect(root.code).toBe(0);
     });
 
     it('works as an ACL user limited to its prefix, from REDIS_URL', async () => {

@@ -97,12 +97,89 @@ describe('fire-once migrate: protocol v2 keys into v3', () => {
     expect(await redis.exists(`${prefix}:protocol`, new FireOnceKeys(prefix).artifact('done', 'summarise'))).toBe(0);
   });
 
-  it('refuses (exit 5) a prefix whose marker names another protocol version', async () => {
+  /** Every key under the prefix with its type, value and whether it expires: to show that nothing changed. */
+  async function snapshot(prefix: string): Promise<Record<string, string>> {
+    const out: Record<string, string> = {};
+    for (const key of (await scanKeys(redis, `${prefix}:*`)).sort()) {
+      const type = await redis.type(key);
+      const value = type === 'hash' ? JSON.stringify(await redis.hgetall(key)) : type === 'string' ? await redis.get(key) : type;
+      out[key] = `${type} ${value} ${(await redis.pttl(key)) > 0 ? 'expires' : 'persists'}`;
+    }
+    return out;
+  }
+
+  it('refuses (exit 5) a prefix whose marker names another protocol version, before copying anything', async () => {
     const prefix = testPrefix('migrate-other');
     prefixes.push(prefix);
+    await v2Dispatch(prefix, 'done', 'summarise', Buffer.from('x'));
     await redis.set(`${prefix}:protocol`, '4');
-    const run = await cli(prefix);
-    expect(run.code).toBe(5);
-    expect(run.stderr).toMatch(/written with fire-once protocol "4"/);
+    const before = await snapshot(prefix);
+    for (const args of [[], ['--delete']]) {
+      const run = await cli(prefix, ...args);
+      expect(run.stderr).toMatch(/written with fire-once protocol "4"/);
+      expect(run.code).toBe(5);
+      expect(await snapshot(prefix)).toEqual(before);
+    }
+  });
+
+  it("--delete deletes only what it read as v2's own (the artifacts it copied, committed locks, fencing counters) and reports the keys it left", async () => {
+    const prefix = testPrefix('migrate-foreign');
+    prefixes.push(prefix);
+    await v2Dispatch(prefix, 's1', 'summarise', Buffer.from('result'));
+    // v2-shaped keys this library never wrote: a hash without the payload field, where an artifact would be.
+    const foreign = `${prefix}:{s1}:artifact:st`;
+    await redis.hset(foreign, 'x', 'not an artifact');
+    const run = await cli(prefix, '--json', '--delete');
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    const result = JSON.parse(run.stdout) as { copied: number; deleted: number; skipped: { key: string; what: string }[] };
+    expect(result).toMatchObject({ copied: 1, deleted: 3, done: true }); // the artifact, its step's lock and fencing counter
+    expect(result.skipped).toEqual([{ key: foreign, what: 'a hash without the payload field p, not a v2 artifact' }]);
+    expect(await redis.hgetall(foreign)).toEqual({ x: 'not an artifact' });
+    expect(await scanKeys(redis, `${prefix}:{*`)).toEqual([foreign]);
+
+    const human = await cli(prefix, '--delete');
+    expect(human.code).toBe(0);
+    expect(human.stdout).toContain(
+      `left 1 key(s) that are not v2 keys this library wrote:\n  ${foreign}: a hash without the payload field p, not a v2 artifact`,
+    );
+  });
+
+  it('skips and reports v2 keys of another Redis type (no WRONGTYPE reported as an unreachable Redis), and migrates the rest', async () => {
+    const prefix = testPrefix('migrate-wrongtype');
+    prefixes.push(prefix);
+    await v2Dispatch(prefix, 's1', 'summarise', Buffer.from('result'));
+    const odd = [`${prefix}:{s2}:lock:x`, `${prefix}:{s2}:artifact:x`, `${prefix}:{s2}:fence:x`];
+    await redis.set(odd[0], 'a string lock');
+    await redis.rpush(odd[1], 'a list artifact');
+    await redis.set(odd[2], 'not a number');
+    const run = await cli(prefix, '--json', '--delete');
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    const result = JSON.parse(run.stdout) as { copied: number; deleted: number; skipped: { key: string; what: string }[] };
+    expect(result).toMatchObject({ copied: 1, deleted: 3, done: true });
+    expect(result.skipped.sort((a, b) => a.key.localeCompare(b.key))).toEqual([
+      { key: odd[1], what: 'a list, not a v2 artifact' },
+      { key: odd[2], what: 'a string that is not a counter, not a v2 fencing counter' },
+      { key: odd[0], what: 'a string, not a v2 lock' },
+    ]);
+    expect((await scanKeys(redis, `${prefix}:{*`)).sort()).toEqual([...odd].sort());
+  });
+
+  it.each([
+    ['does not percent-decode', '{bad%ZZ}:artifact:summarise'],
+    ['decodes to an ID the guard refuses', '{%20%20}:artifact:summarise'],
+    ['does not percent-decode', '{s1}:lock:%E0%A4'],
+  ])('refuses (exit 8), changing nothing, when a v2-shaped key names an ID that %s: %s', async (_why, tail) => {
+    const prefix = testPrefix('migrate-undecodable');
+    prefixes.push(prefix);
+    await v2Dispatch(prefix, 'fine', 'summarise', Buffer.from('result'));
+    const bad = `${prefix}:${tail}`;
+    await redis.hset(bad, 'p', 'x', 'h', '');
+    const before = await snapshot(prefix);
+    const run = await cli(prefix, '--delete');
+    expect(run.stderr).toContain(`1 key(s) under ${prefix}:{ have the v2 layout but IDs that cannot be read back, so this library did not write them: ${bad}`);
+    expect(run.code).toBe(8);
+    expect(await snapshot(prefix)).toEqual(before);
   });
 });

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { FireOnceKeys } from '../../core/keys';
+import { DEFAULT_NAMESPACE, encodeId, type FireOnceKeys } from '../../core/keys';
 import { replyErrorMessage } from '../../core/deployment/settings';
 import type { DoctorNode } from './topology';
 import { verdict, type CheckName, type Verdict } from './verdict';
@@ -71,11 +71,19 @@ return out
 
 /**
  * Whether the user the doctor is connected as (or `aclUser`, through `ACL DRYRUN` on an admin
- * connection) may run what a worker and what the CLI need, on keys and channels under `prefix`.
+ * connection) may run what a worker and what the CLI need, on keys and channels of `keys`' prefix
+ * and namespace (a user confined to one namespace passes only with that namespace's keys).
  * A worker lacking any of it cannot guard (`fail`); the CLI lacking some is a `warn`.
  */
-export async function checkAcl(node: DoctorNode, prefix: string, aclUser: string | undefined): Promise<Verdict[]> {
-  const keys = new FireOnceKeys(prefix);
+export async function checkAcl(node: DoctorNode, keys: FireOnceKeys, aclUser: string | undefined): Promise<Verdict[]> {
+  const { prefix } = keys;
+  const where = keys.namespace === DEFAULT_NAMESPACE ? `${prefix}:*` : `${prefix}:* in namespace ${keys.namespace}`;
+  // The patterns of docs/deployment.md's user per namespace: its scopes' keys, and its log and channels.
+  const nsKeys = [keys.namespacePattern(), `${keys.root}${encodeId('namespace', keys.namespace)}:*`];
+  const patterns =
+    keys.namespace === DEFAULT_NAMESPACE
+      ? `keys ~${prefix}:*, channels &${prefix}:*`
+      : `keys ${nsKeys.map((p) => `~${p}`).join(' ')}, channels ${nsKeys.map((p) => `&${p}`).join(' ')}`;
   const probe = { key: keys.lock('doctor-probe', 'probe'), channel: keys.wakeChannel('doctor-probe'), log: keys.log() };
   const user = aclUser ?? (await whoAmI(node.client));
   const at = { node: node.address };
@@ -106,7 +114,7 @@ export async function checkAcl(node: DoctorNode, prefix: string, aclUser: string
     }
     const missing = names.filter((_, i) => !allowed[i]);
     if (missing.length === 0) {
-      results.push(verdict(check as CheckName, 'ok', `user ${user} may run everything ${who} needs on ${prefix}:*`, at));
+      results.push(verdict(check as CheckName, 'ok', `user ${user} may run everything ${who} needs on ${where}`, at));
       continue;
     }
     const consequence =
@@ -115,10 +123,10 @@ export async function checkAcl(node: DoctorNode, prefix: string, aclUser: string
       verdict(
         check as CheckName,
         missingStatus,
-        `user ${user} may not run ${missing.map((m) => `+${m}`).join(' ')} on ${prefix}:*, which ${who} needs: ${consequence}`,
+        `user ${user} may not run ${missing.map((m) => `+${m}`).join(' ')} on ${where}, which ${who} needs: ${consequence}`,
         {
           ...at,
-          fix: `ACL SETUSER ${user} ${missing.map((m) => `+${m}`).join(' ')} (keys ~${prefix}:*, channels &${prefix}:*)`,
+          fix: `ACL SETUSER ${user} ${missing.map((m) => `+${m}`).join(' ')} (${patterns})`,
         },
       ),
     );

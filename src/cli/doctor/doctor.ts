@@ -1,4 +1,5 @@
 import { MIN_REDIS_VERSION } from '../../core/deployment/version';
+import { FireOnceKeys } from '../../core/keys';
 import { redactUrl, type ConnectOptions } from '../connect';
 import type { ExitCode } from '../exit-codes';
 import { checkAcl } from './acl-check';
@@ -14,10 +15,14 @@ import { countStatuses, exitCodeOf, type Status, type Verdict } from './verdict'
 export interface DoctorOptions {
   /** The workers' keyPrefix: scopes the ACL check and the prefix listing. */
   readonly prefix: string;
+  /** The namespace whose keys, channels and dispatch log the ACL check probes; `default` if unset. */
+  readonly namespace?: string;
   /** At most this many keys are scanned for prefixes. */
   readonly scanBudget: number;
   /** Check this user's permissions with ACL DRYRUN instead of the connected user's. */
   readonly aclUser?: string;
+  /** `--redis` as given (not from `REDIS_URL`): the commands doctor prints to paste carry it. */
+  readonly redisArg?: string;
 }
 
 /** Everything `doctor` found; `--json` prints this. */
@@ -47,9 +52,9 @@ export async function runDoctor(connection: ConnectOptions, options: DoctorOptio
     for (const node of topology.primaries) {
       verdicts.push(checkVersion(node), await checkEviction(node), await checkPersistence(node));
       verdicts.push(...(await checkReplication(node)));
-      verdicts.push(await checkScripts(node), ...(await checkAcl(node, options.prefix, options.aclUser)));
+      verdicts.push(await checkScripts(node), ...(await checkAcl(node, new FireOnceKeys(options.prefix, options.namespace), options.aclUser)));
     }
-    verdicts.push(checkCluster(topology), await checkPrefixes(topology.primaries, options.prefix, options.scanBudget));
+    verdicts.push(checkCluster(topology), await checkPrefixes(topology.primaries, options.prefix, options.scanBudget, options.redisArg));
     return {
       redis: redactUrl(connection.url),
       topology: topology.cluster === undefined ? 'standalone' : 'cluster',

@@ -1,4 +1,5 @@
 import { EXIT } from '../exit-codes';
+import { controlsEscaped } from '../printable';
 import type { DoctorReport } from './doctor';
 import type { Status } from './verdict';
 
@@ -9,7 +10,8 @@ export function formatDoctor(report: DoctorReport): string {
   const lines = [`fire-once doctor: ${report.redis} (${report.topology}, ${report.primaries.length} primar${report.primaries.length === 1 ? 'y' : 'ies'})`];
   for (const v of report.verdicts) {
     const node = v.node === undefined ? '' : `${v.node}  `;
-    lines.push(`${LABEL[v.status].padEnd(5)} ${v.check.padEnd(13)}${node}${v.message}${v.fix === undefined ? '' : `. Fix: ${v.fix}`}`);
+    // Messages name namespaces and users read from the server: escape any control character in them.
+    lines.push(controlsEscaped(`${LABEL[v.status].padEnd(5)} ${v.check.padEnd(13)}${node}${v.message}${v.fix === undefined ? '' : `. Fix: ${v.fix}`}`));
   }
   const { ok, warn, fail, unknown } = report.counts;
   const outcome =

@@ -1,5 +1,6 @@
-import { FireOnceKeys, KEY_PREFIX_PATTERN, PROTOCOL_VERSION } from '../../core/keys';
+import { DEFAULT_NAMESPACE, FireOnceKeys, KEY_PREFIX_PATTERN, PROTOCOL_VERSION } from '../../core/keys';
 import { replyErrorMessage } from '../../core/deployment/settings';
+import { fireOnceCommand } from '../shell';
 import type { DoctorNode } from './topology';
 import { verdict, type Verdict } from './verdict';
 
@@ -26,9 +27,10 @@ export function namespaceOf(key: string, prefix: string): string | undefined {
 /**
  * SCAN the primaries, at most `budget` keys in all, and list the guard prefixes (and, later,
  * namespaces) found, with how many keys each. Informational: `warn` only when the workers'
- * `--prefix` has no key at all, or when the keyspace cannot be scanned.
+ * `--prefix` has no key at all, or when the keyspace cannot be scanned. Keys of 0.1 get the
+ * `migrate` command to run for each prefix, with `redisArg` (doctor's `--redis`, if given).
  */
-export async function checkPrefixes(primaries: readonly DoctorNode[], expected: string, budget: number): Promise<Verdict> {
+export async function checkPrefixes(primaries: readonly DoctorNode[], expected: string, budget: number, redisArg?: string): Promise<Verdict> {
   const counts = new Map<string, { keys: number; namespaces: Set<string> }>();
   const legacy = new Set<string>();
   let scanned = 0;
@@ -69,7 +71,13 @@ export async function checkPrefixes(primaries: readonly DoctorNode[], expected: 
       'warn',
       `keys of 0.1 (protocol v2) under ${prefixes}, which 0.2 never reads${found.length > 0 ? `; guard prefixes: ${found.join(', ')}` : ''}`,
       {
-        fix: `stop the 0.1 workers, then run npx fire-once migrate --prefix <prefix> for each (docs/upgrading.md)`,
+        fix: `stop the 0.1 workers, then run ${[...legacy]
+          .sort()
+          .map(
+            (prefix) =>
+              `npx ${fireOnceCommand('migrate', undefined, [], { ...(redisArg === undefined ? {} : { redis: redisArg }), prefix, namespace: DEFAULT_NAMESPACE })}`,
+          )
+          .join('; ')} (docs/upgrading.md)`,
       },
     );
   }

@@ -1,6 +1,6 @@
 import { EXIT } from '../../../src/cli/exit-codes';
 import { WORKER_NEEDS } from '../../../src/cli/doctor/acl-check';
-import { ACL_USER, aclRules, grantedCommands, parseAclLog } from '../../security/acl-rules';
+import { ACL_USER, aclRules, documentedAclLine, grantedCommands, parseAclLog } from '../../security/acl-rules';
 import { SAFE_ARGS, doctorJson, serverWith, statuses, verdictsOf, type ServerWithAdmin } from './support';
 
 // `fire-once doctor` as, and about, ACL users: the documented least-privilege worker user passes
@@ -89,5 +89,28 @@ describe('fire-once doctor and ACL users', () => {
       status: 'fail',
       message: expect.stringMatching(/may not run \+evalsha \+eval \+get .* on other-app:\*/),
     });
+  });
+
+  it("--namespace probes that namespace's keys: docs/deployment.md's user per namespace passes there, and fails elsewhere with its patterns", async () => {
+    const user = 'fire-once-tenant-b';
+    const rules = documentedAclLine(user, 'deployment.md')
+      .split(' ')
+      .slice(3)
+      .map((rule) => (rule === '>CHANGE-ME' ? '>pw-ns' : rule.replace(/^(%R~|~|&)fire-once:/, `$1${prefix}:`)));
+    await s.admin.call('ACL', 'SETUSER', user, ...rules);
+    const own = await doctorJson(s.server.url, ['--prefix', prefix, '--namespace', 'tenant-b', '--acl-user', user]);
+    expect(verdictsOf(own, 'acl-worker')[0]).toMatchObject({
+      status: 'ok',
+      message: `user ${user} may run everything a worker needs on ${prefix}:* in namespace tenant-b`,
+    });
+    const other = await doctorJson(s.server.url, ['--prefix', prefix, '--namespace', 'tenant-c', '--acl-user', user]);
+    expect(verdictsOf(other, 'acl-worker')[0]).toMatchObject({
+      status: 'fail',
+      fix: expect.stringMatching(
+        new RegExp(`\\(keys ~${prefix}:v3:\\{tenant-c/\\* ~${prefix}:v3:tenant-c:\\*, channels &${prefix}:v3:\\{tenant-c/\\* &${prefix}:v3:tenant-c:\\*\\)$`),
+      ),
+    });
+    // Without --namespace it probes the default namespace, which this user may not touch.
+    expect(verdictsOf(await doctorJson(s.server.url, ['--prefix', prefix, '--acl-user', user]), 'acl-worker')[0].status).toBe('fail');
   });
 });

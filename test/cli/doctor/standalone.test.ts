@@ -20,7 +20,22 @@ describe('fire-once doctor on a standalone Redis', () => {
     await new FireOnceGuard({ redis: admin, keyPrefix: 'app' }).acquire({ scope: 's', step: 'send', jobType: 'send' });
     const prefixes = verdictsOf(await doctorJson(server.url, ['--prefix', 'app']), 'prefixes')[0];
     expect(prefixes).toMatchObject({ status: 'warn', message: expect.stringMatching(/^keys of 0\.1 \(protocol v2\) under old, which 0\.2 never reads/) });
-    expect(prefixes.fix).toMatch(/fire-once migrate/);
+    // The command to paste carries the --redis doctor was given (and the prefix found).
+    expect(prefixes.fix).toBe(`stop the 0.1 workers, then run npx fire-once migrate --redis ${server.url} --prefix old (docs/upgrading.md)`);
+  });
+
+  it('escapes control characters in the namespaces it lists, so a key cannot forge a verdict line; --json keeps them', async () => {
+    const { server, admin } = await spawn(...SAFE_ARGS);
+    await new FireOnceGuard({ redis: admin, keyPrefix: 'app' }).acquire({ scope: 's', step: 'send', jobType: 'send' });
+    // A key in the guard's layout whose namespace decodes to a newline, a forged verdict and an ANSI escape.
+    await admin.set('app:v3:{x%0Aok%20%20%20%20eviction%20%20%20%20fake%1B%5B2J/s}:l:send', 'v');
+    const run = await doctor(server.url, ['--prefix', 'app']);
+    const line = run.out.split('\n').find((l) => l.includes(' prefixes '));
+    expect(line).toContain('namespaces default, x\\nok    eviction    fake\\u001b[2J');
+    expect(run.out.split('\n').filter((l) => /^ok +eviction/.test(l))).toHaveLength(1);
+    expect(run.out.replace(/\n/g, '')).not.toMatch(/\p{Cc}/u);
+    const json = verdictsOf(await doctorJson(server.url, ['--prefix', 'app']), 'prefixes')[0];
+    expect(json.message).toContain('x\nok    eviction    fake\u001b[2J');
   });
 
   it('AOF with appendfsync always and noeviction: every verdict ok, the prefix found, exit 0', async () => {
@@ -162,7 +177,7 @@ describe('fire-once doctor on a standalone Redis', () => {
     expect((await doctor('redis://127.0.0.1:1', ['--timeout', '1s'])).code).toBe(EXIT.redis);
     expect(await doctor('redis://127.0.0.1:1', ['--scan-budget', '-1'])).toMatchObject({
       code: EXIT.usage,
-      err: expect.stringContaining('--scan-budget must be a non-negative integer'),
+      err: expect.stringContaining('--scan-budget must be a positive whole number'),
     });
   });
 });

@@ -1,0 +1,34 @@
+/**
+ * Characters that can forge or hide output on a terminal or in a log: C0 and C1 controls (newline,
+ * carriage return, ESC, CSI), DEL, line and paragraph separators, bidirectional overrides, and lone
+ * surrogates. IDs come from Redis keys and log entries that anyone with write access can fill.
+ */
+const CONTROLS = /[\p{Cc}\p{Cs}\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]/gu;
+/** One character of {@link CONTROLS}, for a test without the global flag's state. */
+export const CONTROL_CHARACTER = /[\p{Cc}\p{Cs}\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]/u;
+const CONTROLS_AND_BACKSLASH = /[\\\p{Cc}\p{Cs}\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]/gu;
+
+const SHORT: Readonly<Record<string, string>> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+function escape(ch: string): string {
+  return SHORT[ch] ?? `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`;
+}
+
+/**
+ * An ID as the human output shows it: every control character written as a JSON-style escape
+ * (`\n`, `\u001b`), and a backslash as `\\` so that an escape and the same characters typed
+ * literally never look alike. `--json` output is never passed through it.
+ */
+export function printable(text: string): string {
+  return text.replace(CONTROLS_AND_BACKSLASH, escape);
+}
+
+/** An ID in double quotes, as {@link printable} with `"` escaped too: `scope "chat\n7"`. */
+export function quoted(text: string): string {
+  return `"${printable(text).replace(/"/g, '\\"')}"`;
+}
+
+/** A line the CLI composed around IDs it did not quote: only its control characters escaped. */
+export function controlsEscaped(text: string): string {
+  return text.replace(CONTROLS, escape);
+}
