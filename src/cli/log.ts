@@ -45,7 +45,7 @@ export async function readLog(
   let read = 0;
   for (;;) {
     const page = await next;
-    if (page.length === PAGE_SIZE) next = redis.xrangeBuffer(key, `(${page[page.length - 1][0].toString()}`, end, 'COUNT', PAGE_SIZE);
+    if (page.length === PAGE_SIZE) next = redis.xrangeBuffer(key, idAfter(page[page.length - 1][0].toString()), end, 'COUNT', PAGE_SIZE);
     for (const [id, fields] of page) visit(id.toString(), counted(fields));
     read += page.length;
     if (page.length < PAGE_SIZE) return read;
@@ -98,11 +98,28 @@ export async function findLatest(
   for (let seen = 0; seen < maxEntries; seen += PAGE_SIZE) {
     const reply = await findLatestScript(redis, [key], [end, String(PAGE_SIZE), ...pairs]);
     if (reply[0] === 1) return toEntry(reply[1], reply[2]);
-    if (reply[1] === '') return undefined;
-    end = `(${reply[1]}`; // exclusive: go on just before the last entry looked at
+    const before = reply[1] === '' ? undefined : idBefore(reply[1]); // go on just before the last entry looked at
+    if (before === undefined) return undefined;
+    end = before;
   }
   return undefined;
 }
+
+/**
+ * The first stream ID after `id`, and the last one before it (`undefined` before `0-0`): the
+ * bounds of a range that excludes `id`, in the form every Redis since 5.0 takes (the `(`
+ * prefix for exclusive ranges came with 6.2).
+ */
+export function idAfter(id: string): string {
+  const [ms, seq] = id.split('-').map(BigInt);
+  return seq === MAX_SEQ ? `${ms + 1n}-0` : `${ms}-${seq + 1n}`;
+}
+export function idBefore(id: string): string | undefined {
+  const [ms, seq] = id.split('-').map(BigInt);
+  if (seq > 0n) return `${ms}-${seq - 1n}`;
+  return ms > 0n ? `${ms - 1n}-${MAX_SEQ}` : undefined;
+}
+const MAX_SEQ = 2n ** 64n - 1n;
 
 /**
  * Append one event and wait for Redis to accept it. `DispatchLog.record` sends without waiting

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { FireOnceKeys } from '../../src/core';
-import { PAGE_SIZE, findLatest } from '../../src/cli/log';
+import { PAGE_SIZE, findLatest, idAfter, idBefore } from '../../src/cli/log';
 import { forceReleaseScript } from '../../src/cli/release';
 import { useGuardFixture } from '../support/redis';
 import { lockToken, writeLock } from '../support/records';
@@ -9,6 +9,21 @@ import { lockToken, writeLock } from '../support/records';
 describe('the CLI scripts', () => {
   const fx = useGuardFixture('cli-scripts');
   const target = { scope: 's', step: 'st', jobType: 'j' };
+
+  // The log is paged with plain IDs next to the last one read, not Redis 6.2's `(` prefix, so the
+  // CLI reads it on the 5.0 the library supports. Checked here against Redis's own order.
+  it('pages the log with the IDs just after and just before an entry, as an exclusive range would', async () => {
+    const { redis, prefix } = fx;
+    const log = `${prefix}:ids`;
+    const max = (2n ** 64n - 1n).toString();
+    for (const id of ['5-0', '5-1', `5-${max}`, '6-0']) await redis.xadd(log, id, 'f', id);
+    const ids = (entries: [string, string[]][]) => entries.map(([id]) => id);
+    expect(ids(await redis.xrange(log, idAfter('5-0'), '+'))).toEqual(['5-1', `5-${max}`, '6-0']);
+    expect(ids(await redis.xrange(log, idAfter(`5-${max}`), '+'))).toEqual(['6-0']);
+    expect(ids(await redis.xrevrange(log, idBefore('6-0')!, '-'))).toEqual([`5-${max}`, '5-1', '5-0']);
+    expect(ids(await redis.xrevrange(log, idBefore('5-1')!, '-'))).toEqual(['5-0']);
+    expect(idBefore('0-0')).toBeUndefined();
+  });
 
   describe('force-release.lua', () => {
     const wakeUps = async (redis: Redis, channel: string, run: () => Promise<unknown>) => {
