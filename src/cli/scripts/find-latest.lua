@@ -5,14 +5,14 @@
 
   KEYS[1]  the dispatch log stream of one namespace, '<prefix>:v3:<ns>:log'
 
-  ARGV[1]  ID to start from, going backwards: '<id>' (inclusive), '(<id>' (exclusive), or '+' for
-           the newest entry
+  ARGV[1]  ID to start from, going backwards: '<id>' (inclusive), or '+' for the newest entry
+           ('(<id>', exclusive, needs Redis 6.2: the CLI passes the ID just before instead)
   ARGV[2]  entries to look at in this call
   ARGV[3..] pairs of field name and value that must all match (a missing field matches '')
 
   Returns:
     {1, id, fields}  the newest matching entry: its ID and its flat field list
-    {0, id}          none in this call; the last ID looked at, to go on from '(<id>'
+    {0, id}          none in this call; the last ID looked at, to go on from just before it
     {0, ''}          none, and the start of the log was reached
 ]]
 local entries = redis.call('XREVRANGE', KEYS[1], ARGV[1], '-', 'COUNT', tonumber(ARGV[2]))
