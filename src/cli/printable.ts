@@ -3,10 +3,11 @@
  * carriage return, ESC, CSI), DEL, line and paragraph separators, bidirectional overrides, and lone
  * surrogates. IDs come from Redis keys and log entries that anyone with write access can fill.
  */
-const CONTROLS = /[\p{Cc}\p{Cs}\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]/gu;
+const CONTROL_CLASS = String.raw`\p{Cc}\p{Cs}\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069`;
+const CONTROLS = new RegExp(`[${CONTROL_CLASS}]`, 'gu');
 /** One character of {@link CONTROLS}, for a test without the global flag's state. */
-export const CONTROL_CHARACTER = /[\p{Cc}\p{Cs}\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]/u;
-const CONTROLS_AND_BACKSLASH = /[\\\p{Cc}\p{Cs}\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]/gu;
+export const CONTROL_CHARACTER = new RegExp(`[${CONTROL_CLASS}]`, 'u');
+const CONTROLS_AND_BACKSLASH = new RegExp(String.raw`[\\${CONTROL_CLASS}]`, 'gu');
 
 const SHORT: Readonly<Record<string, string>> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
