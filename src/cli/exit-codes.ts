@@ -29,7 +29,8 @@ export const EXIT = Object.freeze({
   /**
    * Refused: a key holds data this library never writes, and the command will not guess what it
    * is (`release`: a lock key of another type or with an unreadable value; `migrate`: a v2-shaped
-   * key whose IDs do not decode, or a protocol marker that is not a string). Nothing was changed.
+   * key whose IDs do not decode, or a protocol marker that is not a string; any command: Redis answers
+   * `WRONGTYPE` on a key under the prefix). Nothing was changed.
    */
   unexpectedData: 8,
   /** A bug in the CLI itself. */

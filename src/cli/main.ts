@@ -20,7 +20,7 @@ import {
   type CommonOptions,
 } from './args';
 import type { RedisClient } from '../core/scripts';
-import { connect, isRedisError, redactUrl, type ConnectOptions } from './connect';
+import { connect, isRedisError, isWrongType, redactUrl, type ConnectOptions } from './connect';
 import { DEFAULT_SCAN_BUDGET } from './doctor/prefix-check';
 import { runDoctor } from './doctor/doctor';
 import { formatDoctor } from './doctor/format';
@@ -222,6 +222,10 @@ async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisCl
     await refuseEvictingRedis(redis, { allow: options.allowEvictingRedis === true, timeoutMs: connection.timeoutMs, warn: io.err });
     return await run(redis, connection);
   } catch (err) {
+    if (isWrongType(err)) {
+      const message = `a key under ${options.prefix}:v3 holds a Redis type this library never writes there (${(err as Error).message}); nothing was changed`;
+      throw new CliError(message, EXIT.unexpectedData, { cause: err });
+    }
     if (isRedisError(err)) throw new CliError(`Redis at ${redactUrl(url)} failed: ${(err as Error).message}`, EXIT.redis, { cause: err });
     throw err;
   } finally {
@@ -249,7 +253,7 @@ Exit codes:
   7   doctor found nothing at risk, but could not make every check
   8   refused: a key holds data this library never writes (release: a lock key of
       another type or with an unreadable value; migrate: a v2-shaped key whose IDs do
-      not decode); nothing changed
+      not decode; any command: a key of a Redis type it never writes); nothing changed
   70  internal error in the CLI
 `;
 

@@ -2,6 +2,7 @@ import { PROTOCOL_VERSION, decodeId, encodeId, type FireOnceKeys, type IdKind } 
 import { claimProtocol } from '../core/protocol';
 import { formatArtifact } from '../core/records';
 import type { RedisClient } from '../core/scripts';
+import { isWrongType } from './connect';
 import { CliError, EXIT } from './exit-codes';
 import { printable, quoted } from './printable';
 import { scanKeys } from './scan';
@@ -188,7 +189,7 @@ async function unlessWrongType<T>(read: () => Promise<T>): Promise<T | undefined
   try {
     return await read();
   } catch (err) {
-    if (err instanceof Error && /^WRONGTYPE/.test(err.message)) return undefined;
+    if (isWrongType(err)) return undefined;
     throw err;
   }
 }

@@ -545,6 +545,20 @@ describe('fire-once CLI against a real Redis', () => {
       expect(code).toBe(0);
     });
 
+    it('exits 8 (unexpected data), not 3 (Redis failed), when the dispatch log key holds another Redis type', async () => {
+      const { prefix, guard } = fresh('cli-foreign-log');
+      const lease = await guard.acquire({ scope: 's', step: 'summarise', jobType: 'summary' });
+      if (lease.kind !== 'acquired') throw new Error(lease.kind);
+      await guard.commit(lease.lease, Buffer.from('result')); // inspect reads the log for its age
+      await redis.hset(guard.keys.log(), 'f', 'v');
+      for (const args of [['report'], ['inspect', 's']]) {
+        const run = await cli([...args, '--prefix', prefix]);
+        expect(run.stderr).toContain(`a key under ${prefix}:v3 holds a Redis type this library never writes there`);
+        expect(run.code).toBe(8);
+      }
+      expect(await redis.hgetall(guard.keys.log())).toEqual({ f: 'v' });
+    });
+
     it('exits 0 on --help, which lists the exit codes', async () => {
       const help = await runCli(['--help']);
       expect(help.code).toBe(0);
