@@ -315,7 +315,9 @@ function waitOptions({ setup, ctx, startedMs }: GuardedCall) {
     pollIntervalMs,
     deadline: Math.min(startedMs + startToClose - margin, overall),
     signal: ctx.cancellationSignal,
-    onPoll: heartbeatMs ? () => ctx.heartbeat() : undefined,
+    // Each heartbeat replaces the activity's details, which outlive the attempt: a waiter, which
+    // runs none of the job, passes on those an earlier attempt recorded.
+    onPoll: heartbeatMs ? () => ctx.heartbeat(info.heartbeatDetails) : undefined,
     wake: setup.wake,
   };
 }

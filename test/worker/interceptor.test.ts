@@ -197,6 +197,23 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     expect(await count()).toBe(1);
   });
 
+  // Temporal keeps one set of heartbeat details per activity, across attempts, and each heartbeat
+  // replaces it. A waiter runs none of the job, so its heartbeats must carry the details an earlier
+  // attempt recorded, or the attempt that dispatches next finds its progress gone.
+  it("'wait' heartbeats with the details an earlier attempt recorded, never erasing them", async () => {
+    const holder = await guard.acquire({ scope: 's', step: 'job', jobType: 'job' });
+    if (holder.kind !== 'acquired') throw new Error('expected acquired');
+    const activities = { job: guarded(async () => 'mine') };
+    const env = envFor(activities, 'job', 'wait', { heartbeatTimeoutMs: 100, attempt: 2, heartbeatDetails: { page: 5 } });
+    const details: unknown[] = [];
+    env.on('heartbeat', (d: unknown) => details.push(d));
+    const waiting = env.run(activities.job, 's');
+    await waitFor(async () => details.length >= 2);
+    await guard.release(holder.lease);
+    expect(decode(await waiting)).toBe('mine');
+    expect(details).toEqual(details.map(() => ({ page: 5 })));
+  });
+
   it("'wait' gives up with a retryable FireOnceInFlight before start-to-close", async () => {
     await holdLock(guard.keys.lock('s', 'job'));
     const activities = { job: guarded(async () => 'x') };
