@@ -1,5 +1,6 @@
 import { FireOnceConfigError } from '../core/errors';
 import { currentActivityContext } from './context';
+import { toApplicationFailure } from './failures';
 import { checkActivityOptions, type ExternalArtifact, type FireOnceOptions, type ValueFireOnceOptions } from './activity-options';
 
 const OPTIONS = Symbol.for('temporal-fire-once.options');
@@ -32,7 +33,8 @@ export function markGuarded(ctx: object): void {
 /**
  * Mark an activity function as fire-once. The `FireOncePlugin` guards it by its registered name;
  * calling it outside any activity (a plain unit test) just runs `fn`. Called inside an activity on
- * a worker without the plugin, it throws `FireOnceConfigError` rather than dispatch unguarded.
+ * a worker without the plugin, it fails with a non-retryable `ApplicationFailure` of type
+ * `FireOnceConfigError` rather than dispatch unguarded.
  *
  * `onInFlight: 'skip'` and external artifacts resolve `undefined` when they do not run, so they
  * type-check only on activities that return `Promise<void>`.
@@ -66,11 +68,13 @@ function markFireOnce<F extends AnyFunction>(fn: F, options: FireOnceOptions): F
   const wrapped = function (this: unknown, ...args: Parameters<F>) {
     const ctx = currentActivityContext();
     if (ctx !== undefined && !guardedContexts.has(ctx)) {
-      throw new FireOnceConfigError(
+      const refused = new FireOnceConfigError(
         `activity ${JSON.stringify(ctx.info.activityType)} is marked fire-once, but this worker has no FireOncePlugin ` +
           `(or fire-once activity interceptor): refusing to dispatch unguarded`,
         { activityType: ctx.info.activityType },
       );
+      // No interceptor maps this one: Temporal would retry a plain error on every attempt.
+      throw toApplicationFailure(refused);
     }
     return fn.apply(this, args);
   };

@@ -6,6 +6,7 @@ import type { ArtifactCache } from '../core/artifact-cache';
 import type { DispatchLog } from '../core/dispatch-log';
 import { FireOnceConfigError, FireOnceError, FireOnceInFlight, FireOnceKeyConflict, FireOnceMissingScope } from '../core/errors';
 import { type AcquireOutcome, type DispatchTarget, type FireOnceGuard } from '../core/guard';
+import { encodeId } from '../core/keys';
 import { checkKnownKeys } from '../core/options';
 import { ParkingLot } from '../core/parking';
 import { waitForTurn, type TurnOutcome } from '../core/wait';
@@ -250,6 +251,9 @@ function resolveTarget({ setup, options, ctx, input }: GuardedCall): DispatchTar
   const base = { scope, step, jobType, namespace: setup.defaults.keyNamespace ?? namespace, holder, argsHash: hash };
   const artifact = options.artifact;
   if (artifact === undefined || artifact === 'result') return base;
+  // The key is built from the scope: a bad one is refused as the guard would refuse it
+  // (FireOnceInvalidId), before the user's function sees it.
+  encodeId('scope', scope);
   const key = userOption('artifact.external', activityType, () => artifact.external({ scope, jobType, namespace: base.namespace }));
   return { ...base, externalArtifactKey: externalKey(setup.guard, key, base) };
 }
@@ -315,7 +319,9 @@ function waitOptions({ setup, ctx, startedMs }: GuardedCall) {
     pollIntervalMs,
     deadline: Math.min(startedMs + startToClose - margin, overall),
     signal: ctx.cancellationSignal,
-    onPoll: heartbeatMs ? () => ctx.heartbeat() : undefined,
+    // Each heartbeat replaces the activity's details, which outlive the attempt: a waiter, which
+    // runs none of the job, passes on those an earlier attempt recorded.
+    onPoll: heartbeatMs ? () => ctx.heartbeat(info.heartbeatDetails) : undefined,
     wake: setup.wake,
   };
 }

@@ -40,7 +40,7 @@ export async function parkOrWait(
       continue;
     }
     // No heartbeat timeout reads as 0: such a waiter is not heartbeated, as 'wait' would not be.
-    setup.parkedWatch.watch(parked.spot, completer, ctx.info.taskToken, ctx.info.heartbeatTimeoutMs || undefined);
+    setup.parkedWatch.watch(parked.spot, completer, ctx.info.taskToken, ctx.info.heartbeatTimeoutMs || undefined, ctx.info.heartbeatDetails);
     observer.decision('in-flight-parked', { fencingToken: parked.fencingToken });
     ctx.log.debug('fire-once: in flight elsewhere, parked until its commit or release', {
       key: parked.spot.waitersKey,

@@ -167,6 +167,8 @@ function gone({ log }: Completer, what: string, err: unknown): void {
 interface Parked {
   readonly token: Uint8Array;
   readonly heartbeatMs: number | undefined;
+  /** The activity's heartbeat details when it parked, which each heartbeat passes on. */
+  readonly details: unknown;
   nextBeat: number;
   /** Its last heartbeat failed (logged once until one goes through). */
   beatFailing?: boolean;
@@ -225,14 +227,17 @@ export class ParkedWatch {
     this.reapEveryMs = Math.min(reapEveryMs, MAX_REAP_EVERY_MS);
   }
 
-  /** Watch one parked task token. */
-  watch(spot: ParkingSpot, completer: Completer, token: Uint8Array, heartbeatMs: number | undefined): void {
+  /**
+   * Watch one parked task token. `details` are its activity's heartbeat details as the attempt
+   * found them: each heartbeat replaces them in Temporal, so each carries them unchanged.
+   */
+  watch(spot: ParkingSpot, completer: Completer, token: Uint8Array, heartbeatMs: number | undefined, details?: unknown): void {
     let entry = this.watched.get(spot.waitersKey);
     if (entry === undefined) {
       entry = { spot, completer, parked: new Map(), busy: false };
       this.watched.set(spot.waitersKey, entry);
     }
-    entry.parked.set(Buffer.from(token).toString('base64'), { token, heartbeatMs, nextBeat: Date.now() + beatEvery(heartbeatMs) });
+    entry.parked.set(Buffer.from(token).toString('base64'), { token, heartbeatMs, details, nextBeat: Date.now() + beatEvery(heartbeatMs) });
     // Heartbeats are due every third of the heartbeat timeout, whatever `reapEveryMs` is: the
     // timer runs at the shorter of the two, and reaps only every `reapEveryMs`.
     const tickMs = Math.min(this.reapEveryMs, beatEvery(heartbeatMs));
@@ -344,7 +349,7 @@ export class ParkedWatch {
     for (const [key, parked] of entry.parked) {
       if (parked.heartbeatMs === undefined || due < parked.nextBeat) continue;
       parked.nextBeat = now + beatEvery(parked.heartbeatMs);
-      entry.completer.client.activity.heartbeat(parked.token).then(
+      entry.completer.client.activity.heartbeat(parked.token, parked.details).then(
         () => (parked.beatFailing = false),
         (err: unknown) => this.beatFailed(entry, key, parked, err),
       );

@@ -46,6 +46,39 @@ describe('bad input: missing scope', () => {
     await expectNothingDispatchedAndIntact();
   });
 
+  // In external-artifact mode the scope reaches the user's `external` function, which builds the
+  // key from it: a bad scope is still the documented FireOnceInvalidId, found before that function
+  // runs, not a FireOnceConfigError blaming the option for the key builder's refusal.
+  it.each<[string, unknown, string]>([
+    ['empty', '', 'scope must not be empty or whitespace only (got "")'],
+    ['null', null, 'scope must be a string (got object)'],
+    ['513 bytes', 'a'.repeat(513), 'scope must be at most 512 bytes of UTF-8 (got 513)'],
+  ])('external-artifact mode, scope %s → FireOnceInvalidId, the external function never called', async (_name, scope, problem) => {
+    let built = 0;
+    const activities = {
+      dispatch: fireOnce(
+        async (_text: string): Promise<void> => {
+          await counter.hit();
+        },
+        {
+          scope: () => scope as string,
+          artifact: {
+            external: (ids) => {
+              built++;
+              return guard.keysFor(ids.namespace).external(ids.scope, ids.jobType);
+            },
+          },
+        },
+      ),
+    };
+    const { error } = await settle(runActivity({ config: { guard }, activities, activityType: 'dispatch', args: ['hello'] }));
+    const failure = asFailure(error);
+    expect([failure.type, failure.nonRetryable]).toEqual(['FireOnceInvalidId', true]);
+    expect(failure.message).toContain(problem);
+    expect(built).toBe(0);
+    await expectNothingDispatchedAndIntact();
+  });
+
   // Empty, blank, over-long, malformed and non-string scopes: ids-both-sides.test.ts, which feeds
   // one table of IDs to this interceptor, to the guard and to setDispatchScope in a real workflow.
 });

@@ -2,7 +2,7 @@ import { CompleteAsyncError, Context, type Info } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure, RawValue, defaultPayloadConverter } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
-import { FireOnce, FireOnceConfigError, FireOnceGuard, fireOnce, type FireOnceOptions } from '../../src';
+import { FireOnce, FireOnceGuard, fireOnce, type FireOnceOptions } from '../../src';
 import { ParkingLot, createFireOnceActivityInterceptor, formatWaiter, fireOnceActivityMap, type InFlightPolicy } from '../../src/core';
 import { payloadToBytes } from '../../src/worker/artifact';
 import { useGuardFixture } from '../support/redis';
@@ -197,6 +197,23 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     expect(await count()).toBe(1);
   });
 
+  // Temporal keeps one set of heartbeat details per activity, across attempts, and each heartbeat
+  // replaces it. A waiter runs none of the job, so its heartbeats must carry the details an earlier
+  // attempt recorded, or the attempt that dispatches next finds its progress gone.
+  it("'wait' heartbeats with the details an earlier attempt recorded, never erasing them", async () => {
+    const holder = await guard.acquire({ scope: 's', step: 'job', jobType: 'job' });
+    if (holder.kind !== 'acquired') throw new Error('expected acquired');
+    const activities = { job: guarded(async () => 'mine') };
+    const env = envFor(activities, 'job', 'wait', { heartbeatTimeoutMs: 100, attempt: 2, heartbeatDetails: { page: 5 } });
+    const details: unknown[] = [];
+    env.on('heartbeat', (d: unknown) => details.push(d));
+    const waiting = env.run(activities.job, 's');
+    await waitFor(async () => details.length >= 2);
+    await guard.release(holder.lease);
+    expect(decode(await waiting)).toBe('mine');
+    expect(details).toEqual(details.map(() => ({ page: 5 })));
+  });
+
   it("'wait' gives up with a retryable FireOnceInFlight before start-to-close", async () => {
     await holdLock(guard.keys.lock('s', 'job'));
     const activities = { job: guarded(async () => 'x') };
@@ -260,10 +277,15 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     expect(await count()).toBe(2);
   });
 
-  it('refuses to run a fire-once activity on a worker without the interceptor', async () => {
+  // Temporal retries any error that is not an ApplicationFailure marked non-retryable (it makes a
+  // retryable one of its name), so a plain FireOnceConfigError would fail every attempt for ever.
+  it('refuses to run a fire-once activity on a worker without the interceptor, with a non-retryable FireOnceConfigError', async () => {
     const activities = { job: guarded(async () => 'x') };
     const bare = new MockActivityEnvironment({ namespace: 'default', activityType: 'job' });
-    await expect(bare.run(activities.job, 's')).rejects.toBeInstanceOf(FireOnceConfigError);
+    const err = await bare.run(activities.job, 's').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApplicationFailure);
+    expect([(err as ApplicationFailure).type, (err as ApplicationFailure).nonRetryable]).toEqual(['FireOnceConfigError', true]);
+    expect((err as ApplicationFailure).message).toMatch(/marked fire-once, but this worker has no FireOncePlugin/);
     expect(await count()).toBe(0);
   });
 
