@@ -170,6 +170,29 @@ describe('production semantics (MockActivityEnvironment, real Redis)', () => {
     expect(await redis.pttl(guard.keys.lock('s', 'job'))).toBeGreaterThan(30_000);
   });
 
+  it('a call waiting in its slot is not handed a result over maxArtifactBytes: it dispatches again once the hold ends (the documented limit)', async () => {
+    const big = 'x'.repeat(5_000);
+    let release!: () => void;
+    const holderMayReturn = new Promise<void>((r) => (release = r));
+    const activities = {
+      job: fireOnce(async (s: string, who: string) => (await redis.incr(counterKey()), who === 'holder' && (await holderMayReturn), `${who}${big}`), {
+        scope: ([s]) => s,
+        lockTtlMs: 1_500,
+        onConflict: 'ignore',
+      }),
+    };
+    const runOf = (who: string) => ({ workflowExecution: { workflowId: `wf-${who}`, runId: `run-${who}` } });
+    const config = { maxArtifactBytes: 1_000, onInFlight: 'wait' as const };
+    const holder = run(activities, 'job', ['s', 'holder'], config, runOf('holder'));
+    while ((await count()) === 0) await new Promise((r) => setTimeout(r, 10));
+    const waiter = run(activities, 'job', ['s', 'waiter'], config, runOf('waiter'));
+    release();
+    const text = (result: unknown) => defaultPayloadConverter.fromPayload<string>((result as RawValue).payload).slice(0, 6);
+    expect(text(await holder)).toBe('holder');
+    expect(text(await waiter)).toBe('waiter'); // its own dispatch, after the lock's 1.5 s hold
+    expect(await count()).toBe(2);
+  });
+
   it("hands every guard option to the plugin's guard: replicaSync included", () => {
     expect(new FireOncePlugin({ redis }).guard.options.replicaSync).toEqual({ replicas: 'auto', timeoutMs: 200 });
     expect(new FireOncePlugin({ redis, replicaSync: false }).guard.options.replicaSync).toEqual({ replicas: 0, timeoutMs: 200 });
