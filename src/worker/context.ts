@@ -16,7 +16,11 @@ export interface FireOnceContext {
   readonly fencingToken: number;
   /** Aborted with `FireOnceLockLost` when a lease renewal finds the lock lost. */
   readonly signal: AbortSignal;
-  /** Renew the lease now (e.g. next to a heartbeat); resolves `false` if the lock is lost. */
+  /**
+   * Renew the lease now (e.g. next to a heartbeat); resolves `false` if the lock is lost. In
+   * `'fixed'` mode, which renews nothing on its own, it sets the lock's TTL back to `lockTtlMs`
+   * (rejecting with `FireOnceStoreUnavailable` if Redis does not answer).
+   */
   renew(): Promise<boolean>;
 }
 

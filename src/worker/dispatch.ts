@@ -47,7 +47,8 @@ export async function dispatch(call: GuardedCall, observer: Observer, lease: Lea
     get signal() {
       return renewal?.signal ?? (unrenewed ??= new AbortController().signal);
     },
-    renew: () => renewal?.renewNow() ?? Promise.resolve(true),
+    // 'fixed' mode: nothing renews on its own, but asked to, the lock goes back to lockTtlMs.
+    renew: () => renewal?.renewNow() ?? setup.guard.extend(lease, leaseMs),
   };
   let result: unknown;
   try {

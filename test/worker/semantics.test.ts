@@ -122,6 +122,26 @@ describe('production semantics (MockActivityEnvironment, real Redis)', () => {
     expect(() => fireOnceContext()).toThrow(/only available inside a guarded activity/);
   });
 
+  it("'fixed' mode: fireOnceContext().renew() extends the lock to lockTtlMs, and resolves false once the lock is lost", async () => {
+    const answers: boolean[] = [];
+    const activities = {
+      job: fireOnce(
+        async (scope: string) => {
+          const ctx = fireOnceContext();
+          await redis.pexpire(ctx.lockKey, 1_000);
+          answers.push(await ctx.renew());
+          answers.push((await redis.pttl(ctx.lockKey)) > 30_000);
+          await redis.del(ctx.lockKey); // lost: released by force, or expired
+          answers.push(await ctx.renew());
+          return scope;
+        },
+        { scope: ([s]) => s, lockTtlMs: 60_000 },
+      ),
+    };
+    await run(activities, 'job', ['s'], { lockMode: 'fixed' });
+    expect(answers).toEqual([true, true, false]);
+  });
+
   it('aborts fireOnceContext().signal when the lease is lost mid-dispatch', async () => {
     const activities = {
       job: fireOnce(
@@ -175,7 +195,7 @@ describe('production semantics (MockActivityEnvironment, real Redis)', () => {
     let release!: () => void;
     const holderMayReturn = new Promise<void>((r) => (release = r));
     const activities = {
-      job: fireOnce(async (s: string, who: string) => (await redis.incr(counterKey()), who === 'holder' && (await holderMayReturn), `${who}${big}`), {
+      job: fireOnce(async (_scope: string, who: string) => (await redis.incr(counterKey()), who === 'holder' && (await holderMayReturn), `${who}${big}`), {
         scope: ([s]) => s,
         lockTtlMs: 1_500,
         onConflict: 'ignore',
