@@ -45,7 +45,7 @@ export { createFireOnceActivityInterceptor } from './worker/interceptor';
 export type { FireOnceInterceptorConfig } from './worker/interceptor';
 export { workflowInterceptorModules } from './worker/plugin';
 export { fireOnceActivityMap, fireOnceOptionsOf } from './worker/fire-once';
-export type { ActivityDefaultOptions, InFlightPolicy, LockMode, ResolvedPluginOptions } from './worker/options';
+export type { ActivityDefaultOptions, DefaultInFlightPolicy, InFlightPolicy, LockMode, ResolvedPluginOptions } from './worker/options';
 export type { ArtifactIds, ConflictPolicy, ExternalArtifact, ValueFireOnceOptions } from './worker/activity-options';
 export { toApplicationFailure } from './worker/failures';
 export { ParkedWatch } from './worker/parked';

@@ -2,7 +2,7 @@ import type { Info } from '@temporalio/activity';
 import { FireOnceConfigError } from '../core/errors';
 import { encodeId } from '../core/keys';
 import { GUARD_OPTIONS, checkKnownKeys, describe, flag, oneOf } from '../core/options';
-import { ACTIVITY_DEFAULT_OPTIONS, type InFlightPolicy, type LockMode } from './options';
+import { ACTIVITY_DEFAULT_OPTIONS, POLICIES, type InFlightPolicy, type LockMode } from './options';
 
 /** What a call whose arguments differ from the first call's does: fail, or share its outcome. */
 export type ConflictPolicy = 'fail' | 'ignore';
@@ -102,6 +102,8 @@ export type ValueFireOnceOptions<A extends readonly unknown[]> = FireOnceOptions
 };
 
 const CONFLICT_POLICY = oneOf<ConflictPolicy>(['fail', 'ignore'], 'fail');
+/** Per activity, `'skip'` too: the types allow it only on activities returning `Promise<void>`. */
+const ACTIVITY_POLICY = oneOf<InFlightPolicy>(POLICIES, 'park');
 const OBSERVE_ONLY = flag(false);
 const KNOWN = [
   'step',
@@ -135,7 +137,7 @@ export function checkActivityOptions(options: FireOnceOptions<never>, where: str
     throw new FireOnceConfigError(`${where}: scope must be a function (args, info) => string (got ${describe(scope)})`);
   }
   const label = (name: string) => `${where}: ${name}`;
-  if (onInFlight !== undefined) ACTIVITY_DEFAULT_OPTIONS.onInFlight.check(label('onInFlight'), onInFlight);
+  if (onInFlight !== undefined) ACTIVITY_POLICY.check(label('onInFlight'), onInFlight);
   if (lockMode !== undefined) ACTIVITY_DEFAULT_OPTIONS.lockMode.check(label('lockMode'), lockMode);
   if (onConflict !== undefined) CONFLICT_POLICY.check(label('onConflict'), onConflict);
   if (conflictKey !== undefined && typeof conflictKey !== 'function') {

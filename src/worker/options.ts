@@ -42,7 +42,10 @@ export type InFlightPolicy = 'park' | 'wait' | 'fail' | 'skip';
  */
 export type LockMode = 'lease' | 'fixed';
 
-/** Accepted in-flight policies and lock modes. */
+/** The in-flight policies a worker-wide default may take: all but `'skip'`. */
+export type DefaultInFlightPolicy = Exclude<InFlightPolicy, 'skip'>;
+
+/** Accepted in-flight policies (per activity) and lock modes. */
 export const POLICIES: readonly InFlightPolicy[] = ['park', 'wait', 'fail', 'skip'];
 export const LOCK_MODES: readonly LockMode[] = ['lease', 'fixed'];
 /** The longest lease: a lease is meant to be short; use `'fixed'` beyond this. */
@@ -79,13 +82,33 @@ const CACHE_OPTIONS = {
  * the plugin and a hand-wired {@link createFireOnceActivityInterceptor} resolve them alike.
  */
 export const ACTIVITY_DEFAULT_OPTIONS = {
-  onInFlight: oneOf(POLICIES, 'park'),
+  onInFlight: defaultPolicy(),
   pollIntervalMs: duration(250, 60_000),
   lockMode: oneOf(LOCK_MODES, 'lease'),
   leaseMs: duration(30_000, MAX_LEASE_MS),
   maxArtifactBytes: { default: 1024 * 1024, check: positiveInteger('bytes', 512 * 1024 * 1024) },
   keyNamespace: optional(namespaceName),
 } as const;
+
+/**
+ * The worker-wide `onInFlight`. `'skip'` resolves `undefined`, which only activities typed
+ * `Promise<void>` may return; worker-wide it would reach every guarded activity, unchecked, so it
+ * is set per activity, where the types check it.
+ */
+function defaultPolicy(): OptionSpec<DefaultInFlightPolicy> {
+  const policies = oneOf<DefaultInFlightPolicy>(['park', 'wait', 'fail'], 'park');
+  return {
+    default: policies.default,
+    check: (label, value) => {
+      if (value === 'skip') {
+        throw new FireOnceConfigError(
+          `${label} 'skip' resolves undefined, which only activities returning Promise<void> may do: set it per activity, fireOnce(fn, { onInFlight: 'skip' })`,
+        );
+      }
+      return policies.check(label, value);
+    },
+  };
+}
 
 /** The options only the plugin has: what it builds for the worker. */
 const PLUGIN_ONLY_OPTIONS = {
@@ -104,9 +127,11 @@ export interface ActivityDefaultOptions {
   /**
    * What a guarded activity does while another invocation holds the lock, unless the activity
    * sets its own.
+   * `'skip'` is per activity only: it resolves `undefined`, which the types allow only on
+   * activities returning `Promise<void>`.
    * @defaultValue `'park'`
    */
-  readonly onInFlight?: InFlightPolicy;
+  readonly onInFlight?: DefaultInFlightPolicy;
   /**
    * With `'wait'`: how often, in ms, a waiter re-checks for the artifact or a released lock when
    * no wake-up reaches it. With `'park'`: how often a worker checks the locks its parked waiters

@@ -106,13 +106,26 @@ describe('bad input: options', () => {
       problem(
         'interceptor onInFlight',
         () => createFireOnceActivityInterceptor({ guard, activities, onInFlight: 'wiat' } as never),
-        /onInFlight must be one of park, wait, fail, skip \(got "wiat"\)/,
+        /onInFlight must be one of park, wait, fail \(got "wiat"\)/,
       ),
       problem(
         'interceptor lockMode',
         () => createFireOnceActivityInterceptor({ guard, activities, lockMode: 'leese' } as never),
         /lockMode must be one of lease, fixed \(got "leese"\)/,
       ),
+    ].filter(Boolean);
+    expect(problems).toEqual([]);
+    await expectNothingDispatchedAndIntact();
+  });
+
+  it("onInFlight 'skip' worker-wide → FireOnceConfigError, and a type error: it would resolve undefined for activities that return a value", async () => {
+    const activities = fireOnceActivityMap({ job: fireOnce(job, { scope: ([s]) => s }) });
+    const message = /onInFlight 'skip' resolves undefined.*set it per activity/;
+    const problems = [
+      // @ts-expect-error 'skip' is a per-activity policy, type-checked against the activity's return type
+      problem('plugin', () => new FireOncePlugin({ redis, onInFlight: 'skip' }), message),
+      // @ts-expect-error as above
+      problem('interceptor', () => createFireOnceActivityInterceptor({ guard, activities, onInFlight: 'skip' }), message),
     ].filter(Boolean);
     expect(problems).toEqual([]);
     await expectNothingDispatchedAndIntact();

@@ -4,7 +4,7 @@ import { Client, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
 import { FireOncePlugin, fireOnce } from '../../src';
-import type { InFlightPolicy } from '../../src/core';
+import type { DefaultInFlightPolicy } from '../../src/core';
 import { useWorkerFixture } from '../support/temporal';
 
 // Temporal keeps one set of heartbeat details per activity, across its attempts, and every
@@ -21,7 +21,7 @@ describe('heartbeat details of a waiter', () => {
     }
   }
 
-  it.each<InFlightPolicy>(['wait', 'park'])(
+  it.each<DefaultInFlightPolicy>(['wait', 'park'])(
     "'%s': the details an earlier attempt recorded survive the waiter's heartbeats, and the attempt that dispatches next resumes from them",
     async (onInFlight) => {
       const { redis, prefix } = fx;

@@ -3,7 +3,7 @@ import { ApplicationFailure, CancelledFailure, RawValue, defaultPayloadConverter
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
 import { FireOnce, FireOnceGuard, fireOnce, type FireOnceOptions } from '../../src';
-import { ParkingLot, createFireOnceActivityInterceptor, formatWaiter, fireOnceActivityMap, type InFlightPolicy } from '../../src/core';
+import { ParkingLot, createFireOnceActivityInterceptor, formatWaiter, fireOnceActivityMap, type DefaultInFlightPolicy } from '../../src/core';
 import { payloadToBytes } from '../../src/worker/artifact';
 import { useGuardFixture } from '../support/redis';
 import { writeArtifact, writeLock } from '../support/records';
@@ -21,7 +21,7 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
   const counterKey = () => `${prefix}:counter`;
   const count = async () => Number((await redis.get(counterKey())) ?? 0);
 
-  function envFor(activities: object, activityType: string, onInFlight: InFlightPolicy = 'wait', info: Partial<Info> = {}, using = guard) {
+  function envFor(activities: object, activityType: string, onInFlight: DefaultInFlightPolicy = 'wait', info: Partial<Info> = {}, using = guard) {
     const factory = createFireOnceActivityInterceptor({ guard: using, activities: fireOnceActivityMap(activities), onInFlight, pollIntervalMs: 20 });
     return new MockActivityEnvironment(
       { namespace: 'default', activityType, startToCloseTimeoutMs: 10_000, currentAttemptScheduledTimestampMs: Date.now(), ...info },
@@ -154,8 +154,9 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     ['skip', undefined],
   ] as const)("in-flight policy '%s'", async (policy, failureType) => {
     await holdLock(guard.keys.lock('s', 'job'));
-    const activities = { job: guarded(async () => undefined) };
-    const result = await envFor(activities, 'job', policy)
+    // 'skip' is per activity only; 'fail' is set worker-wide here.
+    const activities = { job: guarded(async () => undefined, policy === 'skip' ? { onInFlight: 'skip' } : {}) };
+    const result = await envFor(activities, 'job', policy === 'skip' ? 'wait' : policy)
       .run(activities.job, 's')
       .catch((e: unknown) => e);
     if (failureType === undefined) {
