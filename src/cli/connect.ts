@@ -156,7 +156,8 @@ export function isRedisError(err: unknown): boolean {
 
 /** Redis refused a command on a key of another type than the command reads: data we never wrote. */
 export function isWrongType(err: unknown): boolean {
-  return err instanceof Error && /^WRONGTYPE\b/.test(err.message);
+  // Redis before 7.0 wraps a script's error: 'ERR Error running script (…): @user_script:18: WRONGTYPE …'.
+  return err instanceof Error && /(^|: )WRONGTYPE\b/.test(err.message);
 }
 
 function describeError(err: unknown): string {
