@@ -45,7 +45,8 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
 
   async function loop(): Promise<void> {
     while (!stopped) {
-      const popped = await blocking.blpop(keys.jobs, 0.2);
+      // Whole seconds: Redis before 6.0 refuses a fractional BLPOP timeout. stop() waits for it.
+      const popped = await blocking.blpop(keys.jobs, 1);
       if (popped === null) continue;
       const job = JSON.parse(popped[1]) as SummaryJob;
       const done = runJob(job)
