@@ -6,6 +6,7 @@ side alone, and touches no Redis."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Awaitable, Callable
 
@@ -13,7 +14,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from ..core.eviction import check_eviction_policy
+from ..core.eviction import EvictionPolicy, check_eviction_policy
 from ..core.guard import FireOnceGuard
 from ..core.options import GuardOptions
 from ..core.scripts import RedisClient
@@ -60,7 +61,7 @@ class FireOncePlugin(SimplePlugin):
         self.guard = FireOnceGuard(redis, GuardOptions(**{k: v for k, v in given.items() if k in guard_fields}))
         self.defaults = WorkerDefaults(**{k: v for k, v in given.items() if k not in guard_fields})
         self._wake: WakeHub | None = None
-        self._redis_checked = False
+        self._redis_check: asyncio.Task[list[EvictionPolicy]] | None = None  # the eviction check, shared by workers starting together
         self._running = 0  # workers of this plugin running: they share its wake hub
         super().__init__("temporal-fire-once", workflow_runner=_pass_through)
 
@@ -87,10 +88,7 @@ class FireOncePlugin(SimplePlugin):
         it. A ``Replayer`` does none of this (``SimplePlugin.run_replayer`` only replays)."""
         self._running += 1
         try:
-            if not self._redis_checked:
-                allow = self.defaults.allow_evicting_redis
-                await check_eviction_policy(self.guard.redis, allow_evicting_redis=allow, timeout_ms=self.guard.options.store_timeout_ms)
-                self._redis_checked = True
+            await self._check_redis()
             await self.guard.claim_protocol()
             await next(worker)
         finally:
@@ -98,11 +96,32 @@ class FireOncePlugin(SimplePlugin):
             if self._running == 0 and self._wake is not None:
                 await self._wake.close()
 
+    async def _check_redis(self) -> None:
+        """The eviction check, run once for all the workers of this plugin, as the TypeScript
+        plugin shares one promise: workers starting together wait for the check the first one
+        started, and share its outcome. A passed check is kept; a refusal or an error is dropped
+        once it is settled, so the next start checks again. The check runs on even if the worker
+        that started it is cancelled: others may be waiting for it."""
+        check = self._redis_check
+        if check is None:
+            allow = self.defaults.allow_evicting_redis
+            check = asyncio.ensure_future(
+                check_eviction_policy(self.guard.redis, allow_evicting_redis=allow, timeout_ms=self.guard.options.store_timeout_ms)
+            )
+            check.add_done_callback(self._forget_failed_check)
+            self._redis_check = check
+        await asyncio.shield(check)
+
+    def _forget_failed_check(self, check: asyncio.Task[list[EvictionPolicy]]) -> None:
+        if check.cancelled() or check.exception() is not None:  # exception() also marks it retrieved
+            if self._redis_check is check:
+                self._redis_check = None
+
 
 def _pass_through(runner: WorkflowRunner | None) -> WorkflowRunner:
     """Pass ``temporal_fire_once`` through the workflow sandbox: its workflow side is
-    deterministic (it only reads headers and sets an attribute on the run's runtime), so each
-    workflow run need not re-import it."""
+    deterministic (it only reads headers and keeps each run's scope by run ID), so each workflow
+    run need not re-import it."""
     runner = runner or SandboxedWorkflowRunner()
     if not isinstance(runner, SandboxedWorkflowRunner):
         return runner

@@ -1,5 +1,5 @@
 """``set_dispatch_scope()`` for Python workflows (``src/workflow/scope.ts``). Sandbox-safe: it
-imports nothing but ``temporalio.workflow`` and the shared ID check."""
+imports nothing but ``temporalio.workflow``, the shared ID check and the table of run scopes."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from temporalio.exceptions import ApplicationError
 
 from .._ids import id_problem
 
-# Kept on the run's own runtime (the SDK's per-run workflow event loop), so a scope never leaks
-# between runs, whatever the sandbox shares between them; and, unlike the workflow instance,
-# it exists while a ``@workflow.init`` ``__init__`` runs.
-_SLOT = "__temporal_fire_once_dispatch_scope"
+# Kept per run by the run's own interceptor (see _runs), so a scope never leaks between runs; and,
+# unlike the workflow instance, it exists while a ``@workflow.init`` ``__init__`` runs. The host's
+# table, also where the sandbox re-imports this module: only ``from ._runs import`` passes through
+# (``from . import _runs`` loads the submodule past the sandbox's importer, hence afresh).
+with workflow.unsafe.imports_passed_through():
+    from ._runs import find_run
 
 
 def set_dispatch_scope(scope: str) -> None:
@@ -24,15 +26,28 @@ def set_dispatch_scope(scope: str) -> None:
     Raises a non-retryable ``ApplicationError`` of type ``FireOnceInvalidId`` for a scope the
     worker would refuse, failing the workflow before it schedules anything under a bad scope.
 
-    Needs :class:`FireOnceWorkflowInterceptor` (or ``FireOncePlugin``) on the worker.
+    Needs :class:`FireOnceWorkflowInterceptor` (or ``FireOncePlugin``) on the worker; without it
+    the scope is checked, logged as carried nowhere (WARNING on ``workflow.logger``), and dropped.
     """
-    problem = id_problem("scope", scope)
-    if problem is not None:
-        raise ApplicationError(problem, type="FireOnceInvalidId", non_retryable=True)
-    setattr(workflow._Runtime.current(), _SLOT, scope)
+    check_scope(scope)
+    run = find_run(workflow.info().run_id)
+    if run is None:
+        workflow.logger.warning(
+            "fire-once: set_dispatch_scope() on a worker without FireOnceWorkflowInterceptor (or FireOncePlugin): the scope reaches no activity"
+        )
+        return
+    run.scope = scope
 
 
 def get_dispatch_scope() -> str | None:
-    """The dispatch scope set in (or inherited by) this workflow, or ``None``."""
-    scope = getattr(workflow._Runtime.current(), _SLOT, None)
-    return scope if isinstance(scope, str) else None
+    """The dispatch scope set in (or inherited by) this workflow, or ``None`` (also on a worker
+    without :class:`FireOnceWorkflowInterceptor`, where no scope is carried)."""
+    run = find_run(workflow.info().run_id)
+    return None if run is None else run.scope
+
+
+def check_scope(scope: str) -> None:
+    """Raise the non-retryable ``FireOnceInvalidId`` for a scope the worker would refuse."""
+    problem = id_problem("scope", scope)
+    if problem is not None:
+        raise ApplicationError(problem, type="FireOnceInvalidId", non_retryable=True)

@@ -1,0 +1,102 @@
+"""``FireOncePlugin`` at worker start, on a real dev server and a real redis-server: workers that
+share one plugin and start together read the eviction policy once, and share its refusal."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import uuid
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+import pytest
+from redis.asyncio import Redis
+from temporalio.worker import Worker
+
+from temporal_fire_once import FireOnceConfigError, FireOnceKeys, FireOncePlugin
+
+from .conftest import collect_garbage, redis_server
+from .pyactivities import make_activities
+from .pyworkflows import GuardedCall
+
+
+@asynccontextmanager
+async def _servers() -> AsyncIterator[tuple[Redis, Redis]]:
+    """A redis-server of its own: an admin client, and the guard's, of a user denied INFO, so that
+    the eviction check reads the policy with CONFIG GET (its fallback), counted per command."""
+    with redis_server() as url:
+        admin: Redis = Redis.from_url(url)
+        await admin.acl_setuser("guard", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"], commands=["+@all", "-info"])
+        guard: Redis = Redis.from_url(url, username="guard", password="pw")
+        try:
+            yield admin, guard
+        finally:
+            await guard.aclose()
+            await admin.aclose()
+
+
+async def _policy_reads(admin: Redis) -> tuple[int, int]:
+    """``CONFIG GET`` calls (INFO commandstats), and the guard's ``INFO`` calls refused (ACL LOG), so far."""
+    stats: Any = await admin.info("commandstats")
+    refusals: Any = await admin.acl_log()
+    denied = sum(int(e["count"]) for e in refusals if e["username"] == "guard" and e["object"] == "info")
+    return int(stats.get("cmdstat_config|get", {}).get("calls", 0)), denied
+
+
+def _workers(env: Any, plugin: FireOncePlugin, guard: Redis, prefix: str) -> list[Worker]:
+    collect_garbage()
+    return [
+        Worker(env.client, task_queue=f"py-{uuid.uuid4().hex[:8]}", workflows=[GuardedCall], activities=make_activities(guard, prefix), plugins=[plugin])
+        for _ in range(2)
+    ]
+
+
+async def _start_together(admin: Redis, plugin: FireOncePlugin, workers: list[Worker]) -> list[asyncio.Task[None]]:
+    """Start ``workers`` while Redis is frozen (SIGSTOP), so that the first one's check is still in
+    flight when the second one starts; thaw it once both have started."""
+    pid = int((await admin.info("server"))["process_id"])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        runs = [asyncio.ensure_future(worker.run()) for worker in workers]
+        while plugin._running < len(workers):
+            await asyncio.sleep(0.01)  # each run is in the plugin's run_worker, past the point it decides to check
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    return runs
+
+
+async def test_workers_sharing_a_plugin_and_starting_together_read_the_eviction_policy_once(temporal_env: Any, prefix: str) -> None:
+    async with _servers() as (admin, guard):
+        plugin = FireOncePlugin(guard, key_prefix=prefix, store_timeout_ms=60_000)
+        workers = _workers(temporal_env, plugin, guard, prefix)
+        before = await _policy_reads(admin)
+        runs = await _start_together(admin, plugin, workers)
+        for _ in range(600):  # the check passed: the prefix is claimed next
+            if await admin.exists(FireOnceKeys(prefix).protocol_marker()):
+                break
+            await asyncio.sleep(0.05)
+        for worker in workers:
+            await worker.shutdown()
+        await asyncio.gather(*runs)
+        after = await _policy_reads(admin)
+    assert (after[0] - before[0], after[1] - before[1]) == (1, 1)
+
+
+async def test_workers_starting_together_share_a_refusal_and_the_next_start_checks_again(temporal_env: Any, prefix: str) -> None:
+    async with _servers() as (admin, guard):
+        await admin.config_set("maxmemory-policy", "allkeys-lru")
+        plugin = FireOncePlugin(guard, key_prefix=prefix, store_timeout_ms=60_000)
+        workers = _workers(temporal_env, plugin, guard, prefix)
+        before = await _policy_reads(admin)
+        runs = await _start_together(admin, plugin, workers)
+        for run in runs:
+            with pytest.raises(FireOnceConfigError, match="has maxmemory-policy allkeys-lru"):
+                await run
+        refused = await _policy_reads(admin)
+        await admin.config_set("maxmemory-policy", "noeviction")
+        worker = _workers(temporal_env, plugin, guard, prefix)[0]
+        async with worker:  # a refusal is not remembered: this start reads the policy again
+            pass
+        again = await _policy_reads(admin)
+    assert refused[0] - before[0] == 1 and again[0] - refused[0] == 1
