@@ -117,11 +117,12 @@ function idOption(kind: 'namespace', defaultValue: string): OptionSpec<string> {
  * How the guard makes sure its writes reached the replicas, as the `replicaSync` option takes it:
  * - `'auto'`: wait for every replica the primary has (the fewest any Cluster master has), counted
  *   with `INFO replication` at the first write and again each minute; none attached, no wait.
- * - `{ replicas, timeoutMs }`: wait for that many replicas, for at most `timeoutMs` (default 200,
- *   or half of `storeTimeoutMs` when that is 400 or less); it must be below `storeTimeoutMs`.
+ * - `{ replicas, timeoutMs }`: wait for that many replicas (or `'auto'`, as above), for at most
+ *   `timeoutMs` (default 200, or half of `storeTimeoutMs` when that is 400 or less); it must be
+ *   below `storeTimeoutMs`.
  * - `false`: never wait (replication stays asynchronous).
  */
-export type ReplicaSyncOption = 'auto' | false | { readonly replicas: number; readonly timeoutMs?: number };
+export type ReplicaSyncOption = 'auto' | false | { readonly replicas: number | 'auto'; readonly timeoutMs?: number };
 
 /** The `replicaSync` option once checked. */
 export interface ReplicaSyncSetting {
@@ -138,13 +139,13 @@ export function checkReplicaSync(label: string, value: unknown): ReplicaSyncSett
   if (value === 'auto') return { replicas: 'auto', timeoutMs: REPLICA_SYNC_TIMEOUT_MS };
   if (value === false) return { replicas: 0, timeoutMs: REPLICA_SYNC_TIMEOUT_MS };
   if (value === null || typeof value !== 'object') {
-    throw new FireOnceConfigError(`${label} must be 'auto', false or { replicas, timeoutMs } (got ${describe(value)})`);
+    throw new FireOnceConfigError(`${label} must be 'auto', false or { replicas: n or 'auto', timeoutMs } (got ${describe(value)})`);
   }
   const { replicas, timeoutMs, ...rest } = value as { replicas?: unknown; timeoutMs?: unknown };
   const unknown = Object.keys(rest);
   if (unknown.length > 0) throw new FireOnceConfigError(`${label}: unknown option ${unknown.map((k) => JSON.stringify(k)).join(', ')}`);
   return {
-    replicas: positiveInteger('replicas', 16)(`${label}.replicas`, replicas),
+    replicas: replicas === 'auto' ? 'auto' : positiveInteger('replicas', 16)(`${label}.replicas`, replicas),
     timeoutMs: timeoutMs === undefined ? REPLICA_SYNC_TIMEOUT_MS : positiveInteger('ms', 60_000)(`${label}.timeoutMs`, timeoutMs),
   };
 }

@@ -39,7 +39,9 @@ describe('replica sync: WAIT pipelined behind every write', () => {
   });
 
   it("'auto' (the default) waits for the attached replica: an acquire resolves only once the replica has the lock", async () => {
-    const guard = guardWith();
+    // 'auto' as the default resolves it, with room for a loaded machine's replica to answer.
+    expect(guardWith().options.replicaSync).toEqual({ replicas: 'auto', timeoutMs: 200 });
+    const guard = guardWith({ replicaSync: { replicas: 'auto', timeoutMs: 4_000 } });
     const before = await waitCalls();
     const outcome = await guard.acquire(target('synced'));
     if (outcome.kind !== 'acquired') throw new Error(outcome.kind);
@@ -51,7 +53,9 @@ describe('replica sync: WAIT pipelined behind every write', () => {
 
   it('with the replica cut off, an acquire fails closed, retryable, and leaves no lock; a commit is still delivered; a renewal fails', async () => {
     const guard = guardWith({ replicaSync: { replicas: 1, timeoutMs: 100 } });
-    const held = await guard.acquire(target('held-before'));
+    // Taken while the replica is attached, with room for it to answer on a loaded machine.
+    const patient = new FireOnceGuard({ redis, keyPrefix: guard.options.keyPrefix, replicaSync: { replicas: 1, timeoutMs: 4_000 } });
+    const held = await patient.acquire(target('held-before'));
     if (held.kind !== 'acquired') throw new Error(held.kind);
     await detach();
     try {
@@ -127,8 +131,9 @@ describe('replica sync: WAIT pipelined behind every write', () => {
   });
 
   it.each([
-    ['"yes"', 'yes', 'replicaSync must be \'auto\', false or { replicas, timeoutMs } (got "yes")'],
-    ['true', true, "replicaSync must be 'auto', false or { replicas, timeoutMs } (got true)"],
+    ['"yes"', 'yes', "replicaSync must be 'auto', false or { replicas: n or 'auto', timeoutMs } (got \"yes\")"],
+    ['true', true, "replicaSync must be 'auto', false or { replicas: n or 'auto', timeoutMs } (got true)"],
+    ['replicas "all"', { replicas: 'all' }, 'replicaSync.replicas must be a positive integer (got "all")'],
     ['0 replicas', { replicas: 0 }, 'replicaSync.replicas must be a positive integer (got 0)'],
     ['a timeout of 2 minutes', { replicas: 1, timeoutMs: 120_000 }, 'replicaSync.timeoutMs must be at most 60000 ms (got 120000)'],
     ['an unknown key', { replicas: 1, timeout: 5 }, 'replicaSync: unknown option "timeout"'],
