@@ -202,8 +202,9 @@ interface Watched {
  * const parkedWatch = new ParkedWatch(new ParkingLot(guard), 250);
  * const activities = { summarise: fireOnce(async (id: string) => `summary of ${id}`) };
  * const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), parkedWatch });
- * // ... run the worker with `factory`; once it has stopped:
- * parkedWatch.close();
+ * // ... run the worker with `factory`; once it has stopped, fail the waiters it still watches so
+ * // that they retry on a worker that runs (await it before closing the worker's connection):
+ * void parkedWatch.close();
  * void factory;
  * ```
  */
@@ -259,10 +260,31 @@ export class ParkedWatch {
     return n;
   }
 
-  /** Stop watching; parked waiters are then bounded by their heartbeat or start-to-close timeout. */
-  close(): void {
+  /**
+   * Stop watching, and fail every waiter still watched with a retryable `FireOnceInFlight` (retry
+   * at once), as a worker that shuts down fails its running activities so that Temporal retries
+   * them sooner: with this worker gone, no one would heartbeat them or reap their lock, and they
+   * would wait for their heartbeat timeout, or without one for a commit or their start-to-close
+   * timeout. Their retries park on a worker that runs, or fast-forward. Resolves once every
+   * failure call has returned; never rejects.
+   */
+  async close(): Promise<void> {
     this.stop();
+    const entries = [...this.watched.values()].filter(({ parked }) => parked.size > 0);
     this.watched.clear();
+    await this.detached(() =>
+      Promise.all(
+        entries.map(({ spot, completer, parked }) => {
+          const why = `the worker that parked this call on step ${JSON.stringify(spot.target.step)} shut down; retry`;
+          completer.log.info('fire-once: worker stopping; failing its parked waiters so that they retry at once', {
+            ...logOf(spot),
+            waiters: String(parked.size),
+          });
+          const tokens = [...parked.values()].map(({ token }) => token);
+          return failWaiters(completer, tokens, why).catch((err: unknown) => gone(completer, 'fail', err));
+        }),
+      ),
+    );
   }
 
   private stop(): void {

@@ -120,7 +120,9 @@ export class FireOncePlugin extends SimplePlugin {
   /**
    * Claims the key prefix and subscribes the local cache to the invalidations of every namespace
    * its workers file keys under, before the worker takes tasks; runs the worker; then, once no
-   * worker runs, sends the last dispatch-log batch and closes the plugin's subscriber connection.
+   * worker runs, fails the waiters its workers parked so that they retry on a worker that runs
+   * ({@link ParkedWatch.close}), sends the last dispatch-log batch and closes the plugin's
+   * subscriber connection.
    */
   override async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
     this.runningWorkers++;
@@ -132,8 +134,8 @@ export class FireOncePlugin extends SimplePlugin {
       await super.runWorker(worker, next);
     } finally {
       if (--this.runningWorkers === 0) {
+        await this.parkedWatch.close();
         await this.dispatchLog?.flush();
-        this.parkedWatch.close();
         this.wake.close();
         this.started = undefined;
       }

@@ -73,8 +73,9 @@ describe("parked waiters' list", () => {
   it('is reaped at least every quarter of the grace, even with the longest pollIntervalMs', async () => {
     const { lot, spot } = await parkOnHeldLock(600_000);
     const reaps = jest.spyOn(lot, 'reap'); // observes only: every reap still runs on Redis
-    // While the lock stands a reap hands nothing over, so the completer is never called.
-    const completer = { client: {} as Client, log: console, payloadConverter: undefined, payloadCodecs: [] } as unknown as Completer;
+    // While the lock stands a reap hands nothing over, so the completer is called only by close(), which fails the waiter.
+    const client = { activity: { fail: async () => undefined } } as unknown as Client;
+    const completer = { client, log: { info: () => undefined }, payloadConverter: undefined, payloadCodecs: [] } as unknown as Completer;
     jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask', 'performance'] });
     const watch = new ParkedWatch(lot, 60_000); // pollIntervalMs at its maximum
     try {
@@ -85,7 +86,7 @@ describe("parked waiters' list", () => {
         expect(await reaps.mock.results[quarter - 1].value).toEqual({ kind: 'held' }); // the reap itself, on Redis
       }
     } finally {
-      watch.close();
+      await watch.close();
     }
   });
 
@@ -114,7 +115,7 @@ describe("parked waiters' list", () => {
       expect(failed).toEqual({ 'waiter-1': 'FireOnceStoreUnavailable', 'waiter-2': 'FireOnceInFlight' });
       expect(await redis.exists(spot.waitersKey)).toBe(0);
     } finally {
-      watch.close();
+      await watch.close();
       await pauser.quit();
     }
   });
@@ -149,7 +150,7 @@ describe("parked waiters' list", () => {
       expect(await sizeAfter(3)).toBe(0); // gone: no longer watched
       expect(warnings).toEqual(['fire-once: could not heartbeat a parked waiter; trying again at each beat']);
     } finally {
-      watch.close();
+      await watch.close();
     }
   });
 
@@ -222,7 +223,7 @@ describe("parked waiters' list", () => {
       await guard.handBack(lease, committed.waiters);
       expect(await handedWithin(5_000)).toEqual(['completed waiter-1']);
     } finally {
-      watch.close();
+      await watch.close();
     }
   });
 
@@ -245,7 +246,7 @@ describe("parked waiters' list", () => {
       await guard.handBack(second.lease, committed.waiters);
       expect(await handedWithin(5_000)).toEqual(['completed waiter-1']);
     } finally {
-      watch.close();
+      await watch.close();
     }
   });
 
