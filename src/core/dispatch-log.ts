@@ -106,7 +106,8 @@ export class DispatchLog {
   dropped = 0;
   private pending = new Map<string, string[][]>();
   private timer: NodeJS.Timeout | undefined;
-  private inFlight = new Set<Promise<unknown>>();
+  /** Batches sent and not yet answered, with their entry counts. */
+  private inFlight = new Map<Promise<unknown>, number>();
 
   constructor(
     private readonly redis: RedisClient,
@@ -126,8 +127,12 @@ export class DispatchLog {
     this.timer ??= setTimeout(() => void this.flush(), LOG_FLUSH_MS);
   }
 
-  /** Send everything queued now; resolves once Redis has answered (or refused) every batch. */
-  async flush(): Promise<void> {
+  /**
+   * Send everything queued now; resolves once Redis has answered (or refused) every batch, or
+   * after `timeoutMs` if given, with the number of entries still unanswered then (0 when all
+   * were): a client that queues commands until Redis comes back would otherwise keep it waiting.
+   */
+  async flush(timeoutMs?: number): Promise<number> {
     clearTimeout(this.timer);
     this.timer = undefined;
     const batches = this.pending;
@@ -135,7 +140,14 @@ export class DispatchLog {
     for (const [stream, entries] of batches) {
       for (let start = 0; start < entries.length; start += MAX_BATCH) this.send(stream, entries.slice(start, start + MAX_BATCH));
     }
-    await Promise.all([...this.inFlight]);
+    const answered = Promise.all([...this.inFlight.keys()]);
+    if (timeoutMs === undefined) return answered.then(() => 0);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+    await Promise.race([answered, late]).finally(() => clearTimeout(timer));
+    let unanswered = 0;
+    for (const entries of this.inFlight.values()) unanswered += entries;
+    return unanswered;
   }
 
   private send(stream: string, entries: readonly string[][]): void {
@@ -152,7 +164,7 @@ export class DispatchLog {
         this.dropped += entries.length;
       },
     );
-    this.inFlight.add(sent);
+    this.inFlight.set(sent, entries.length);
     void sent.finally(() => this.inFlight.delete(sent));
   }
 }

@@ -1,5 +1,5 @@
 import { SimplePlugin } from '@temporalio/plugin';
-import type { Worker, WorkerOptions } from '@temporalio/worker';
+import { Runtime, type Worker, type WorkerOptions } from '@temporalio/worker';
 import { ArtifactCache } from '../core/artifact-cache';
 import { DispatchLog } from '../core/dispatch-log';
 import { FireOnceConfigError } from '../core/errors';
@@ -135,7 +135,7 @@ export class FireOncePlugin extends SimplePlugin {
     } finally {
       if (--this.runningWorkers === 0) {
         await this.parkedWatch.close();
-        await this.dispatchLog?.flush();
+        await this.flushLog();
         this.wake.close();
         this.started = undefined;
       }
@@ -150,6 +150,22 @@ export class FireOncePlugin extends SimplePlugin {
   async invalidate(scope: string, jobType: string, namespace?: string): Promise<boolean> {
     this.cache?.delete(this.guard.keysFor(namespace).artifact(scope, jobType));
     return this.guard.invalidate(scope, jobType, namespace);
+  }
+
+  /**
+   * Send the dispatch log's last batch, waiting at most `storeTimeoutMs` for Redis: a client that
+   * queues commands until Redis comes back (`maxRetriesPerRequest: null`) must not keep a stopping
+   * worker from stopping. What is left unanswered is logged at WARN.
+   */
+  private async flushLog(): Promise<void> {
+    const timeoutMs = this.guard.options.storeTimeoutMs;
+    const unanswered = (await this.dispatchLog?.flush(timeoutMs)) ?? 0;
+    if (unanswered > 0) {
+      Runtime.instance().logger.warn(
+        `fire-once: ${unanswered} dispatch-log entries had no answer from Redis within storeTimeoutMs (${timeoutMs} ms) as the last worker stopped: they may be lost`,
+        { unanswered },
+      );
+    }
   }
 
   /** The invalidation channels of every namespace this plugin's workers file keys under. */

@@ -79,4 +79,26 @@ describe('FireOncePlugin refuses an evicting Redis at worker start', () => {
     expect(next).toHaveBeenCalledTimes(2);
     expect(warn).not.toHaveBeenCalled();
   });
+
+  it('a worker stops even when Redis went away before its last dispatch-log batch, with a client that retries for ever', async () => {
+    const warn = jest.spyOn(Runtime.instance().logger, 'warn').mockImplementation(() => undefined);
+    const server = await spawnRedisServer();
+    const redis = new Redis(server.url, { maxRetriesPerRequest: null });
+    redis.on('error', () => undefined);
+    const plugin = new FireOncePlugin({ redis, storeTimeoutMs: 300 });
+    try {
+      const stopped = plugin.runWorker({} as Worker, async () => {
+        await server.stop();
+        // The last batch: ioredis queues it, waiting to reconnect, for as long as the client allows.
+        plugin.dispatchLog!.record({ decision: 'fast-forwarded', scope: 's', step: 'job', jobType: 'job', workflowId: 'wf', runId: 'run' });
+      });
+      const outcome = await Promise.race([stopped.then(() => 'stopped'), new Promise((r) => setTimeout(() => r('still flushing after 10 s'), 10_000))]);
+      expect(outcome).toBe('stopped');
+      expect(warn).toHaveBeenCalledWith(expect.stringMatching(/^fire-once: 1 dispatch-log entries had no answer from Redis within storeTimeoutMs \(300 ms\)/), {
+        unanswered: 1,
+      });
+    } finally {
+      redis.disconnect();
+    }
+  });
 });
