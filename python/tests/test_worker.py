@@ -335,6 +335,53 @@ async def test_an_external_key_of_another_scope_or_namespace_or_of_the_guards_ow
     assert await client.get(counter_key(prefix, "own")) == b"1"  # a key outside the prefix is the user's own
 
 
+@pytest.mark.parametrize(
+    ("bad_scope", "problem"),
+    [
+        ("", 'scope must not be empty or whitespace only (got "")'),
+        (42, "scope must be a string (got number)"),  # None is no scope at all: FireOnceMissingScope
+        ("a" * 513, "scope must be at most 512 bytes of UTF-8 (got 513)"),
+    ],
+)
+async def test_in_external_artifact_mode_a_bad_scope_is_an_invalid_id_found_before_the_external_function_runs(
+    temporal_env: Any, client: Redis, prefix: str, bad_scope: object, problem: str
+) -> None:
+    """The ``external`` function builds its key from the scope: a bad scope is still the
+    documented ``FireOnceInvalidId``, found first, not a ``FireOnceConfigError`` blaming the
+    option for the key builder's refusal."""
+    from temporalio import activity
+
+    from temporal_fire_once import ExternalArtifact, fire_once
+
+    built: list[str] = []  # calls of the external function, counted outside the guard
+
+    def external(ids: Any) -> str:
+        built.append(ids.scope)
+        return FireOnceKeys(prefix).for_namespace(ids.namespace).external(ids.scope, ids.job_type)
+
+    @fire_once(scope=lambda args, info: args[1], artifact=ExternalArtifact(external=external))
+    @activity.defn(name="badScopeExternalJob")
+    async def bad_scope_external_job(counter_id: str, scope: Any) -> None:
+        await client.incr(counter_key(prefix, counter_id))
+
+    queue = f"py-{uuid.uuid4().hex[:8]}"
+    collect_garbage()
+    worker = Worker(
+        temporal_env.client,
+        task_queue=queue,
+        workflows=[GuardedCall],
+        activities=[bad_scope_external_job],
+        plugins=[FireOncePlugin(client, key_prefix=prefix)],
+    )
+    async with worker:
+        failure = await activity_failure(temporal_env, queue, queue, ["s", "badScopeExternalJob", ["bad-scope", bad_scope]])
+    assert (failure.type, failure.non_retryable) == ("FireOnceInvalidId", True)
+    assert problem in failure.message
+    assert built == []
+    assert await client.get(counter_key(prefix, "bad-scope")) is None
+    assert await client.keys(f"{prefix}:v3:*") == []  # nothing locked
+
+
 async def test_with_redis_down_a_guarded_activity_fails_closed_and_retryable(temporal_env: Any, client: Redis, prefix: str) -> None:
     from redis.asyncio import Redis as AsyncRedis
 
