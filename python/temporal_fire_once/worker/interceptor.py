@@ -227,7 +227,9 @@ async def _on_held(
                         {"key": held.lock_key, **call.ids},
                     )
                 if info.heartbeat_timeout is not None:
-                    activity.heartbeat()
+                    # With the details this attempt started with: each heartbeat replaces the
+                    # activity's details, the progress an earlier attempt's job recorded.
+                    activity.heartbeat(*info.heartbeat_details)
                 await _sleep(bell, min(poll, remaining), sync)
             first = False
             _raise_if_cancelled()
