@@ -115,3 +115,19 @@ class InitScopeCall:
         if parent_scope is not None:
             return await workflow.execute_child_workflow(InitScopeCall.run, args=[scope, activity, args], id=f"{workflow.info().workflow_id}-child")
         return {"scope": get_dispatch_scope(), "result": await _run(activity, args)}
+
+
+@workflow.defn
+class HeartbeatCall:
+    """Sets the scope and calls one activity with a 2 s heartbeat timeout, retried after 0.5 s."""
+
+    @workflow.run
+    async def run(self, scope: str, activity: str, args: list[Any]) -> Any:
+        set_dispatch_scope(scope)
+        return await workflow.execute_activity(
+            activity,
+            args=args,
+            start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=timedelta(seconds=2),
+            retry_policy=RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=500)),
+        )

@@ -70,8 +70,22 @@ def test_option_errors_name_the_field() -> None:
         fire_once(lease_ms=600_001)
     with pytest.raises(FireOnceConfigError, match=r"artifact.external must be a function \(ids\) -> key \(got 'a-key'\)"):
         fire_once(artifact=ExternalArtifact(external="a-key"))  # type: ignore[arg-type]
-    with pytest.raises(FireOnceConfigError, match="on_in_flight must be one of wait, fail, skip"):
+    with pytest.raises(FireOnceConfigError, match=r"on_in_flight must be one of wait, fail \(got 'later'\)"):
         FireOncePlugin(Redis(), on_in_flight="later")  # type: ignore[arg-type]
+
+
+def test_a_worker_wide_skip_is_refused_and_per_activity_it_stays_allowed() -> None:
+    """``'skip'`` returns ``None`` without running: worker-wide it would reach every guarded
+    activity, and hand ``None`` to workflows awaiting a value. It is set per activity."""
+    from temporal_fire_once import FireOncePlugin, fire_once
+    from temporal_fire_once.worker import WorkerDefaults
+
+    message = r"on_in_flight 'skip' returns None.*set it per activity, @fire_once\(on_in_flight='skip'\)"
+    with pytest.raises(FireOnceConfigError, match=message):
+        FireOncePlugin(Redis(), on_in_flight="skip")  # type: ignore[arg-type]
+    with pytest.raises(FireOnceConfigError, match=message):
+        WorkerDefaults(on_in_flight="skip")  # type: ignore[arg-type]  # a FireOnceInterceptor wired by hand
+    assert fire_once(on_in_flight="skip") is not None
 
 
 async def test_a_client_that_decodes_responses_is_refused_at_construction(redis_url: str) -> None:

@@ -8,7 +8,7 @@ import asyncio
 import time
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import pytest
 from redis.asyncio import Redis
@@ -22,7 +22,7 @@ from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceGuard, Fir
 
 from .conftest import collect_garbage
 from .pyactivities import counter_key, make_activities
-from .pyworkflows import CancelledCall, ContinuedCall, GuardedCall, InitScopeCall, LocalCall, ParentCall
+from .pyworkflows import CancelledCall, ContinuedCall, GuardedCall, HeartbeatCall, InitScopeCall, LocalCall, ParentCall
 
 
 async def run_worker(env: Any, client: Redis, prefix: str, guard_redis: Redis | None = None, **options: Any) -> tuple[Worker, str]:
@@ -281,6 +281,113 @@ async def test_a_waiter_cancelled_while_it_leaves_the_wake_channel_does_not_keep
     assert await client.exists(FireOnceKeys(prefix).lock("s-leave", "crossJob")) == 0
 
 
+async def test_a_waiters_heartbeats_keep_the_details_an_earlier_attempt_recorded(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """Temporal keeps one set of heartbeat details per activity, across its attempts, and every
+    heartbeat replaces it: it is where a job records progress for its next attempt to resume from.
+    A waiter runs none of the job, so the heartbeats it sends in its slot must carry the details
+    its attempt started with, and the attempt that dispatches next must find them
+    (test/integration/heartbeat-details.test.ts on the TypeScript side)."""
+    import json
+
+    from temporalio import activity
+    from temporalio.client import WorkflowHandle
+
+    from temporal_fire_once import fire_once
+
+    seen_key = f"{prefix}:seen"  # what each dispatch found, recorded outside the guard
+
+    def go(role: str) -> str:
+        return f"{prefix}:go:{role}"
+
+    @fire_once(on_conflict="ignore")
+    @activity.defn(name="progressJob")
+    async def progress_job(role: str) -> str:
+        info = activity.info()
+        await client.rpush(seen_key, json.dumps({"role": role, "attempt": info.attempt, "details": list(info.heartbeat_details)}))
+        if role == "waiter" and info.attempt == 1:  # records its progress, then fails (retryably) once told to
+            while not await client.exists(go("waiter")):
+                activity.heartbeat({"page": 5})
+                await asyncio.sleep(0.1)
+            raise RuntimeError("the first attempt fails after recording its progress")
+        if role == "holder":
+            while not await client.exists(go("holder")):
+                activity.heartbeat()
+                await asyncio.sleep(0.1)
+            raise ApplicationError("the holder fails", type="HolderFailed", non_retryable=True)
+        return f"{role} done"
+
+    async def seen(role: str) -> list[dict[str, Any]]:
+        return [entry for entry in (json.loads(raw) for raw in await client.lrange(seen_key, 0, -1)) if entry["role"] == role]
+
+    async def pending(handle: WorkflowHandle[Any, Any]) -> Any:
+        activities = (await handle.describe()).raw_description.pending_activities
+        return activities[0] if activities else None
+
+    def details(activity_info: Any) -> list[Any]:
+        return list(temporal_env.client.data_converter.payload_converter.from_payloads(list(activity_info.heartbeat_details.payloads)))
+
+    async def until(what: str, check: Callable[[], Awaitable[bool]]) -> None:
+        deadline = time.monotonic() + 30
+        while not await check():
+            assert time.monotonic() < deadline, f"timed out waiting until {what}"
+            await asyncio.sleep(0.05)
+
+    async def waiter_recorded_progress() -> bool:
+        p = await pending(waiter)
+        return p is not None and details(p) != []
+
+    async def holder_waits_in_its_slot() -> bool:
+        p = await pending(holder)
+        return p is not None and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+
+    async def holder_dispatched() -> bool:
+        return await seen("holder") != []
+
+    async def waiter_heartbeated_in_attempt_2() -> bool:
+        p = await pending(waiter)
+        return (
+            p is not None
+            and p.attempt >= 2
+            and p.HasField("last_started_time")
+            and p.last_heartbeat_time.ToMilliseconds() > p.last_started_time.ToMilliseconds()
+        )
+
+    queue = f"py-{uuid.uuid4().hex[:8]}"
+    collect_garbage()
+    worker = Worker(
+        temporal_env.client,
+        task_queue=queue,
+        workflows=[HeartbeatCall],
+        activities=[progress_job],
+        plugins=[FireOncePlugin(client, key_prefix=prefix, poll_interval_ms=100)],
+    )
+    async def start(role: str) -> WorkflowHandle[Any, Any]:
+        handle: WorkflowHandle[Any, Any] = await temporal_env.client.start_workflow(
+            HeartbeatCall.run, args=["s-progress", "progressJob", [role]], id=f"{queue}-{role}", task_queue=queue
+        )
+        return handle
+
+    async with worker:
+        waiter = await start("waiter")
+        await until("the waiter dispatched and recorded its progress", waiter_recorded_progress)
+        holder = await start("holder")
+        await until("the holder waits in its slot", holder_waits_in_its_slot)
+        await client.set(go("waiter"), "1")  # the waiter's attempt 1 fails; the holder takes the lock over
+        await until("the holder dispatched", holder_dispatched)
+        # The waiter's attempt 2 finds the holder's lock, and waits in its slot, heartbeating.
+        await until("a heartbeat of the waiter's attempt 2", waiter_heartbeated_in_attempt_2)
+        recorded = details(await pending(waiter))
+        await client.set(go("holder"), "1")
+        with pytest.raises(WorkflowFailureError):
+            await holder.result()
+        result = await waiter.result()
+    assert recorded == [{"page": 5}]
+    assert result == "waiter done"
+    # Every dispatch of the waiter after its first found the progress its first recorded.
+    later = (await seen("waiter"))[1:]
+    assert later and [entry["details"] for entry in later] == [[{"page": 5}]] * len(later)
+
+
 async def test_a_waiter_gives_up_before_schedule_to_close_so_a_timed_out_activity_never_dispatches(
     temporal_env: Any, client: Redis, prefix: str
 ) -> None:
@@ -333,6 +440,53 @@ async def test_an_external_key_of_another_scope_or_namespace_or_of_the_guards_ow
     assert await client.get(counter_key(prefix, "checked")) is None
     assert await client.keys(f"{prefix}:v3:*{scope}*") == []  # nothing locked
     assert await client.get(counter_key(prefix, "own")) == b"1"  # a key outside the prefix is the user's own
+
+
+@pytest.mark.parametrize(
+    ("bad_scope", "problem"),
+    [
+        ("", 'scope must not be empty or whitespace only (got "")'),
+        (42, "scope must be a string (got number)"),  # None is no scope at all: FireOnceMissingScope
+        ("a" * 513, "scope must be at most 512 bytes of UTF-8 (got 513)"),
+    ],
+)
+async def test_in_external_artifact_mode_a_bad_scope_is_an_invalid_id_found_before_the_external_function_runs(
+    temporal_env: Any, client: Redis, prefix: str, bad_scope: object, problem: str
+) -> None:
+    """The ``external`` function builds its key from the scope: a bad scope is still the
+    documented ``FireOnceInvalidId``, found first, not a ``FireOnceConfigError`` blaming the
+    option for the key builder's refusal."""
+    from temporalio import activity
+
+    from temporal_fire_once import ExternalArtifact, fire_once
+
+    built: list[str] = []  # calls of the external function, counted outside the guard
+
+    def external(ids: Any) -> str:
+        built.append(ids.scope)
+        return FireOnceKeys(prefix).for_namespace(ids.namespace).external(ids.scope, ids.job_type)
+
+    @fire_once(scope=lambda args, info: args[1], artifact=ExternalArtifact(external=external))
+    @activity.defn(name="badScopeExternalJob")
+    async def bad_scope_external_job(counter_id: str, scope: Any) -> None:
+        await client.incr(counter_key(prefix, counter_id))
+
+    queue = f"py-{uuid.uuid4().hex[:8]}"
+    collect_garbage()
+    worker = Worker(
+        temporal_env.client,
+        task_queue=queue,
+        workflows=[GuardedCall],
+        activities=[bad_scope_external_job],
+        plugins=[FireOncePlugin(client, key_prefix=prefix)],
+    )
+    async with worker:
+        failure = await activity_failure(temporal_env, queue, queue, ["s", "badScopeExternalJob", ["bad-scope", bad_scope]])
+    assert (failure.type, failure.non_retryable) == ("FireOnceInvalidId", True)
+    assert problem in failure.message
+    assert built == []
+    assert await client.get(counter_key(prefix, "bad-scope")) is None
+    assert await client.keys(f"{prefix}:v3:*") == []  # nothing locked
 
 
 async def test_with_redis_down_a_guarded_activity_fails_closed_and_retryable(temporal_env: Any, client: Redis, prefix: str) -> None:

@@ -22,6 +22,7 @@ from temporalio.worker import WorkflowInboundInterceptor
 from .._header import scope_from_headers
 from ..core.errors import FireOnceConfigError, FireOnceError, FireOnceInFlight, FireOnceKeyConflict, FireOnceMissingScope
 from ..core.guard import Acquired, DispatchTarget, FastForward, FireOnceGuard, Held
+from ..core.keys import encode_id
 from ..core.wake import WakeHub
 from ..workflow.interceptor import FireOnceWorkflowInterceptor
 from .args_hash import args_hash
@@ -131,6 +132,9 @@ def _target(input: ExecuteActivityInput, options: FireOnceOptions, info: activit
     external = None
     artifact = options.artifact
     if artifact != "result":
+        # The key is built from the scope: a bad one is refused as the guard would refuse it
+        # (FireOnceInvalidId), before the user's function sees it.
+        encode_id("scope", scope)
         key = _user_option("artifact.external", info, lambda: artifact.external(ArtifactIds(scope, job_type, namespace)))
         external = _external_key(root.guard, key, scope, job_type, namespace, info)
     return DispatchTarget(scope, step, job_type, namespace, external, holder, hashed)
@@ -223,7 +227,9 @@ async def _on_held(
                         {"key": held.lock_key, **call.ids},
                     )
                 if info.heartbeat_timeout is not None:
-                    activity.heartbeat()
+                    # With the details this attempt started with: each heartbeat replaces the
+                    # activity's details, the progress an earlier attempt's job recorded.
+                    activity.heartbeat(*info.heartbeat_details)
                 await _sleep(bell, min(poll, remaining), sync)
             first = False
             _raise_if_cancelled()

@@ -14,6 +14,8 @@ from ..core.keys import DEFAULT_NAMESPACE, encode_id
 from ..core.options import one_of, positive_int
 
 InFlightPolicy = Literal["wait", "fail", "skip"]
+DefaultInFlightPolicy = Literal["wait", "fail"]
+"""The in-flight policies a worker-wide default may take: all but ``'skip'``, which is per activity."""
 LockMode = Literal["lease", "fixed"]
 ConflictPolicy = Literal["fail", "ignore"]
 MAX_LEASE_MS = 10 * 60 * 1000
@@ -93,7 +95,10 @@ class FireOnceOptions:
 class WorkerDefaults:
     """Worker-wide defaults of guarded activities (the plugin's options of the same names)."""
 
-    on_in_flight: InFlightPolicy = "wait"
+    on_in_flight: DefaultInFlightPolicy = "wait"
+    """What a guarded activity does while another invocation holds the lock, unless it sets its
+    own. Not ``'skip'``: that returns ``None`` without running, so it is set per activity, on one
+    whose callers expect no value."""
     poll_interval_ms: int = 250
     lock_mode: LockMode = "lease"
     lease_ms: int = 30_000
@@ -107,7 +112,13 @@ class WorkerDefaults:
     lock or artifact lets a job be dispatched again. Checked by the plugin when a worker starts."""
 
     def __post_init__(self) -> None:
-        one_of("on_in_flight", self.on_in_flight, ("wait", "fail", "skip"))
+        policy: object = self.on_in_flight  # typed without 'skip', but a caller may pass anything
+        if policy == "skip":
+            raise FireOnceConfigError(
+                "on_in_flight 'skip' returns None without running the activity, which suits only activities whose callers expect no value: "
+                "set it per activity, @fire_once(on_in_flight='skip')"
+            )
+        one_of("on_in_flight", self.on_in_flight, ("wait", "fail"))
         positive_int("poll_interval_ms", self.poll_interval_ms, 60_000)
         one_of("lock_mode", self.lock_mode, ("lease", "fixed"))
         positive_int("lease_ms", self.lease_ms, MAX_LEASE_MS)

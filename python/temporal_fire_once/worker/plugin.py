@@ -21,7 +21,7 @@ from ..core.scripts import RedisClient
 from ..core.wake import WakeHub
 from ..workflow.interceptor import FireOnceWorkflowInterceptor
 from .interceptor import FireOnceInterceptor
-from .options import InFlightPolicy, LockMode, WorkerDefaults
+from .options import DefaultInFlightPolicy, LockMode, WorkerDefaults
 
 
 class FireOncePlugin(SimplePlugin):
@@ -44,7 +44,7 @@ class FireOncePlugin(SimplePlugin):
         store_timeout_ms: int | None = None,
         publish_wake_ups: bool | None = None,
         known_artifacts: int | None = None,
-        on_in_flight: InFlightPolicy | None = None,
+        on_in_flight: DefaultInFlightPolicy | None = None,
         poll_interval_ms: int | None = None,
         lock_mode: LockMode | None = None,
         lease_ms: int | None = None,
