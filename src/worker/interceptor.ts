@@ -114,6 +114,26 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
   };
 }
 
+/**
+ * `observeOnly`: log the call as `dispatched` and run it, never guarded. Measuring must never
+ * fail a call, so one the guard would refuse (no scope, a bad ID, an option function that throws)
+ * runs too, unlogged, with a WARN naming what the guard would say.
+ */
+function observeOnly(call: GuardedCall): Promise<unknown> {
+  let target: DispatchTarget;
+  try {
+    target = resolveTarget(call);
+  } catch (err) {
+    if (!(err instanceof FireOnceError)) throw err;
+    call.ctx.log.warn(`fire-once: observeOnly: the guard would refuse this call (${err.name}: ${err.message}); it runs, unlogged`, {
+      activityType: call.ctx.info.activityType,
+    });
+    return call.next();
+  }
+  observe(call.ctx, target, call.setup.dispatchLog).decision('dispatched');
+  return call.next();
+}
+
 /** One guarded call: everything the decision and the dispatch need. */
 export interface GuardedCall {
   readonly setup: InterceptorSetup;
@@ -127,12 +147,9 @@ export interface GuardedCall {
 
 async function runGuarded(call: GuardedCall): Promise<unknown> {
   const { setup, options, ctx } = call;
+  if (options.observeOnly) return observeOnly(call);
   const target = resolveTarget(call);
   const observer = observe(ctx, target, setup.dispatchLog);
-  if (options.observeOnly) {
-    observer.decision('dispatched');
-    return call.next();
-  }
   const { guard, cache } = setup;
   const cacheable = cache !== undefined && target.externalArtifactKey === undefined;
   if (cacheable) {

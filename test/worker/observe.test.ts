@@ -122,6 +122,32 @@ describe('dispatch log and metrics', () => {
 });
 
 describe('observeOnly', () => {
+  it('observeOnly never fails a call: one the guard would refuse (no scope) runs, unlogged, with a WARN saying why', async () => {
+    const redis = connectRedis();
+    const prefix = testPrefix('observe-only-refused');
+    try {
+      const guard = new FireOnceGuard({ redis, keyPrefix: prefix });
+      const log = new DispatchLog(redis, guard.keys, 1_000);
+      let runs = 0;
+      const activities = { job: fireOnce(async (s: string) => (runs++, s), { observeOnly: true }) }; // no scope option, no header
+      const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), dispatchLog: log });
+      const env = new MockActivityEnvironment({ namespace: 'default', activityType: 'job' }, { interceptors: [factory] });
+      const warnings: unknown[][] = [];
+      const warn = jest.spyOn(env.context.log, 'warn').mockImplementation((...args: unknown[]) => void warnings.push(args));
+      expect(await env.run(activities.job, 's')).toBe('s');
+      warn.mockRestore();
+      await log.flush();
+      expect(runs).toBe(1);
+      expect(await redis.xlen(guard.keys.log())).toBe(0);
+      expect(warnings).toEqual([
+        [expect.stringMatching(/^fire-once: observeOnly: the guard would refuse this call \(FireOnceMissingScope: /), expect.anything()],
+      ]);
+    } finally {
+      await deletePrefix(redis, prefix);
+      await redis.quit();
+    }
+  });
+
   it('logs every call as dispatched but never guards', async () => {
     const redis = connectRedis();
     const prefix = testPrefix('observe-only');
