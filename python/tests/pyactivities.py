@@ -132,6 +132,12 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
     async def unhashable_key_job(counter_id: str) -> None:
         await redis.incr(counter_key(prefix, counter_id))
 
+    @fire_once(observe_only=True)
+    @activity.defn(name="observeJob")
+    async def observe_job(counter_id: str) -> str:
+        await redis.incr(counter_key(prefix, counter_id))
+        return counter_id
+
     @fire_once()
     @activity.defn(name="unhashableArgsJob")
     async def unhashable_args_job(counter_id: str, pattern: Pattern) -> None:
@@ -152,4 +158,5 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         broken_scope_job,
         unhashable_key_job,
         unhashable_args_job,
+        observe_job,
     ]

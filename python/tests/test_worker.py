@@ -116,6 +116,18 @@ async def test_a_guarded_activity_without_a_scope_fails_with_its_type_and_dispat
     assert await client.get(counter_key(prefix, "none")) is None
 
 
+async def test_observe_only_never_fails_a_call_one_the_guard_would_refuse_runs_unlogged_with_a_warning(
+    temporal_env: Any, client: Redis, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        result = await temporal_env.client.execute_workflow(GuardedCall.run, args=["", "observeJob", ["observed"]], id=queue, task_queue=queue)
+    assert result == "observed"
+    assert await client.get(counter_key(prefix, "observed")) == b"1"
+    assert await client.xlen(FireOnceKeys(prefix).log()) == 0
+    assert any("observeOnly: the guard would refuse this call (FireOnceMissingScope" in r.getMessage() for r in caplog.records)
+
+
 async def test_a_scope_option_that_raises_fails_with_a_config_error_naming_it_and_dispatches_nothing(
     temporal_env: Any, client: Redis, prefix: str
 ) -> None:

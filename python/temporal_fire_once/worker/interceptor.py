@@ -89,9 +89,15 @@ class _GuardedActivity(ActivityInboundInterceptor):
     async def _guarded(self, input: ExecuteActivityInput, options: FireOnceOptions, info: activity.Info) -> Any:
         started = time.time()  # the attempt's start-to-close timeout runs from about now
         root = self._root
-        call = CallSetup(
-            root.guard, root.defaults, options, activity.payload_converter(), root.payload_codec, _target(input, options, info, root), root.log
-        )
+        try:
+            target = _target(input, options, info, root)
+        except FireOnceError as err:
+            if not options.observe_only:
+                raise
+            # Measuring must never fail a call: one the guard would refuse runs, unlogged.
+            _logger.warning("fire-once: observeOnly: the guard would refuse this call (%s: %s); it runs, unlogged", type(err).__name__, err)
+            return await self.next.execute_activity(input)
+        call = CallSetup(root.guard, root.defaults, options, activity.payload_converter(), root.payload_codec, target, root.log)
         if options.observe_only:
             call.decision("dispatched")
             return await self.next.execute_activity(input)
