@@ -131,3 +131,13 @@ class HeartbeatCall:
             heartbeat_timeout=timedelta(seconds=2),
             retry_policy=RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=500)),
         )
+
+
+@workflow.defn
+class InheritedScope:
+    """Returns the scope the run got from its start's header (``None``: none), before it sets any."""
+
+    @workflow.run
+    async def run(self) -> str | None:
+        return get_dispatch_scope()
+

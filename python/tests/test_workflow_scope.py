@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import gc
+import json
 import subprocess
 import sys
 import uuid
@@ -15,18 +16,22 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
-from temporalio.client import WorkflowHandle
+from temporalio import client as temporal_client
+from temporalio import worker as temporal_worker
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from temporal_fire_once import FireOnceInterceptor, FireOncePlugin, WorkerDefaults
+from temporal_fire_once import SCOPE_HEADER, FireOnceInterceptor, FireOncePlugin, WorkerDefaults
 from temporal_fire_once.core import FireOnceGuard, FireOnceKeys, GuardOptions
 
-from .conftest import collect_garbage
+from .conftest import REPO, collect_garbage
 from .pyactivities import counter_key, make_activities
-from .pyworkflows import ContinuedCall, GuardedCall, InitScopeCall, ParentCall
+from .pyworkflows import ContinuedCall, GuardedCall, InheritedScope, InitScopeCall, ParentCall
 
-WORKFLOWS = [GuardedCall, ParentCall, ContinuedCall, InitScopeCall]
+WORKFLOWS = [GuardedCall, ParentCall, ContinuedCall, InitScopeCall, InheritedScope]
 
 
 def _private_sdk_names(source: str) -> list[str]:
@@ -157,3 +162,105 @@ async def test_without_the_interceptor_the_scope_is_dropped_with_a_warning_and_t
             result = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-none", "plainJob", ["none"]], id=queue, task_queue=queue)
     assert result == 1
     assert "set_dispatch_scope() on a worker without FireOnceWorkflowInterceptor" in caplog.text
+
+
+# The rows of test/conformance/scope-headers.json, which test/temporal-features/scope-header.test.ts
+# runs on the TypeScript side: values of the scope header as another party wrote it.
+SCOPE_HEADER_ROWS: list[dict[str, Any]] = json.loads((REPO / "test/conformance/scope-headers.json").read_text())["rows"]
+
+
+def _header_payload(row: dict[str, Any]) -> Payload:
+    data = bytes.fromhex(row["dataHex"]) if "dataHex" in row else row["data"].encode("utf-8")
+    return Payload(metadata={} if row["encoding"] is None else {"encoding": row["encoding"].encode()}, data=data)
+
+
+def _expected(row: dict[str, Any], read: Any, missing: Any) -> Any:
+    if "invalid" in row:
+        return ("FireOnceInvalidId", True, row["invalid"])
+    return missing if row["scope"] is None else read
+
+
+class _ForgeStartHeader(temporal_client.Interceptor):
+    """A client that starts workflows with the scope header of one row."""
+
+    def __init__(self, payload: Payload) -> None:
+        self._payload = payload
+
+    def intercept_client(self, next: temporal_client.OutboundInterceptor) -> temporal_client.OutboundInterceptor:
+        payload = self._payload
+
+        class _Outbound(temporal_client.OutboundInterceptor):
+            async def start_workflow(self, input: temporal_client.StartWorkflowInput) -> Any:
+                input.headers = {**input.headers, SCOPE_HEADER: payload}
+                return await super().start_workflow(input)
+
+        return _Outbound(next)
+
+
+class _ForgeActivityHeader(temporal_worker.Interceptor):
+    """Another workflow interceptor that sets the scope header itself: each activity gets the
+    header of the row its first argument (``hdr-<row index>``) names."""
+
+    def workflow_interceptor_class(self, input: temporal_worker.WorkflowInterceptorClassInput) -> type[temporal_worker.WorkflowInboundInterceptor]:
+        class _Outbound(temporal_worker.WorkflowOutboundInterceptor):
+            def start_activity(self, input: temporal_worker.StartActivityInput) -> Any:
+                row = SCOPE_HEADER_ROWS[int(str(input.args[0]).removeprefix("hdr-"))]
+                input.headers = {**input.headers, SCOPE_HEADER: _header_payload(row)}
+                return super().start_activity(input)
+
+        class _Inbound(temporal_worker.WorkflowInboundInterceptor):
+            def init(self, outbound: temporal_worker.WorkflowOutboundInterceptor) -> None:
+                super().init(_Outbound(outbound))
+
+        return _Inbound
+
+
+async def _task_failures(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    history = await handle.fetch_history()
+    return [e.workflow_task_failed_event_attributes.failure.message for e in history.events if e.HasField("workflow_task_failed_event_attributes")]
+
+
+def _failure(err: WorkflowFailureError) -> tuple[str | None, bool, str]:
+    cause = err.cause.cause if isinstance(err.cause, ActivityError) else err.cause
+    assert isinstance(cause, ApplicationError), repr(cause)
+    return (cause.type, cause.non_retryable, cause.message)
+
+
+@pytest.mark.parametrize("row", SCOPE_HEADER_ROWS, ids=[row["name"] for row in SCOPE_HEADER_ROWS])
+async def test_a_scope_header_from_a_clients_start_is_read_as_the_shared_rows_say(temporal_env: Any, client: Redis, prefix: str, row: dict[str, Any]) -> None:
+    """A header that is no json/plain string is ignored; a string that is no valid scope fails the
+    workflow with the non-retryable FireOnceInvalidId: never a workflow task failure."""
+    worker, queue = _worker(temporal_env, client, prefix)
+    forging = Client(**{**temporal_env.client.config(), "interceptors": [_ForgeStartHeader(_header_payload(row))]})
+    async with worker:
+        handle = await forging.start_workflow(InheritedScope.run, id=queue, task_queue=queue)
+        try:
+            seen: Any = await handle.result()
+        except WorkflowFailureError as err:
+            seen = _failure(err)
+        assert await _task_failures(handle) == []
+    assert seen == _expected(row, row.get("scope"), None)
+
+
+async def test_a_scope_header_another_interceptor_set_on_an_activity_is_read_as_the_shared_rows_say(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """The activity side of the same rows: it dispatches only under a valid scope; a header that
+    carries none is a missing scope, a string that is no valid scope a FireOnceInvalidId."""
+    worker, queue = _worker(temporal_env, client, prefix, interceptors=[_ForgeActivityHeader()])
+    seen: list[Any] = []
+    async with worker:
+        for i, row in enumerate(SCOPE_HEADER_ROWS):
+            handle = await temporal_env.client.start_workflow(GuardedCall.run, args=["", "crossJob", [f"hdr-{i}", 0], None, 1], id=f"{queue}-{i}", task_queue=queue)
+            try:
+                await handle.result()
+                seen.append("dispatched")
+            except WorkflowFailureError as err:
+                seen.append(_failure(err))
+            assert await _task_failures(handle) == []
+    missing = ("FireOnceMissingScope", True, "...")
+    expected = [_expected(row, "dispatched", missing) for row in SCOPE_HEADER_ROWS]
+    seen = [("FireOnceMissingScope", True, "...") if isinstance(s, tuple) and s[0] == "FireOnceMissingScope" else s for s in seen]
+    assert seen == expected
+    counts = [await client.get(counter_key(prefix, f"hdr-{i}")) for i in range(len(SCOPE_HEADER_ROWS))]
+    assert counts == [b"1" if row.get("scope") else None for row in SCOPE_HEADER_ROWS]

@@ -1,7 +1,7 @@
 import type { Context } from '@temporalio/activity';
 import { defaultPayloadConverter, type Headers, type PayloadCodec, type PayloadConverter } from '@temporalio/common';
 import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, ActivityInterceptorsFactory } from '@temporalio/worker';
-import { SCOPE_HEADER } from '../common/header';
+import { SCOPE_HEADER, scopeFromHeader } from '../common/header';
 import type { ArtifactCache } from '../core/artifact-cache';
 import type { DispatchLog } from '../core/dispatch-log';
 import { FireOnceConfigError, FireOnceError, FireOnceInFlight, FireOnceKeyConflict, FireOnceMissingScope } from '../core/errors';
@@ -310,10 +310,7 @@ function externalKey(guard: FireOnceGuard, key: unknown, target: { scope: string
 }
 
 function scopeFromHeaders(headers: Headers): string | undefined {
-  const payload = headers[SCOPE_HEADER];
-  if (payload === undefined) return undefined;
-  const value = defaultPayloadConverter.fromPayload<unknown>(payload);
-  return typeof value === 'string' ? value : undefined;
+  return scopeFromHeader(headers[SCOPE_HEADER]);
 }
 
 function waitOptions({ setup, ctx, startedMs }: GuardedCall) {

@@ -11,7 +11,7 @@ import {
   type WorkflowInterceptorsFactory,
   type WorkflowOutboundCallsInterceptor,
 } from '@temporalio/workflow';
-import { SCOPE_HEADER } from '../common/header';
+import { SCOPE_HEADER, scopeFromHeader } from '../common/header';
 import { getDispatchScope, setDispatchScope } from './scope';
 
 function withScope<T extends { readonly headers: Headers }>(input: T): T {
@@ -21,12 +21,11 @@ function withScope<T extends { readonly headers: Headers }>(input: T): T {
 }
 
 class ScopeInbound implements WorkflowInboundCallsInterceptor {
-  execute(input: WorkflowExecuteInput, next: Next<WorkflowInboundCallsInterceptor, 'execute'>): Promise<unknown> {
-    const payload = input.headers[SCOPE_HEADER];
-    if (payload !== undefined) {
-      const scope = defaultPayloadConverter.fromPayload<unknown>(payload);
-      if (typeof scope === 'string') setDispatchScope(scope);
-    }
+  // Async, so that the FireOnceInvalidId of an inherited string that is no valid scope fails the
+  // workflow, as in setDispatchScope: thrown from here synchronously, it failed every workflow task.
+  async execute(input: WorkflowExecuteInput, next: Next<WorkflowInboundCallsInterceptor, 'execute'>): Promise<unknown> {
+    const scope = scopeFromHeader(input.headers[SCOPE_HEADER]);
+    if (scope !== undefined) setDispatchScope(scope);
     return next(input);
   }
 }
