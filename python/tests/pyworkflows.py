@@ -141,3 +141,44 @@ class InheritedScope:
     async def run(self) -> str | None:
         return get_dispatch_scope()
 
+
+
+@workflow.defn
+class SignalledCall:
+    """Sets no scope: each ``call`` signal calls one activity by name under the scope the run has
+    then; ends once ``calls`` signals have been answered. Returns the scope each handler saw, and
+    each call's result or failure type."""
+
+    def __init__(self) -> None:
+        self._seen: list[dict[str, Any]] = []
+
+    @workflow.signal
+    async def call(self, activity: str, args: list[Any]) -> None:
+        seen: dict[str, Any] = {"scope": get_dispatch_scope()}
+        try:
+            seen["result"] = await _run(activity, args, attempts=1)
+        except ActivityError as err:
+            seen["failure"] = getattr(err.cause, "type", None)
+        self._seen.append(seen)
+
+    @workflow.run
+    async def run(self, calls: int) -> list[dict[str, Any]]:
+        await workflow.wait_condition(lambda: len(self._seen) >= calls)
+        return self._seen
+
+
+@workflow.defn
+class SignallingParent:
+    """Sets the scope, starts a ``SignalledCall`` child on ``child_queue`` (whose worker may not
+    run yet) and signals it at once, so that the child's first workflow task holds the signal;
+    returns the child's workflow ID."""
+
+    @workflow.run
+    async def run(self, scope: str, child_queue: str, activity: str, args: list[Any]) -> str:
+        set_dispatch_scope(scope)
+        child_id = f"{workflow.info().workflow_id}-child"
+        handle = await workflow.start_child_workflow(
+            SignalledCall.run, 1, id=child_id, task_queue=child_queue, parent_close_policy=workflow.ParentClosePolicy.ABANDON
+        )
+        await handle.signal(SignalledCall.call, args=[activity, args])
+        return child_id

@@ -29,9 +29,9 @@ from temporal_fire_once.core import FireOnceGuard, FireOnceKeys, GuardOptions
 
 from .conftest import REPO, collect_garbage
 from .pyactivities import counter_key, make_activities
-from .pyworkflows import ContinuedCall, GuardedCall, InheritedScope, InitScopeCall, ParentCall
+from .pyworkflows import ContinuedCall, GuardedCall, InheritedScope, InitScopeCall, ParentCall, SignalledCall, SignallingParent
 
-WORKFLOWS = [GuardedCall, ParentCall, ContinuedCall, InitScopeCall, InheritedScope]
+WORKFLOWS = [GuardedCall, ParentCall, ContinuedCall, InitScopeCall, InheritedScope, SignalledCall, SignallingParent]
 
 
 def _private_sdk_names(source: str) -> list[str]:
@@ -163,6 +163,28 @@ async def test_without_the_interceptor_the_scope_is_dropped_with_a_warning_and_t
     assert result == 1
     assert "set_dispatch_scope() on a worker without FireOnceWorkflowInterceptor" in caplog.text
 
+
+
+async def test_a_signal_in_a_childs_first_workflow_task_runs_under_the_inherited_scope(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """The SDK runs the handlers of a run's first workflow task before ``execute_workflow``: a
+    child signalled by its parent before its worker took its first task must see the scope it
+    inherits there already, and its handler's activity carry it (as in TypeScript, where handlers
+    are set up in the workflow function, after the inherited scope)."""
+    parent_worker, queue = _worker(temporal_env, client, prefix)
+    child_worker, child_queue = _worker(temporal_env, client, prefix)
+    async with parent_worker:  # the child's worker is not running yet: the signal waits with its start
+        child_id = await temporal_env.client.execute_workflow(
+            SignallingParent.run, args=["s-signalled", child_queue, "crossJob", ["signalled", 0]], id=queue, task_queue=queue
+        )
+    async with child_worker:
+        child = temporal_env.client.get_workflow_handle(child_id)
+        seen = await child.result()
+    events = [e for e in (await child.fetch_history()).events]
+    first_task = next(i for i, e in enumerate(events) if e.HasField("workflow_task_started_event_attributes"))
+    assert next(i for i, e in enumerate(events) if e.HasField("workflow_execution_signaled_event_attributes")) < first_task
+    assert [{"scope": s["scope"], "failure": s.get("failure")} for s in seen] == [{"scope": "s-signalled", "failure": None}]
+    assert await client.get(counter_key(prefix, "signalled")) == b"1"
+    assert await client.exists(FireOnceKeys(prefix).artifact("s-signalled", "crossJob")) == 1
 
 # The rows of test/conformance/scope-headers.json, which test/temporal-features/scope-header.test.ts
 # runs on the TypeScript side: values of the scope header as another party wrote it.

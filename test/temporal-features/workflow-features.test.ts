@@ -1,13 +1,16 @@
 import { ScheduleOverlapPolicy } from '@temporalio/client';
 import type { JobResult } from './fixtures/activities';
-import { dispatchSignal, dispatchUpdate, finishSignal } from './fixtures/workflows';
+import { Worker } from '@temporalio/worker';
+import { FireOncePlugin } from '../../src';
+import { guardedActivities } from './fixtures/activities';
+import { dispatchSignal, dispatchUpdate, finishSignal, type signalledRun } from './fixtures/workflows';
 import { newScope, oneResult, twoRunsThenOne, useFeatures } from '../support/features';
 
 // Workflow features that schedule a guarded job, on the dev server: continue-as-new, child
 // workflows, local activities, signal and update handlers, schedules. Each test: the job body
 // starts once (counted in its body, outside the guard), and every run gets that one result.
 describe('Temporal features: the guarded job dispatches once', () => {
-  const { withWorker } = useFeatures('feat');
+  const { withWorker, context } = useFeatures('feat');
 
   it('continue-as-new: 3 chained runs inherit the scope and share one dispatch', () =>
     withWorker(async (ctx) => {
@@ -32,6 +35,29 @@ describe('Temporal features: the guarded job dispatches once', () => {
       );
       expect(await ctx.count('dispatchJob', scope)).toBe(1);
     }));
+
+  it('child workflows: a signal in the first workflow task of a child runs under the scope it inherits', async () => {
+    // The child's worker starts only after the parent has started and signalled it, so that the
+    // child's first workflow task holds its start and the signal (python/tests/test_workflow_scope.py
+    // runs the same on the Python side, whose SDK runs such a handler before the workflow function).
+    const scope = newScope('signalled');
+    const child = context();
+    const childId = await withWorker((ctx) => ctx.start('signallingParentRun', [scope, child.ctx.taskQueue, 50]).then((h) => h.result()));
+    const childWorker = await Worker.create({
+      connection: child.base.connection,
+      taskQueue: child.ctx.taskQueue,
+      workflowBundle: child.base.workflowBundle,
+      activities: guardedActivities(child.ctx.redis, child.ctx.prefix),
+      plugins: [new FireOncePlugin({ redis: child.ctx.redis, keyPrefix: child.ctx.prefix, pollIntervalMs: 50 })],
+    });
+    const handle = child.ctx.client.workflow.getHandle<typeof signalledRun>(childId);
+    const seen = await childWorker.runUntil(handle.result());
+    const events = (await handle.fetchHistory()).events ?? [];
+    const firstTask = events.findIndex((e) => e.workflowTaskStartedEventAttributes);
+    expect(events.findIndex((e) => e.workflowExecutionSignaledEventAttributes)).toBeLessThan(firstTask); // in the first task
+    expect(seen.map((s) => s.scope)).toEqual([scope]);
+    expect(await child.ctx.count('dispatchJob', scope)).toBe(1);
+  });
 
   it('local activities: 2 concurrent runs and a later one share one dispatch', () =>
     withWorker(async (ctx) => {

@@ -23,6 +23,7 @@ from temporalio.worker import (
 )
 
 from .._header import SCOPE_HEADER, scope_from_headers, scope_payload
+from .._ids import id_problem
 from .scope import check_scope
 
 with workflow.unsafe.imports_passed_through():  # the host's table, as in scope.py
@@ -59,15 +60,22 @@ class _ScopeInbound(WorkflowInboundInterceptor):
     def init(self, outbound: WorkflowOutboundInterceptor) -> None:
         # Called once per run, before the workflow's __init__. workflow.info() does not answer yet
         # (the SDK sets its outbound chain after this), but the outbound interceptor's info() does.
-        self._run = open_run(outbound.info().run_id)
+        info = outbound.info()
+        self._run = open_run(info.run_id)
+        # The inherited scope, from the start's header, here and not in execute_workflow: the SDK
+        # runs the signal and update handlers of the run's first workflow task before that, and
+        # they must see it (a child signalled before its first task, as in TypeScript). __init__
+        # and any handler may set their own over it. One that is no valid scope fails the workflow
+        # in execute_workflow: raised here, it would fail every workflow task.
+        inherited = scope_from_headers(info.headers)
+        self._invalid = inherited if inherited is not None and id_problem("scope", inherited) is not None else None
+        if inherited is not None and self._invalid is None:
+            self._run.scope = inherited
         super().init(_ScopeOutbound(outbound, self._run))
 
     async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
-        # The inherited scope, unless __init__ (which runs before this) set one of its own.
-        scope = scope_from_headers(input.headers)
-        if scope is not None and self._run.scope is None:
-            check_scope(scope)
-            self._run.scope = scope
+        if self._invalid is not None:
+            check_scope(self._invalid)
         return await self.next.execute_workflow(input)
 
 
