@@ -1,4 +1,4 @@
-import { ApplicationFailure } from '@temporalio/workflow';
+import { ApplicationFailure, inWorkflowContext } from '@temporalio/workflow';
 import { idProblem } from '../common/ids';
 
 // Kept on the workflow's own globalThis: the SDK gives every workflow execution its own global
@@ -14,7 +14,8 @@ interface ScopeHolder {
  * fire-once activities lock and store artifacts under it. Use the session or job ID that many
  * runs share, never the workflow or run ID. Child workflows and continue-as-new inherit it.
  *
- * Throws a non-retryable `ApplicationFailure` of type `FireOnceInvalidId` for a scope the worker
+ * Called outside a workflow, it throws a non-retryable `ApplicationFailure` of type
+ * `FireOnceConfigError`. Throws a non-retryable `ApplicationFailure` of type `FireOnceInvalidId` for a scope the worker
  * would refuse (not a string, empty or whitespace only, a lone surrogate, over `MAX_ID_BYTES`
  * bytes of UTF-8), with the worker's message, failing the workflow before it schedules anything
  * under a bad scope.
@@ -35,6 +36,12 @@ interface ScopeHolder {
  * ```
  */
 export function setDispatchScope(scope: string): void {
+  if (!inWorkflowContext()) {
+    // Anywhere else it would set a global of the process that no activity reads.
+    const message =
+      'setDispatchScope() must be called in a workflow: activities get the scope from the workflow that schedules them, or from their scope option';
+    throw ApplicationFailure.create({ type: 'FireOnceConfigError', message, nonRetryable: true });
+  }
   const problem = idProblem('scope', scope); // the same check as the worker's encodeId
   if (problem !== undefined) throw ApplicationFailure.create({ type: 'FireOnceInvalidId', message: problem, nonRetryable: true });
   (globalThis as ScopeHolder)[SLOT] = scope;
