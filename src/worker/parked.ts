@@ -202,9 +202,11 @@ interface Watched {
  * const parkedWatch = new ParkedWatch(new ParkingLot(guard), 250);
  * const activities = { summarise: fireOnce(async (id: string) => `summary of ${id}`) };
  * const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), parkedWatch });
- * // ... run the worker with `factory`; once it has stopped, fail the waiters it still watches so
- * // that they retry on a worker that runs (await it before closing the worker's connection):
- * void parkedWatch.close();
+ * export async function afterTheWorkerStopped(): Promise<void> {
+ *   // The worker ran with `factory` and has stopped: fail the waiters it still watches so that
+ *   // they retry on a worker that runs, before the worker's connection is closed.
+ *   await parkedWatch.close();
+ * }
  * void factory;
  * ```
  */
