@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 from temporalio.converter import PayloadConverter
 
-from temporal_fire_once.core import PROTOCOL_SCRIPTS, PROTOCOL_VERSION
+from temporal_fire_once.core import PROTOCOL_SCRIPTS, PROTOCOL_VERSION, parse_artifact, parse_lock
 from temporal_fire_once.worker.args_hash import args_hash
 
 from .conftest import REPO
@@ -117,3 +117,25 @@ def text(value: object) -> str:
 def test_args_hash_vector(case: dict[str, Any]) -> None:
     values: list[Any] = [*case["args"], *(base64.b64decode(b) for b in case.get("bytes", []))]
     assert args_hash(values, PayloadConverter.default) == case["hash"]
+
+
+def _bytes_of(case: dict[str, Any]) -> bytes:
+    return base64.b64decode(case["base64"]) if "base64" in case else str(case.get("value", "")).encode("utf-8")
+
+
+@pytest.mark.parametrize("case", SPEC["records"]["locks"], ids=[c["name"] for c in SPEC["records"]["locks"]])
+def test_lock_record(case: dict[str, Any]) -> None:
+    """A lock as the guard reads acquire's reply (PROTOCOL.md section 4); ``None``: not a lock record."""
+    try:
+        lock = parse_lock(_bytes_of(case))
+    except Exception as err:  # a reader must never fail on a value: it is a lock record or not one
+        pytest.fail(f"parse_lock raised {type(err).__name__}: {err}")
+    read = None if lock is None else {"token": lock.token, "fencing": str(lock.fencing_token), "argsHash": lock.args_hash, "holder": lock.holder}
+    assert read == case["lock"]
+
+
+@pytest.mark.parametrize("case", SPEC["records"]["artifacts"], ids=[c["name"] for c in SPEC["records"]["artifacts"]])
+def test_artifact_record(case: dict[str, Any]) -> None:
+    artifact = parse_artifact(_bytes_of(case))
+    read = None if artifact is None else {"argsHash": artifact.args_hash, "payload": base64.b64encode(artifact.payload).decode()}
+    assert read == case["artifact"]

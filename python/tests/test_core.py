@@ -44,6 +44,15 @@ def test_keys_match_the_typescript_layout() -> None:
     assert [keys.parse(k) for k in (keys.log(), keys.protocol_marker(), "other:v3:{default/s}:l:x", f"{keys.scope_base('s')}:l:%FF")] == [None] * 4
 
 
+def test_a_key_whose_ids_encode_id_never_writes_parses_to_none_as_in_typescript() -> None:
+    """The rows of ``test/core/keys.test.ts`` "parses its own keys back, ... and nothing else": a bare
+    ``%``, a lone byte, a bad escape. An external key such as ``...:a:100%`` is then the job's own in
+    both languages, not one the guard writes."""
+    keys = FireOnceKeys("fire-once")
+    foreign = ["fire-once:v3:{default/ab}:x:100%", "fire-once:v3:{default/ab}:l:%E9", "fire-once:v3:{%ZZ/ab}:a:job", "fire-once:v3:{default/ab}:a:100%"]
+    assert [keys.parse(k) for k in foreign] == [None] * len(foreign)
+
+
 @pytest.mark.parametrize("bad", ["", "   ", "\ufeff", "x" * 513, "\ud800", 7])
 def test_ids_the_typescript_side_refuses_are_refused(bad: object) -> None:
     with pytest.raises(FireOnceInvalidId):

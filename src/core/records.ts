@@ -40,7 +40,9 @@ export interface WaiterEntry {
 import { isUtf8 } from 'node:buffer';
 import { FireOnceInvalidId } from './errors';
 
-const LOCK = /^(\S+) (\d+) (\S*) ([\s\S]*)$/;
+// Fields end at an ASCII space only, as in every language: JavaScript's `\s` would also end one at
+// a no-break space or U+3000, where the Python package reads on (PROTOCOL.md section 4).
+const LOCK = /^([^ ]+) (\d+) ([^ ]*) ([\s\S]*)$/;
 const ARTIFACT_MAGIC = Buffer.from('3:');
 // A task token is a protobuf message, which never starts with a 'w' (wire type 7 does not exist).
 const WAITER_MAGIC = Buffer.from('w:');
@@ -65,7 +67,8 @@ export function lockTail(argsHash: string, holder: string): string {
 }
 
 /**
- * A lock record back from its string; `undefined` if it is not one this protocol writes.
+ * A lock record back from its string; `undefined` if it is not one this protocol writes. Fields
+ * end at an ASCII space; a fencing token past `Number.MAX_SAFE_INTEGER` is not one.
  *
  * @example
  * ```ts
@@ -76,7 +79,10 @@ export function lockTail(argsHash: string, holder: string): string {
 export function parseLock(value: string): LockRecord | undefined {
   const match = LOCK.exec(value);
   if (match === null) return undefined;
-  return { token: match[1], fencingToken: Number(match[2]), argsHash: match[3], holder: match[4] };
+  const fencingToken = Number(match[2]);
+  // Past 2^53 - 1 a number is not exact: two holders' tokens could read equal (PROTOCOL.md section 4).
+  if (!Number.isSafeInteger(fencingToken)) return undefined;
+  return { token: match[1], fencingToken, argsHash: match[3], holder: match[4] };
 }
 
 /**

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { PROTOCOL_SCRIPTS, PROTOCOL_VERSION, SCRIPTS_DIR, type LuaScript } from '../../src/core';
+import { PROTOCOL_SCRIPTS, PROTOCOL_VERSION, SCRIPTS_DIR, parseArtifact, parseLock, type LuaScript } from '../../src/core';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 
 // The language-neutral protocol cases (test/conformance/README.md), run against the scripts as the
@@ -21,7 +21,10 @@ interface Spec {
   readonly scripts: Record<string, { file: string; command: string; keys: number }>;
   readonly keys: Record<string, string>;
   readonly cases: { name: string; steps: Step[] }[];
+  readonly records: { locks: RecordCase<'lock'>[]; artifacts: RecordCase<'artifact'>[] };
 }
+/** A stored value (`value` as UTF-8, or `base64` bytes) and what a reader makes of it (`null`: not a record). */
+type RecordCase<K extends string> = { name: string; value?: string; base64?: string } & Record<K, Record<string, string> | null>;
 
 const spec = JSON.parse(readFileSync(join(__dirname, 'cases.json'), 'utf8')) as Spec;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- scripts of every signature, called with the case's arguments
@@ -70,6 +73,21 @@ describe('protocol conformance (test/conformance/cases.json, real Redis)', () =>
         for (const [placeholder, expected] of Object.entries(step.state)) await expectState(redis, fill(placeholder), expected, fill);
       }
     }
+  });
+});
+
+describe('protocol records (test/conformance/cases.json, PROTOCOL.md section 4)', () => {
+  const bytesOf = (c: { value?: string; base64?: string }) => (c.base64 !== undefined ? Buffer.from(c.base64, 'base64') : Buffer.from(c.value ?? '', 'utf8'));
+
+  // A lock is read as the guard reads acquire's and park's replies: the reply's bytes as a string.
+  it.each(spec.records.locks.map((c) => [c.name, c] as const))('lock: %s', (_name, c) => {
+    const lock = parseLock(bytesOf(c).toString());
+    expect(lock === undefined ? null : { token: lock.token, fencing: String(lock.fencingToken), argsHash: lock.argsHash, holder: lock.holder }).toEqual(c.lock);
+  });
+
+  it.each(spec.records.artifacts.map((c) => [c.name, c] as const))('artifact: %s', (_name, c) => {
+    const artifact = parseArtifact(bytesOf(c));
+    expect(artifact === undefined ? null : { argsHash: artifact.argsHash, payload: artifact.payload.toString('base64') }).toEqual(c.artifact);
   });
 });
 

@@ -18,6 +18,7 @@ KEY_PREFIX_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
 
 _PLAIN = re.compile(r"[A-Za-z0-9._~-]{1,512}")
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-")
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _SCOPE_KEY = re.compile(r"\{([^/{}:]+)/([^/{}:]+)\}:(?:([alwx]):([^:]+)|(wake))")
 
 ScopeKeyKind = Literal["artifact", "lock", "waiters", "external"]
@@ -55,7 +56,13 @@ def decode_id(encoded: str) -> str:
 
     >>> decode_id("chat%3A7%2A")
     'chat:7*'
+
+    Raises ``ValueError`` for what no encoding makes, as ``decodeURIComponent`` throws in
+    TypeScript: a ``%`` without two hex digits (``unquote`` would keep it), or bytes that are not
+    UTF-8 (``UnicodeDecodeError``, a ``ValueError``).
     """
+    if _BAD_ESCAPE.search(encoded):
+        raise ValueError(f"malformed escape in {encoded!r}")
     return unquote(encoded, errors="strict")
 
 
@@ -117,5 +124,5 @@ class FireOnceKeys:
             if wake is not None:
                 return ParsedKey(decode_id(ns), decode_id(scope), "wake")
             return ParsedKey(decode_id(ns), decode_id(scope), _TAG_KINDS[tag], decode_id(id_))
-        except UnicodeDecodeError:
+        except ValueError:  # a malformed escape, or bytes that are not UTF-8: a key someone else wrote in this shape
             return None

@@ -7,7 +7,11 @@ from dataclasses import dataclass
 
 from .errors import FireOnceInvalidId
 
-_LOCK = re.compile(rb"(\S+) (\d+) (\S*) (.*)", re.DOTALL)
+# Fields end at an ASCII space only (PROTOCOL.md section 4): bytes ``\S`` would also end one at a
+# tab, where the TypeScript package reads on.
+_LOCK = re.compile(rb"([^ ]+) (\d+) ([^ ]*) (.*)", re.DOTALL)
+_MAX_FENCING = 2**53 - 1
+"""The largest fencing token a reader accepts: JavaScript carries no larger integer exactly."""
 _MAGIC = b"3:"
 _MAX_HASH = 64
 _ARGS_HASH = re.compile(rf"[A-Za-z0-9_-]{{0,{_MAX_HASH}}}")
@@ -42,15 +46,19 @@ def lock_tail(args_hash: str, holder: str) -> str:
 
 
 def parse_lock(value: bytes) -> LockRecord | None:
-    """
+    """A lock record, or ``None`` if it is not one this protocol writes: fields end at an ASCII
+    space, bytes that are not UTF-8 read as U+FFFD, and a fencing token past 2**53 - 1 is refused.
+
     >>> parse_lock(b"token-1 1796288676577574 h1 wf-1 run-1 act-1").holder
     'wf-1 run-1 act-1'
     """
     match = _LOCK.fullmatch(value)
     if match is None:
         return None
-    token, fencing, args_hash, holder = match.groups()
-    return LockRecord(token.decode(), int(fencing), args_hash.decode(), holder.decode("utf-8", "replace"))
+    token, fencing, args_hash, holder = (field.decode("utf-8", "replace") for field in match.groups())
+    if int(fencing) > _MAX_FENCING:
+        return None
+    return LockRecord(token, int(fencing), args_hash, holder)
 
 
 def format_artifact(args_hash: str, payload: bytes) -> bytes:
