@@ -219,8 +219,16 @@ class FireOnceGuard:
         if not settled.waiters:
             return
         key = lease.waiters_key
-        await self._run(_context(lease.target, key, lease.token), lambda: self.redis.rpush(key, *settled.waiters))
-        await self._run(_context(lease.target, key, lease.token), lambda: self.redis.pexpire(key, WAITERS_GRACE_MS))
+
+        async def put_back() -> None:
+            # One round trip, as in TypeScript: a PEXPIRE sent apart could be lost after its RPUSH,
+            # leaving the list without a TTL until the parking worker's next reap.
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.rpush(key, *settled.waiters)
+                pipe.pexpire(key, WAITERS_GRACE_MS)
+                await pipe.execute()
+
+        await self._run(_context(lease.target, key, lease.token), put_back)
 
     async def extend(self, lease: Lease, lock_ttl_ms: int) -> bool:
         """Compare-and-expire: renew a lease, or hold the lock after a dispatch."""
