@@ -18,6 +18,7 @@ from temporal_fire_once.core import (
     FireOnceInvalidId,
     FireOnceKeyConflict,
     FireOnceKeys,
+    FireOnceProtocolError,
     FireOnceProtocolMismatch,
     FireOnceStoreUnavailable,
     GuardOptions,
@@ -253,6 +254,23 @@ async def test_a_commit_or_release_rings_the_waiters_of_its_scope_and_no_other(c
     await hub.leave(channels[0], s_bell)
     await hub.leave(channels[1], t_bell)
     await hub.close()
+
+
+async def test_a_lock_or_waiters_key_of_another_type_is_a_protocol_error_not_a_store_outage(client: Redis, prefix: str) -> None:
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    keys = FireOnceKeys(prefix)
+    for key in (keys.lock("s-lock", "dispatch"), keys.waiters("s-waiters", "dispatch")):
+        await client.hset(key, "f", "v")
+    acquired = await guard.acquire(DispatchTarget("s-waiters", "dispatch", "job"))
+    assert isinstance(acquired, Acquired)
+    calls: list[Callable[[], Awaitable[object]]] = [
+        lambda: guard.acquire(DispatchTarget("s-lock", "dispatch", "job")),
+        lambda: guard.commit(acquired.lease, b"done"),
+    ]
+    for call in calls:
+        with pytest.raises(FireOnceProtocolError, match=r"holds a Redis type this library never writes there \(.*WRONGTYPE"):
+            await call()
+    assert await client.hgetall(keys.lock("s-lock", "dispatch")) == {b"f": b"v"}
 
 
 async def test_a_python_holder_leaves_waiters_parked_by_a_typescript_worker_to_its_reap(client: Redis, prefix: str) -> None:

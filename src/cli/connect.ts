@@ -154,12 +154,6 @@ export function isRedisError(err: unknown): boolean {
   return /Command timed out|Connection is closed|Stream isn't writeable|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EHOSTUNREACH|EPIPE/.test(err.message);
 }
 
-/** Redis refused a command on a key of another type than the command reads: data we never wrote. */
-export function isWrongType(err: unknown): boolean {
-  // Redis before 7.0 wraps a script's error: 'ERR Error running script (…): @user_script:18: WRONGTYPE …'.
-  return err instanceof Error && /(^|: )WRONGTYPE\b/.test(err.message);
-}
-
 function describeError(err: unknown): string {
   if (err instanceof AggregateError && err.errors.length > 0) return describeError(err.errors[0]);
   if (err instanceof Error) return err.message || err.name;

@@ -20,7 +20,9 @@ import {
   type CommonOptions,
 } from './args';
 import type { RedisClient } from '../core/scripts';
-import { connect, isRedisError, isWrongType, redactUrl, type ConnectOptions } from './connect';
+import { connect, isRedisError, redactUrl, type ConnectOptions } from './connect';
+import { FireOnceProtocolError } from '../core/errors';
+import { isWrongType } from '../core/store-calls';
 import { DEFAULT_SCAN_BUDGET } from './doctor/prefix-check';
 import { runDoctor } from './doctor/doctor';
 import { formatDoctor } from './doctor/format';
@@ -222,7 +224,7 @@ async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisCl
     await refuseEvictingRedis(redis, { allow: options.allowEvictingRedis === true, timeoutMs: connection.timeoutMs, warn: io.err });
     return await run(redis, connection);
   } catch (err) {
-    if (isWrongType(err)) {
+    if (isWrongType(err) || err instanceof FireOnceProtocolError) {
       const message = `a key under ${options.prefix}:v3 holds a Redis type this library never writes there (${(err as Error).message}); nothing was changed`;
       throw new CliError(message, EXIT.unexpectedData, { cause: err });
     }

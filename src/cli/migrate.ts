@@ -2,7 +2,7 @@ import { PROTOCOL_VERSION, decodeId, encodeId, type FireOnceKeys, type IdKind } 
 import { claimProtocol } from '../core/protocol';
 import { formatArtifact } from '../core/records';
 import type { RedisClient } from '../core/scripts';
-import { isWrongType } from './connect';
+import { isWrongType } from '../core/store-calls';
 import { CliError, EXIT } from './exit-codes';
 import { printable, quoted } from './printable';
 import { scanKeys } from './scan';

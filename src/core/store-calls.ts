@@ -1,4 +1,4 @@
-import { FireOnceError, FireOnceStoreUnavailable, type FireOnceErrorContext } from './errors';
+import { FireOnceError, FireOnceProtocolError, FireOnceStoreUnavailable, type FireOnceErrorContext } from './errors';
 
 /** A call in flight: when it times out, and what to do then. */
 interface Pending {
@@ -54,6 +54,11 @@ export class StoreCalls {
           if (!this.settle(pending)) return;
           if (err instanceof FireOnceError) return reject(err);
           const message = err instanceof Error ? err.message : String(err);
+          // Data of a type we never write does not change on a retry: fail, do not stall.
+          if (isWrongType(err))
+            return reject(
+              new FireOnceProtocolError(`a key of this step holds a Redis type this library never writes there (${message})`, context(), { cause: err }),
+            );
           reject(new FireOnceStoreUnavailable(`Redis call failed: ${message}`, context(), { cause: err }));
         },
       );
@@ -116,4 +121,10 @@ export class StoreCalls {
     this.timer = this.arm(queue[this.head].deadline - now);
     if (this.open === 0) this.timer.unref();
   };
+}
+
+/** Redis refused a command on a key of another type: data this library never wrote there. */
+export function isWrongType(err: unknown): boolean {
+  // Redis before 7.0 wraps a script's error: 'ERR Error running script (…): @user_script:18: WRONGTYPE …'.
+  return err instanceof Error && /(^|: )WRONGTYPE\b/.test(err.message);
 }

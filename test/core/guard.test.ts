@@ -1,6 +1,14 @@
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { Cluster, Redis } from 'ioredis';
-import { FireOnceConfigError, FireOnceGuard, FireOnceInFlight, FireOnceInvalidId, FireOnceStoreUnavailable, type Lease } from '../../src';
+import {
+  FireOnceConfigError,
+  FireOnceGuard,
+  FireOnceInFlight,
+  FireOnceInvalidId,
+  FireOnceProtocolError,
+  FireOnceStoreUnavailable,
+  type Lease,
+} from '../../src';
 import { ParkingLot, WakeHub, waitForTurn } from '../../src/core';
 import { useGuardFixture } from '../support/redis';
 import { lockToken } from '../support/records';
@@ -163,6 +171,19 @@ describe('FireOnceGuard on Redis alone', () => {
     } finally {
       dead.disconnect();
     }
+  });
+
+  it('fails with the non-retryable FireOnceProtocolError, not a retryable store error, when the lock or waiters key holds another Redis type', async () => {
+    for (const key of [guard.keys.lock('s-lock', 'dispatch'), guard.keys.waiters('s-waiters', 'dispatch')]) await redis.hset(key, 'f', 'v');
+    const acquired = await guard.acquire({ ...target, scope: 's-waiters' });
+    if (acquired.kind !== 'acquired') throw new Error(acquired.kind);
+    for (const call of [() => guard.acquire({ ...target, scope: 's-lock' }), () => guard.commit(acquired.lease, Buffer.from('done'))]) {
+      const err = await call().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(FireOnceProtocolError);
+      expect((err as FireOnceProtocolError).retryable).toBe(false);
+      expect((err as Error).message).toMatch(/holds a Redis type this library never writes there \(WRONGTYPE/);
+    }
+    expect(await redis.hgetall(guard.keys.lock('s-lock', 'dispatch'))).toEqual({ f: 'v' });
   });
 
   describe('waitForTurn', () => {

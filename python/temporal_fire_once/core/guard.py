@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
@@ -26,6 +27,8 @@ WAITERS_GRACE_MS = 60_000
 """How long a parked waiter's registration outlives the lock (PROTOCOL.md section 7)."""
 
 T = TypeVar("T")
+# Redis before 7.0 wraps a script's error: "Error running script (...): @user_script:18: WRONGTYPE ...".
+_WRONGTYPE = re.compile(r"(^|: )WRONGTYPE\b")
 
 
 def holder_id(token: str) -> str:
@@ -309,6 +312,11 @@ class FireOnceGuard:
             raise FireOnceStoreUnavailable(f"Redis did not answer within {self.options.store_timeout_ms} ms", context) from err
         except RedisConnectionError as err:
             raise FireOnceStoreUnavailable(f"Redis is unavailable: {err}", context) from err
+        except ResponseError as err:
+            if _WRONGTYPE.search(str(err)) is None:
+                raise FireOnceStoreUnavailable(f"Redis call failed: {err}", context) from err
+            # Data of a type this library never writes does not change on a retry: fail, do not stall.
+            raise FireOnceProtocolError(f"a key of this step holds a Redis type this library never writes there ({err})", context) from err
         except (RedisError, RedisClusterException) as err:  # the latter: a slot no node serves, mid-resharding
             raise FireOnceStoreUnavailable(f"Redis call failed: {err}", context) from err
 
