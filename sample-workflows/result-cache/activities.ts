@@ -50,8 +50,9 @@ export function createSummaryActivities(deps: SummaryActivityDeps): SummaryActiv
   return {
     summarizeSession: fireOnce(summarizeSession, {
       jobType: SUMMARY_JOB,
-      // The job's worst case plus margin: the lock only has to outlive the job, since the
-      // stored result takes over the moment the job succeeds.
+      // While the job runs the lock is a lease the worker renews (lockMode 'lease', the
+      // default), and the commit replaces it with the stored result. lockTtlMs only matters
+      // if a result cannot be stored (over maxArtifactBytes): the lock is then held this long.
       lockTtlMs: 2 * deps.jobMs + 5_000,
     }),
   };

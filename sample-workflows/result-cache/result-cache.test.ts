@@ -1,7 +1,7 @@
 import { FireOnceKeys } from '../../src/core';
 import { useSampleHarness } from '../../test/support/sample-harness';
 import { readCount } from '../shared/redis';
-import { dispatchesKey } from './activities';
+import { SUMMARY_JOB, dispatchesKey } from './activities';
 import { requestSummaries } from './client';
 import { createSummaryWorker } from './worker';
 
@@ -19,13 +19,12 @@ describe('result-cache: the guard stores the result and hands it to every run', 
       expect(first).toMatchObject({ sessionId: 'session-1', dispatch: 1 });
       for (const summary of concurrent) expect(summary).toEqual(first);
 
+      // The commit replaced the lock with the result: the stored result alone stops a re-run.
+      const keys = new FireOnceKeys(prefix);
+      expect(await h.redis.exists(keys.lock('session-1', 'summarizeSession'))).toBe(0);
+      expect(await h.redis.exists(keys.artifact('session-1', SUMMARY_JOB))).toBe(1);
       const later = await requestSummaries(h.client, { taskQueue, sessionId: 'session-1', invocations: 2 });
       for (const summary of later) expect(summary).toEqual(first);
-
-      // Once the lock has run out, the stored result alone still stops a re-run.
-      await h.redis.del(new FireOnceKeys(prefix).lock('session-1', 'summarizeSession'));
-      const [afterLock] = await requestSummaries(h.client, { taskQueue, sessionId: 'session-1', invocations: 1 });
-      expect(afterLock).toEqual(first);
 
       expect(await readCount(h.redis, dispatchesKey(prefix))).toBe(1);
     });
