@@ -14,7 +14,7 @@ describe('result-cache: the guard stores the result and hands it to every run', 
 
     await worker.runUntil(async () => {
       const concurrent = await requestSummaries(h.client, { taskQueue, sessionId: 'session-1', invocations: 6, spacingMs: 10 });
-      expect(await readCount(h.redis, dispatchesKey(prefix))).toBe(1);
+      expect(await readCount(h.redis, dispatchesKey(prefix, 'session-1'))).toBe(1);
       const [first] = concurrent;
       expect(first).toMatchObject({ sessionId: 'session-1', dispatch: 1 });
       for (const summary of concurrent) expect(summary).toEqual(first);
@@ -26,7 +26,7 @@ describe('result-cache: the guard stores the result and hands it to every run', 
       const later = await requestSummaries(h.client, { taskQueue, sessionId: 'session-1', invocations: 2 });
       for (const summary of later) expect(summary).toEqual(first);
 
-      expect(await readCount(h.redis, dispatchesKey(prefix))).toBe(1);
+      expect(await readCount(h.redis, dispatchesKey(prefix, 'session-1'))).toBe(1);
     });
   });
 
@@ -42,7 +42,10 @@ describe('result-cache: the guard stores the result and hands it to every run', 
       expect(new Set(a.map((s) => s.jobId)).size).toBe(1);
       expect(new Set(b.map((s) => s.jobId)).size).toBe(1);
       expect(a[0]!.jobId).not.toBe(b[0]!.jobId);
-      expect(await readCount(h.redis, dispatchesKey(prefix))).toBe(2);
+      // Each session's job is its first dispatch, as step 4 of the README prints ("dispatch":1).
+      expect([a[0]!.dispatch, b[0]!.dispatch]).toEqual([1, 1]);
+      expect(await readCount(h.redis, dispatchesKey(prefix, 'session-a'))).toBe(1);
+      expect(await readCount(h.redis, dispatchesKey(prefix, 'session-b'))).toBe(1);
     });
   });
 });
