@@ -1,6 +1,6 @@
 import { useSampleHarness } from '../../test/support/sample-harness';
-import { readCount, waitForCount } from '../shared/redis';
-import { FireOnceKeys } from '../../src/core';
+import { readCount, waitForCount, waitUntil } from '../shared/redis';
+import { FireOnceKeys, parseEvent } from '../../src/core';
 import { DISPATCH_STEP, chatKeys, type JobTimings } from './config';
 import { startJobRunner } from './job-runner';
 import { createChatWorker } from './worker';
@@ -21,6 +21,17 @@ describe('chat-session: every message is a new run of the same session', () => {
     } finally {
       await runner.stop();
     }
+  }
+
+  /** The guard's decision for the dispatch of one run, from the dispatch log (flushed in batches). */
+  async function decisionOf(prefix: string, workflowId: string): Promise<string> {
+    let decision: string | undefined;
+    await waitUntil(`the dispatch log to record ${workflowId}`, async () => {
+      const entries = await h.redis.xrange(new FireOnceKeys(prefix).log(), '-', '+');
+      decision = entries.map(([, fields]) => parseEvent(fields)).find((event) => event.workflowId === workflowId)?.decision;
+      return decision !== undefined;
+    });
+    return decision!;
   }
 
   function burst(strategy: Strategy, prefix: string, taskQueue: string, sessionId: string): Promise<string[]> {
@@ -61,6 +72,9 @@ describe('chat-session: every message is a new run of the same session', () => {
       const results = await Promise.all([first.result(), inGap.result()]);
       expect(results[1]).toBe(results[0]);
       expect(await readCount(h.redis, keys.dispatches)).toBe(1);
+      // It did land in the gap: it found the lock held and skipped, rather than arriving after the
+      // artifact was written and fast-forwarding.
+      expect(await decisionOf(prefix, inGap.workflowId)).toBe('in-flight-skipped');
     });
   });
 
@@ -69,10 +83,13 @@ describe('chat-session: every message is a new run of the same session', () => {
       const keys = chatKeys(prefix);
       const message = { taskQueue, sessionId: 'session-later', strategy: 'guarded' as const };
       const first = await (await sendMessage(h.client, { ...message, text: 'first' })).result();
-      await h.redis.del(new FireOnceKeys(prefix).lock('session-later', DISPATCH_STEP)); // as if its TTL had run out
-      const later = await (await sendMessage(h.client, { ...message, text: 'later' })).result();
+      // The lock outlived the success (held for lockTtlMs); delete it, as if its TTL had run out.
+      expect(await h.redis.del(new FireOnceKeys(prefix).lock('session-later', DISPATCH_STEP))).toBe(1);
+      const laterHandle = await sendMessage(h.client, { ...message, text: 'later' });
+      const later = await laterHandle.result();
       expect(later).toBe(first);
       expect(await readCount(h.redis, keys.dispatches)).toBe(1);
+      expect(await decisionOf(prefix, laterHandle.workflowId)).toBe('fast-forwarded');
     });
   });
 });

@@ -48,6 +48,7 @@ export interface BurstOptions extends Omit<MessageOptions, 'text'> {
  */
 export async function sendBurst(client: Client, options: BurstOptions): Promise<string[]> {
   const { redis, keys, invocations, spacingMs, ...message } = options;
+  if (!Number.isInteger(invocations) || invocations < 1) throw new Error(`a burst needs at least 1 message (got ${invocations})`);
   const before = await readCount(redis, keys.dispatches);
   const handles = [await sendMessage(client, { ...message, text: 'message 1' })];
   await waitUntil(`the first message of ${message.sessionId} to dispatch its job`, async () => {

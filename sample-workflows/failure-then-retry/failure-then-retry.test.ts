@@ -1,7 +1,8 @@
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import { useSampleHarness } from '../../test/support/sample-harness';
 import { readCount } from '../shared/redis';
-import { RENDER_FAILED, dispatchesKey } from './activities';
+import { FireOnceKeys } from '../../src/core';
+import { RENDER_FAILED, REPORT_JOB, dispatchesKey } from './activities';
 import { requestReport, type ReportOutcome } from './client';
 import { createReportWorker } from './worker';
 
@@ -32,6 +33,10 @@ describe('failure-then-retry: a failed dispatch frees the step for the next run'
 
       const second = await requestReport(h.client, taskQueue, 'report-1');
       expect(second).toMatchObject({ ok: true, report: { reportId: 'report-1', dispatch: 2 } });
+      // The commit replaced the lock with the result: the result alone stops the later runs.
+      const keys = new FireOnceKeys(prefix);
+      expect(await h.redis.exists(keys.lock('report-1', 'renderReport'))).toBe(0);
+      expect(await h.redis.exists(keys.artifact('report-1', REPORT_JOB))).toBe(1);
 
       const later = [await requestReport(h.client, taskQueue, 'report-1'), await requestReport(h.client, taskQueue, 'report-1')];
       for (const outcome of later) expect(outcome).toEqual(second);

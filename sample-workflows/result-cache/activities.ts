@@ -10,7 +10,7 @@ export const SUMMARY_JOB = 'session-summary';
 export interface Summary {
   readonly sessionId: string;
   readonly text: string;
-  /** The dispatch count when the job ran. */
+  /** Which dispatch of this session's job produced it: 1 for the first. */
   readonly dispatch: number;
   readonly jobId: string;
 }
@@ -24,15 +24,18 @@ export interface SummaryActivities {
 /** What the activities need. */
 export interface SummaryActivityDeps {
   readonly redis: Redis;
-  /** Counter INCR'd in the activity body each time the job really runs: the guard does not own it. */
-  readonly dispatchesKey: string;
+  /** Prefix of the per-session dispatch counters ({@link dispatchesKey}). */
+  readonly keyPrefix: string;
   /** How long the job takes. */
   readonly jobMs: number;
 }
 
-/** The dispatch counter of the sample under `prefix`. */
-export function dispatchesKey(prefix: string): string {
-  return `${prefix}:count:dispatches`;
+/**
+ * The dispatch counter of one session under `prefix`, INCR'd in the activity body each time the
+ * job really runs: a count the guard does not own.
+ */
+export function dispatchesKey(prefix: string, sessionId: string): string {
+  return `${prefix}:count:dispatches:${encodeURIComponent(sessionId)}`;
 }
 
 /**
@@ -42,7 +45,7 @@ export function dispatchesKey(prefix: string): string {
  */
 export function createSummaryActivities(deps: SummaryActivityDeps): SummaryActivities {
   async function summarizeSession(sessionId: string): Promise<Summary> {
-    const dispatch = await deps.redis.incr(deps.dispatchesKey);
+    const dispatch = await deps.redis.incr(dispatchesKey(deps.keyPrefix, sessionId));
     await sleep(deps.jobMs);
     return { sessionId, text: `summary of ${sessionId}`, dispatch, jobId: randomUUID() };
   }
@@ -50,8 +53,9 @@ export function createSummaryActivities(deps: SummaryActivityDeps): SummaryActiv
   return {
     summarizeSession: fireOnce(summarizeSession, {
       jobType: SUMMARY_JOB,
-      // The job's worst case plus margin: the lock only has to outlive the job, since the
-      // stored result takes over the moment the job succeeds.
+      // While the job runs the lock is a lease the worker renews (lockMode 'lease', the
+      // default), and the commit replaces it with the stored result. lockTtlMs only matters
+      // if a result cannot be stored (over maxArtifactBytes): the lock is then held this long.
       lockTtlMs: 2 * deps.jobMs + 5_000,
     }),
   };

@@ -1,7 +1,7 @@
 import { FireOnceKeys } from '../../src/core';
 import { useSampleHarness } from '../../test/support/sample-harness';
 import { readCount } from '../shared/redis';
-import { dispatchesKey } from './activities';
+import { SUMMARY_JOB, dispatchesKey } from './activities';
 import { requestSummaries } from './client';
 import { createSummaryWorker } from './worker';
 
@@ -14,20 +14,19 @@ describe('result-cache: the guard stores the result and hands it to every run', 
 
     await worker.runUntil(async () => {
       const concurrent = await requestSummaries(h.client, { taskQueue, sessionId: 'session-1', invocations: 6, spacingMs: 10 });
-      expect(await readCount(h.redis, dispatchesKey(prefix))).toBe(1);
+      expect(await readCount(h.redis, dispatchesKey(prefix, 'session-1'))).toBe(1);
       const [first] = concurrent;
       expect(first).toMatchObject({ sessionId: 'session-1', dispatch: 1 });
       for (const summary of concurrent) expect(summary).toEqual(first);
 
+      // The commit replaced the lock with the result: the stored result alone stops a re-run.
+      const keys = new FireOnceKeys(prefix);
+      expect(await h.redis.exists(keys.lock('session-1', 'summarizeSession'))).toBe(0);
+      expect(await h.redis.exists(keys.artifact('session-1', SUMMARY_JOB))).toBe(1);
       const later = await requestSummaries(h.client, { taskQueue, sessionId: 'session-1', invocations: 2 });
       for (const summary of later) expect(summary).toEqual(first);
 
-      // Once the lock has run out, the stored result alone still stops a re-run.
-      await h.redis.del(new FireOnceKeys(prefix).lock('session-1', 'summarizeSession'));
-      const [afterLock] = await requestSummaries(h.client, { taskQueue, sessionId: 'session-1', invocations: 1 });
-      expect(afterLock).toEqual(first);
-
-      expect(await readCount(h.redis, dispatchesKey(prefix))).toBe(1);
+      expect(await readCount(h.redis, dispatchesKey(prefix, 'session-1'))).toBe(1);
     });
   });
 
@@ -43,7 +42,10 @@ describe('result-cache: the guard stores the result and hands it to every run', 
       expect(new Set(a.map((s) => s.jobId)).size).toBe(1);
       expect(new Set(b.map((s) => s.jobId)).size).toBe(1);
       expect(a[0]!.jobId).not.toBe(b[0]!.jobId);
-      expect(await readCount(h.redis, dispatchesKey(prefix))).toBe(2);
+      // Each session's job is its first dispatch, as step 4 of the README prints ("dispatch":1).
+      expect([a[0]!.dispatch, b[0]!.dispatch]).toEqual([1, 1]);
+      expect(await readCount(h.redis, dispatchesKey(prefix, 'session-a'))).toBe(1);
+      expect(await readCount(h.redis, dispatchesKey(prefix, 'session-b'))).toBe(1);
     });
   });
 });

@@ -1,7 +1,7 @@
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { Redis } from 'ioredis';
 import { FireOncePlugin } from '../../src';
-import { createSummaryActivities, dispatchesKey } from './activities';
+import { createSummaryActivities } from './activities';
 import { intFromEnv, runMain } from '../shared/env';
 import { serveByHand } from '../shared/temporal';
 
@@ -35,7 +35,7 @@ export interface SummaryWorkerOptions {
 export async function createSummaryWorker(options: SummaryWorkerOptions): Promise<Worker> {
   const { redis, keyPrefix } = options;
   const plugin = new FireOncePlugin({ redis, keyPrefix, pollIntervalMs: 50 });
-  const activities = createSummaryActivities({ redis, dispatchesKey: dispatchesKey(keyPrefix), jobMs: options.jobMs });
+  const activities = createSummaryActivities({ redis, keyPrefix, jobMs: options.jobMs });
   return await Worker.create({
     connection: options.connection,
     taskQueue: options.taskQueue,

@@ -2,8 +2,8 @@ import { proxyActivities } from '@temporalio/workflow';
 import { setDispatchScope } from '../../src/workflow';
 import type { Summary, SummaryActivities } from './activities';
 
-// Runs that find the job in flight wait inside the activity for its result, so the timeout
-// must cover the whole job, not only this run's share of it.
+// Runs that find the job in flight park on its lock (the plugin's default onInFlight) and are
+// completed with its result, so the timeout must cover the whole job, not only this run's share.
 const { summarizeSession } = proxyActivities<SummaryActivities>({
   startToCloseTimeout: '1 minute',
 });

@@ -14,7 +14,7 @@ export function temporalAddress(): string {
   return process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
 }
 
-/** A positive integer from the environment, or `fallback` when the variable is unset. */
+/** A non-negative integer from the environment, or `fallback` when the variable is unset. */
 export function intFromEnv(name: string, fallback: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
