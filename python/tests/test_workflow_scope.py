@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from temporal_fire_once import SCOPE_HEADER, FireOnceInterceptor, FireOncePlugin, WorkerDefaults
 from temporal_fire_once.core import FireOnceGuard, FireOnceKeys, GuardOptions
+from temporal_fire_once.workflow import set_dispatch_scope
 
 from .conftest import REPO, collect_garbage
 from .pyactivities import counter_key, make_activities
@@ -255,7 +257,8 @@ async def test_a_scope_header_from_a_clients_start_is_read_as_the_shared_rows_sa
     worker, queue = _worker(temporal_env, client, prefix)
     forging = Client(**{**temporal_env.client.config(), "interceptors": [_ForgeStartHeader(_header_payload(row))]})
     async with worker:
-        handle = await forging.start_workflow(InheritedScope.run, id=queue, task_queue=queue)
+        # Bounded: a workflow task failing on every attempt ends as a timeout, not a hung test.
+        handle = await forging.start_workflow(InheritedScope.run, id=queue, task_queue=queue, execution_timeout=timedelta(seconds=30))
         try:
             seen: Any = await handle.result()
         except WorkflowFailureError as err:
@@ -273,7 +276,9 @@ async def test_a_scope_header_another_interceptor_set_on_an_activity_is_read_as_
     seen: list[Any] = []
     async with worker:
         for i, row in enumerate(SCOPE_HEADER_ROWS):
-            handle = await temporal_env.client.start_workflow(GuardedCall.run, args=["", "crossJob", [f"hdr-{i}", 0], None, 1], id=f"{queue}-{i}", task_queue=queue)
+            handle = await temporal_env.client.start_workflow(
+                GuardedCall.run, args=["", "crossJob", [f"hdr-{i}", 0], None, 1], id=f"{queue}-{i}", task_queue=queue, execution_timeout=timedelta(seconds=30)
+            )
             try:
                 await handle.result()
                 seen.append("dispatched")
@@ -286,3 +291,11 @@ async def test_a_scope_header_another_interceptor_set_on_an_activity_is_read_as_
     assert seen == expected
     counts = [await client.get(counter_key(prefix, f"hdr-{i}")) for i in range(len(SCOPE_HEADER_ROWS))]
     assert counts == [b"1" if row.get("scope") else None for row in SCOPE_HEADER_ROWS]
+
+
+@pytest.mark.parametrize("scope", ["session-1", ""])
+def test_set_dispatch_scope_outside_a_workflow_raises_a_non_retryable_config_error_as_in_typescript(scope: str) -> None:
+    with pytest.raises(ApplicationError) as caught:
+        set_dispatch_scope(scope)
+    assert (caught.value.type, caught.value.non_retryable) == ("FireOnceConfigError", True)
+    assert caught.value.message.startswith("set_dispatch_scope() must be called in a workflow")

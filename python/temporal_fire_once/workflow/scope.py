@@ -23,12 +23,20 @@ def set_dispatch_scope(scope: str) -> None:
     It may be called in ``__init__`` (``@workflow.init`` or not): a scope set there is kept over
     the one inherited from the parent or the previous run, as one set in ``run`` replaces it.
 
-    Raises a non-retryable ``ApplicationError`` of type ``FireOnceInvalidId`` for a scope the
+    Outside a workflow it raises a non-retryable ``ApplicationError`` of type
+    ``FireOnceConfigError``. Raises a non-retryable ``ApplicationError`` of type ``FireOnceInvalidId`` for a scope the
     worker would refuse, failing the workflow before it schedules anything under a bad scope.
 
     Needs :class:`FireOnceWorkflowInterceptor` (or ``FireOncePlugin``) on the worker; without it
     the scope is checked, logged as carried nowhere (WARNING on ``workflow.logger``), and dropped.
     """
+    if not workflow.in_workflow():
+        # As in TypeScript: called anywhere else, it could only fail later, far from its cause.
+        raise ApplicationError(
+            "set_dispatch_scope() must be called in a workflow: activities get the scope from the workflow that schedules them, or from their scope option",
+            type="FireOnceConfigError",
+            non_retryable=True,
+        )
     check_scope(scope)
     run = find_run(workflow.info().run_id)
     if run is None:
