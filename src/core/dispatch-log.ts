@@ -1,5 +1,6 @@
 import type { FireOnceKeys } from './keys';
 import { logAppendScript, type RedisClient } from './scripts';
+import { atMost } from './store-calls';
 
 /** Every decision the guard records. */
 export type Decision =
@@ -142,9 +143,7 @@ export class DispatchLog {
     }
     const answered = Promise.all([...this.inFlight.keys()]);
     if (timeoutMs === undefined) return answered.then(() => 0);
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
-    await Promise.race([answered, late]).finally(() => clearTimeout(timer));
+    await atMost(answered, timeoutMs);
     let unanswered = 0;
     for (const entries of this.inFlight.values()) unanswered += entries;
     return unanswered;

@@ -128,3 +128,10 @@ export function isWrongType(err: unknown): boolean {
   // Redis before 7.0 wraps a script's error: 'ERR Error running script (…): @user_script:18: WRONGTYPE …'.
   return err instanceof Error && /(^|: )WRONGTYPE\b/.test(err.message);
 }
+
+/** Resolves when `done` does, or after `ms` if that comes first: for waits a stopping worker bounds. */
+export async function atMost(done: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+  await Promise.race([done, late]).finally(() => clearTimeout(timer));
+}

@@ -19,7 +19,8 @@ export interface FireOnceContext {
   /**
    * Renew the lease now (e.g. next to a heartbeat); resolves `false` if the lock is lost. In
    * `'fixed'` mode, which renews nothing on its own, it sets the lock's TTL back to `lockTtlMs`
-   * (rejecting with `FireOnceStoreUnavailable` if Redis does not answer).
+   * (rejecting with `FireOnceStoreUnavailable` if Redis does not answer, or `FireOnceProtocolError`
+   * if the lock key holds data of another type).
    */
   renew(): Promise<boolean>;
 }

@@ -96,7 +96,10 @@ export const ACTIVITY_DEFAULT_OPTIONS = {
  * is set per activity, where the types check it.
  */
 function defaultPolicy(): OptionSpec<DefaultInFlightPolicy> {
-  const policies = oneOf<DefaultInFlightPolicy>(['park', 'wait', 'fail'], 'park');
+  const policies = oneOf(
+    POLICIES.filter((p): p is DefaultInFlightPolicy => p !== 'skip'),
+    'park',
+  );
   return {
     default: policies.default,
     check: (label, value) => {

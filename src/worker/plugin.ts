@@ -8,6 +8,7 @@ import { DEFAULT_NAMESPACE } from '../core/keys';
 import { ParkingLot } from '../core/parking';
 import { claimProtocol } from '../core/protocol';
 import { isCluster } from '../core/scripts';
+import { atMost } from '../core/store-calls';
 import { WakeHub } from '../core/wake';
 import { loadWorkerConverter } from './converter';
 import { fireOnceActivityMap } from './fire-once';
@@ -15,6 +16,9 @@ import { createFireOnceActivityInterceptor } from './interceptor';
 import { ParkedWatch } from './parked';
 import { guardOptionsOf, resolvePluginOptions, ttlWarnings, type FireOncePluginOptions, type ResolvedPluginOptions } from './options';
 import { checkWorkerRedis } from './redis-check';
+
+/** How long a stopping worker gives Temporal to take the failures of the waiters it parked. */
+const PARKED_CLOSE_MS = 10_000;
 
 /**
  * Paths of the workflow interceptor modules that carry the dispatch scope from
@@ -134,7 +138,9 @@ export class FireOncePlugin extends SimplePlugin {
       await super.runWorker(worker, next);
     } finally {
       if (--this.runningWorkers === 0) {
-        await this.parkedWatch.close();
+        // Failing the parked waiters calls Temporal: bounded, so that a Temporal gone at shutdown
+        // cannot keep the worker from stopping (the waiters then end at their heartbeat timeout).
+        await atMost(this.parkedWatch.close(), PARKED_CLOSE_MS);
         await this.flushLog();
         this.wake.close();
         this.started = undefined;
