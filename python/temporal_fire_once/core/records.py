@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from .errors import FireOnceInvalidId
 
-# Fields end at an ASCII space only (PROTOCOL.md section 4): bytes ``\S`` would also end one at a
-# tab, where the TypeScript package reads on.
+# Fields end at an ASCII space only (PROTOCOL.md section 4), in every language: a tab or any other
+# whitespace is part of a field.
 _LOCK = re.compile(rb"([^ ]+) (\d+) ([^ ]*) (.*)", re.DOTALL)
 _MAX_FENCING = 2**53 - 1
 """The largest fencing token a reader accepts: JavaScript carries no larger integer exactly."""
