@@ -5,6 +5,7 @@ import { ApplicationFailure, defaultPayloadConverter, type Payload } from '@temp
 import { Worker } from '@temporalio/worker';
 import { FireOncePlugin, fireOnce } from '../../src';
 import type { DefaultInFlightPolicy } from '../../src/core';
+import { waitUntil } from '../../sample-workflows/shared/redis';
 import { useWorkerFixture } from '../support/temporal';
 
 // Temporal keeps one set of heartbeat details per activity, across its attempts, and every
@@ -15,11 +16,6 @@ describe('heartbeat details of a waiter', () => {
   const fx = useWorkerFixture('beat-details');
 
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-  async function until(what: string, check: () => Promise<boolean>): Promise<void> {
-    for (const deadline = Date.now() + 30_000; !(await check()); await sleep(50)) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    }
-  }
 
   it.each<DefaultInFlightPolicy>(['wait', 'park'])(
     "'%s': the details an earlier attempt recorded survive the waiter's heartbeats, and the attempt that dispatches next resumes from them",
@@ -71,12 +67,12 @@ describe('heartbeat details of a waiter', () => {
 
       const [details, waiterResult, waiterSeen] = await worker.runUntil(async () => {
         const waiter = await start('waiter');
-        await until('the waiter dispatched', async () => (await seen()).some((s) => s.role === 'waiter'));
+        await waitUntil('the waiter dispatched', async () => (await seen()).some((s) => s.role === 'waiter'));
         const holder = await start('holder');
         await redis.set(goKey('waiter'), '1'); // the waiter's attempt 1 fails; the holder takes the lock over
-        await until('the holder dispatched', async () => (await seen()).some((s) => s.role === 'holder'));
+        await waitUntil('the holder dispatched', async () => (await seen()).some((s) => s.role === 'holder'));
         // The waiter's attempt 2 finds the holder's lock, and waits or parks, heartbeated by the guard.
-        await until("a heartbeat of the waiter's attempt 2", async () => {
+        await waitUntil("a heartbeat of the waiter's attempt 2", async () => {
           const p = await pending(waiter);
           return (p?.attempt ?? 0) >= 2 && millis(p?.lastHeartbeatTime) > millis(p?.lastStartedTime) && millis(p?.lastStartedTime) > 0;
         });
