@@ -181,7 +181,7 @@ describe('FireOnceGuard on Redis alone', () => {
       const err = await call().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(FireOnceProtocolError);
       expect((err as FireOnceProtocolError).retryable).toBe(false);
-      expect((err as Error).message).toMatch(/holds a Redis type this library never writes there \(WRONGTYPE/);
+      expect((err as Error).message).toMatch(/holds a Redis type this library never writes there \(.*WRONGTYPE/); // Redis before 7.0 wraps it
     }
     expect(await redis.hgetall(guard.keys.lock('s-lock', 'dispatch'))).toEqual({ f: 'v' });
   });
