@@ -224,7 +224,10 @@ async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisCl
     await refuseEvictingRedis(redis, { allow: options.allowEvictingRedis === true, timeoutMs: connection.timeoutMs, warn: io.err });
     return await run(redis, connection);
   } catch (err) {
-    if (isWrongType(err) || err instanceof FireOnceProtocolError) {
+    // The guard's own wording for data it never writes (a WRONGTYPE among others), or Redis's.
+    if (err instanceof FireOnceProtocolError)
+      throw new CliError(`under ${options.prefix}:v3: ${err.message}; nothing was changed`, EXIT.unexpectedData, { cause: err });
+    if (isWrongType(err)) {
       const message = `a key under ${options.prefix}:v3 holds a Redis type this library never writes there (${(err as Error).message}); nothing was changed`;
       throw new CliError(message, EXIT.unexpectedData, { cause: err });
     }
