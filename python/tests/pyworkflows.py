@@ -182,3 +182,37 @@ class SignallingParent:
         )
         await handle.signal(SignalledCall.call, args=[activity, args])
         return child_id
+
+
+@workflow.defn
+class ReadOnlyScope:
+    """Sets ``scope``, then lets a query handler and an update validator try to set another one
+    (both must be refused: neither leaves a trace in the history); on ``finish``, calls one
+    activity by name and returns the scope it ran under."""
+
+    def __init__(self) -> None:
+        self._finished = False
+
+    @workflow.query
+    def rescope(self, other: str) -> str | None:
+        set_dispatch_scope(other)
+        return get_dispatch_scope()
+
+    @workflow.update
+    def rescope_update(self, other: str) -> str | None:
+        return get_dispatch_scope()
+
+    @rescope_update.validator
+    def _validate_rescope(self, other: str) -> None:
+        set_dispatch_scope(other)
+
+    @workflow.signal
+    def finish(self) -> None:
+        self._finished = True
+
+    @workflow.run
+    async def run(self, scope: str, activity: str, args: list[Any]) -> str | None:
+        set_dispatch_scope(scope)
+        await workflow.wait_condition(lambda: self._finished)
+        await _run(activity, args, attempts=1)
+        return get_dispatch_scope()

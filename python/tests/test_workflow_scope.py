@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 from temporalio import client as temporal_client
 from temporalio import worker as temporal_worker
 from temporalio.api.common.v1 import Payload
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowQueryFailedError, WorkflowUpdateFailedError
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
@@ -31,9 +31,9 @@ from temporal_fire_once.workflow import set_dispatch_scope
 
 from .conftest import REPO, collect_garbage
 from .pyactivities import counter_key, make_activities
-from .pyworkflows import ContinuedCall, GuardedCall, InheritedScope, InitScopeCall, ParentCall, SignalledCall, SignallingParent
+from .pyworkflows import ContinuedCall, GuardedCall, InheritedScope, InitScopeCall, ParentCall, ReadOnlyScope, SignalledCall, SignallingParent
 
-WORKFLOWS = [GuardedCall, ParentCall, ContinuedCall, InitScopeCall, InheritedScope, SignalledCall, SignallingParent]
+WORKFLOWS = [GuardedCall, ParentCall, ContinuedCall, InitScopeCall, InheritedScope, SignalledCall, SignallingParent, ReadOnlyScope]
 
 
 def _private_sdk_names(source: str) -> list[str]:
@@ -187,6 +187,27 @@ async def test_a_signal_in_a_childs_first_workflow_task_runs_under_the_inherited
     assert [{"scope": s["scope"], "failure": s.get("failure")} for s in seen] == [{"scope": "s-signalled", "failure": None}]
     assert await client.get(counter_key(prefix, "signalled")) == b"1"
     assert await client.exists(FireOnceKeys(prefix).artifact("s-signalled", "crossJob")) == 1
+
+async def test_a_query_handler_or_an_update_validator_that_sets_the_scope_fails_and_the_run_keeps_its_own(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """Neither a query nor a validator leaves a trace in the history, so a scope set there would hold
+    on this worker and be gone after a replay: refused with ``FireOnceConfigError``, as in TypeScript
+    (test/temporal-features/read-only.test.ts)."""
+    worker, queue = _worker(temporal_env, client, prefix)
+    async with worker:
+        handle = await temporal_env.client.start_workflow(ReadOnlyScope.run, args=["s-kept", "crossJob", ["kept", 0]], id=queue, task_queue=queue)
+        with pytest.raises(WorkflowQueryFailedError, match=r"set_dispatch_scope\(\) cannot be called in a query handler or an update validator"):
+            await handle.query(ReadOnlyScope.rescope, "s-other")
+        with pytest.raises(WorkflowUpdateFailedError) as rejected:
+            await handle.execute_update(ReadOnlyScope.rescope_update, "s-other")
+        assert isinstance(rejected.value.cause, ApplicationError) and rejected.value.cause.type == "FireOnceConfigError"
+        assert rejected.value.cause.message.startswith("set_dispatch_scope() cannot be called in a query handler or an update validator")
+        await handle.signal(ReadOnlyScope.finish)
+        assert await handle.result() == "s-kept"
+    assert await client.exists(FireOnceKeys(prefix).artifact("s-kept", "crossJob")) == 1
+    assert await client.exists(FireOnceKeys(prefix).artifact("s-other", "crossJob")) == 0
+
 
 # The rows of test/conformance/scope-headers.json, which test/temporal-features/scope-header.test.ts
 # runs on the TypeScript side: values of the scope header as another party wrote it.

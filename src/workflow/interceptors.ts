@@ -5,6 +5,8 @@ import {
   type Headers,
   type LocalActivityInput,
   type Next,
+  type QueryInput,
+  type UpdateInput,
   type StartChildWorkflowExecutionInput,
   type WorkflowExecuteInput,
   type WorkflowInboundCallsInterceptor,
@@ -12,7 +14,7 @@ import {
   type WorkflowOutboundCallsInterceptor,
 } from '@temporalio/workflow';
 import { SCOPE_HEADER, scopeFromHeader } from '../common/header';
-import { getDispatchScope, setDispatchScope } from './scope';
+import { getDispatchScope, setDispatchScope, whileReadOnly } from './scope';
 
 function withScope<T extends { readonly headers: Headers }>(input: T): T {
   const scope = getDispatchScope();
@@ -27,6 +29,14 @@ class ScopeInbound implements WorkflowInboundCallsInterceptor {
     const scope = scopeFromHeader(input.headers[SCOPE_HEADER]);
     if (scope !== undefined) setDispatchScope(scope);
     return next(input);
+  }
+
+  handleQuery(input: QueryInput, next: Next<WorkflowInboundCallsInterceptor, 'handleQuery'>): Promise<unknown> {
+    return whileReadOnly('a query handler', () => next(input));
+  }
+
+  validateUpdate(input: UpdateInput, next: Next<WorkflowInboundCallsInterceptor, 'validateUpdate'>): void {
+    whileReadOnly('an update validator', () => next(input));
   }
 }
 

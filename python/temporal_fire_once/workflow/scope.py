@@ -23,8 +23,9 @@ def set_dispatch_scope(scope: str) -> None:
     It may be called in ``__init__`` (``@workflow.init`` or not): a scope set there is kept over
     the one inherited from the parent or the previous run, as one set in ``run`` replaces it.
 
-    Outside a workflow it raises a non-retryable ``ApplicationError`` of type
-    ``FireOnceConfigError``. Raises a non-retryable ``ApplicationError`` of type ``FireOnceInvalidId`` for a scope the
+    Outside a workflow, or in a query handler or an update validator (which leave no trace in the
+    history, so the scope would differ after a replay), it raises a non-retryable
+    ``ApplicationError`` of type ``FireOnceConfigError``. Raises a non-retryable ``ApplicationError`` of type ``FireOnceInvalidId`` for a scope the
     worker would refuse, failing the workflow before it schedules anything under a bad scope.
 
     Needs :class:`FireOnceWorkflowInterceptor` (or ``FireOncePlugin``) on the worker; without it
@@ -34,6 +35,15 @@ def set_dispatch_scope(scope: str) -> None:
         # As in TypeScript: called anywhere else, it could only fail later, far from its cause.
         raise ApplicationError(
             "set_dispatch_scope() must be called in a workflow: activities get the scope from the workflow that schedules them, or from their scope option",
+            type="FireOnceConfigError",
+            non_retryable=True,
+        )
+    if workflow.unsafe.is_read_only():
+        # A query or a validator leaves no trace in the history: the scope would hold on this
+        # worker and be gone after a replay.
+        raise ApplicationError(
+            "set_dispatch_scope() cannot be called in a query handler or an update validator: it leaves no trace in the history, "
+            "so a replay would schedule under another scope; set it in the workflow, or in a signal or update handler",
             type="FireOnceConfigError",
             non_retryable=True,
         )
