@@ -6,7 +6,7 @@ import { temporal } from '@temporalio/proto';
 import { Redis } from 'ioredis';
 import { FireOncePlugin, type FireOncePluginOptions } from '../../src';
 import { FireOnceKeys } from '../../src/core';
-import { waitUntil } from '../../sample-workflows/shared/redis';
+import { waitUntil } from '../support/wait';
 import { guardedActivities, type JobName } from './fixtures/activities';
 import type { retriedRun } from './fixtures/workflows';
 import { newScope, oneResult, useFeatures, type FeatureContext } from '../support/features';
