@@ -6,6 +6,7 @@ import { FireOnceError, FireOnceStoreUnavailable } from '../core/errors';
 import { WAITERS_GRACE_MS, differs } from '../core/guard';
 import type { ParkingLot, ParkingSpot, ReapOutcome } from '../core/parking';
 import { parseWaiter } from '../core/records';
+import { atMost } from '../core/store-calls';
 import { converterFailure, decodeArtifact, encodeArtifact, resultOf } from './artifact';
 import { toApplicationFailure } from './failures';
 
@@ -268,25 +269,36 @@ export class ParkedWatch {
    * them sooner: with this worker gone, no one would heartbeat them or reap their lock, and they
    * would wait for their heartbeat timeout, or without one for a commit or their start-to-close
    * timeout. Their retries park on a worker that runs, or fast-forward. Resolves once every
-   * failure call has returned; never rejects.
+   * failure call has returned, or after `timeoutMs` if given, with the number of waiters whose
+   * failure Temporal had not answered by then (0 when it answered all): a Temporal that never
+   * answers would otherwise keep a stopping worker from stopping. Never rejects.
    */
-  async close(): Promise<void> {
+  async close(timeoutMs?: number): Promise<number> {
     this.stop();
     const entries = [...this.watched.values()].filter(({ parked }) => parked.size > 0);
     this.watched.clear();
-    await this.detached(() =>
+    let unanswered = 0;
+    const failed = this.detached(() =>
       Promise.all(
-        entries.map(({ spot, completer, parked }) => {
+        entries.flatMap(({ spot, completer, parked }) => {
           const why = `the worker that parked this call on step ${JSON.stringify(spot.target.step)} shut down; retry`;
           completer.log.info('fire-once: worker stopping; failing its parked waiters so that they retry at once', {
             ...logOf(spot),
             waiters: String(parked.size),
           });
-          const tokens = [...parked.values()].map(({ token }) => token);
-          return failWaiters(completer, tokens, why).catch((err: unknown) => gone(completer, 'fail', err));
+          // One call per waiter, so that what is left unanswered can be counted.
+          return [...parked.values()].map(({ token }) => {
+            unanswered++;
+            return failWaiters(completer, [token], why)
+              .catch((err: unknown) => gone(completer, 'fail', err))
+              .finally(() => unanswered--);
+          });
         }),
       ),
     );
+    if (timeoutMs === undefined) await failed;
+    else await atMost(failed, timeoutMs);
+    return unanswered;
   }
 
   private stop(): void {

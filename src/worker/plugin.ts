@@ -8,7 +8,6 @@ import { DEFAULT_NAMESPACE } from '../core/keys';
 import { ParkingLot } from '../core/parking';
 import { claimProtocol } from '../core/protocol';
 import { isCluster } from '../core/scripts';
-import { atMost } from '../core/store-calls';
 import { WakeHub } from '../core/wake';
 import { loadWorkerConverter } from './converter';
 import { fireOnceActivityMap } from './fire-once';
@@ -138,9 +137,7 @@ export class FireOncePlugin extends SimplePlugin {
       await super.runWorker(worker, next);
     } finally {
       if (--this.runningWorkers === 0) {
-        // Failing the parked waiters calls Temporal: bounded, so that a Temporal gone at shutdown
-        // cannot keep the worker from stopping (the waiters then end at their heartbeat timeout).
-        await atMost(this.parkedWatch.close(), PARKED_CLOSE_MS);
+        await this.closeParked();
         await this.flushLog();
         this.wake.close();
         this.started = undefined;
@@ -156,6 +153,22 @@ export class FireOncePlugin extends SimplePlugin {
   async invalidate(scope: string, jobType: string, namespace?: string): Promise<boolean> {
     this.cache?.delete(this.guard.keysFor(namespace).artifact(scope, jobType));
     return this.guard.invalidate(scope, jobType, namespace);
+  }
+
+  /**
+   * Fail the waiters this plugin's workers parked, so that they retry at once. That calls
+   * Temporal: it gets at most {@link PARKED_CLOSE_MS}, so that a Temporal gone or stalled at
+   * shutdown cannot keep the worker from stopping. The waiters whose failure it had not answered
+   * by then end at their heartbeat or start-to-close timeout, and are counted at WARN.
+   */
+  private async closeParked(): Promise<void> {
+    const unanswered = await this.parkedWatch.close(PARKED_CLOSE_MS);
+    if (unanswered > 0) {
+      Runtime.instance().logger.warn(
+        `fire-once: ${unanswered} parked waiters' failures had no answer from Temporal within ${PARKED_CLOSE_MS} ms as the last worker stopped: they end at their heartbeat or start-to-close timeout`,
+        { unanswered },
+      );
+    }
   }
 
   /**

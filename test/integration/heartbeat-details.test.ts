@@ -5,7 +5,7 @@ import { ApplicationFailure, defaultPayloadConverter, type Payload } from '@temp
 import { Worker } from '@temporalio/worker';
 import { FireOncePlugin, fireOnce } from '../../src';
 import type { DefaultInFlightPolicy } from '../../src/core';
-import { waitUntil } from '../../sample-workflows/shared/redis';
+import { waitUntil } from '../support/wait';
 import { useWorkerFixture } from '../support/temporal';
 
 // Temporal keeps one set of heartbeat details per activity, across its attempts, and every

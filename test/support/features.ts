@@ -4,7 +4,8 @@ import { Worker, type WorkerOptions } from '@temporalio/worker';
 import type { Redis } from 'ioredis';
 import { FireOncePlugin, type FireOncePluginOptions } from '../../src';
 import { useSampleHarness, type SampleWorkerBase } from './sample-harness';
-import { readCount, waitUntil } from '../../sample-workflows/shared/redis';
+import { readCount } from './redis';
+import { waitUntil } from './wait';
 import { counterKey, guardedActivities, type JobName, type JobResult } from '../temporal-features/fixtures/activities';
 import type * as workflows from '../temporal-features/fixtures/workflows';
 

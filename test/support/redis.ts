@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { FireOnceGuard, type FireOnceGuardOptions } from '../../src';
-import { deleteKeysUnder } from '../../sample-workflows/shared/redis';
 
 /** A client on the suite's Redis (REDIS_URL, set by the global setup). */
 export function connectRedis(): Redis {
@@ -15,8 +14,20 @@ export function testPrefix(name: string): string {
   return `t-${name}-${randomBytes(4).toString('hex')}`;
 }
 
-/** Delete every key under `prefix:` (SCAN, never FLUSHALL or KEYS); the samples' own clean-up. */
-export const deletePrefix = deleteKeysUnder;
+/**
+ * Delete every key under `prefix:` with SCAN, so that a test cleans up only what it wrote.
+ * Never FLUSHALL or KEYS: other tests share the same Redis.
+ */
+export async function deletePrefix(redis: Redis, prefix: string): Promise<void> {
+  for await (const keys of redis.scanStream({ match: `${prefix}:*`, count: 1000 }) as AsyncIterable<string[]>) {
+    if (keys.length > 0) await redis.del(...keys);
+  }
+}
+
+/** The integer stored at a counter key; 0 when the key does not exist. */
+export async function readCount(redis: Redis, key: string): Promise<number> {
+  return Number((await redis.get(key)) ?? 0);
+}
 
 /** What {@link useGuardFixture} gives each test: its own Redis client, prefix and guard. */
 export interface GuardFixture {

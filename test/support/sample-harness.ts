@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, type WorkflowBundle } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
 import type { Redis } from 'ioredis';
+import { workflowInterceptorModules } from '../../src/core';
 import { connectRedis, deletePrefix, testPrefix } from './redis';
-import { bundleSampleWorkflows, quietTemporalLogs } from '../../sample-workflows/shared/temporal';
 
 /** What a sample's worker factory takes from the harness: connections, queue, prefix, bundle. */
 export interface SampleWorkerBase {
@@ -65,4 +65,27 @@ export function useSampleHarness(name: string, workflowsPath: string, logLevel: 
       return { prefix, taskQueue, worker: { connection: nativeConnection, redis, taskQueue, keyPrefix: prefix, workflowBundle } };
     },
   };
+}
+
+let runtimeInstalled = false;
+
+/**
+ * Keep the Temporal runtime's logs to `level`, so that test output stays readable. The runtime
+ * can be installed once per process: the first call wins, and a runtime someone else installed
+ * first is kept.
+ */
+function quietTemporalLogs(level: 'WARN' | 'ERROR'): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  try {
+    Runtime.install({ logger: new DefaultLogger(level) });
+  } catch {
+    // Already installed in this process: keep it.
+  }
+}
+
+/** Bundle a sample's workflows once, with the workflow interceptor that carries the dispatch scope, as the samples do. */
+async function bundleSampleWorkflows(workflowsPath: string): Promise<WorkflowBundle> {
+  const { code } = await bundleWorkflowCode({ workflowsPath, workflowInterceptorModules: [...workflowInterceptorModules], logger: new DefaultLogger('WARN') });
+  return { code };
 }

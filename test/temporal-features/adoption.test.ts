@@ -4,7 +4,7 @@ import { DeterminismViolationError } from '@temporalio/workflow';
 import { DefaultLogger, Worker, bundleWorkflowCode, type ReplayWorkerOptions, type WorkflowBundle } from '@temporalio/worker';
 import { FireOncePlugin } from '../../src';
 import { SCOPE_HEADER } from '../../src/core';
-import { waitUntil } from '../../sample-workflows/shared/redis';
+import { waitUntil } from '../support/wait';
 import { guardedActivities, plainActivities } from './fixtures/activities';
 import { goSignal } from './fixtures/workflows';
 import { newScope, oneResult, useFeatures, type FeatureContext } from '../support/features';

@@ -1,6 +1,6 @@
 import type { WorkflowHandle } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { waitUntil } from '../../sample-workflows/shared/redis';
+import { waitUntil } from '../support/wait';
 import type { JobResult } from './fixtures/activities';
 import { newScope, oneResult, useFeatures } from '../support/features';
 

@@ -3,7 +3,7 @@ import { ActivityFailure, ApplicationFailure, Client, WorkflowFailedError, type 
 import { Worker } from '@temporalio/worker';
 import { FireOncePlugin } from '../../src';
 import { SCOPE_HEADER } from '../../src/workflow';
-import { waitUntil } from '../../sample-workflows/shared/redis';
+import { waitUntil } from '../support/wait';
 import { guardedActivities } from './fixtures/activities';
 import { useFeatures } from '../support/features';
 import { SCOPE_HEADER_ROWS, scopeHeaderPayload, type ScopeHeaderRow } from '../support/scope-headers';

@@ -1,17 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import type { WorkflowHandle } from '@temporalio/client';
-import { Worker, type WorkerOptions } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { InternalNativeConnection } from '@temporalio/worker/lib/connection';
 import { temporal } from '@temporalio/proto';
 import { Redis } from 'ioredis';
 import { FireOncePlugin, type FireOncePluginOptions } from '../../src';
 import { FireOnceKeys } from '../../src/core';
-import { waitUntil } from '../../sample-workflows/shared/redis';
+import { waitUntil } from '../support/wait';
 import { guardedActivities, type JobName } from './fixtures/activities';
 import type { retriedRun } from './fixtures/workflows';
 import { newScope, oneResult, useFeatures, type FeatureContext } from '../support/features';
 import type { SampleWorkerBase } from '../support/sample-harness';
 
 const STARTED = temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED;
+const HEARTBEAT = temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_HEARTBEAT;
 
 // Graceful shutdown (`worker.shutdown()`, which SIGINT and SIGTERM call): the SDK stops polling,
 // waits for running activities (cancelling them after `shutdownGraceTime`, if set), then run()
@@ -125,6 +127,49 @@ describe('Temporal features: graceful worker shutdown', () => {
     await Promise.all([holderWorker.stop(), restarted.stop()]);
     oneResult(results, scope);
     expect(await ctx.count('heartbeatingJob', scope)).toBe(1);
+  });
+
+  it('a worker created without a `connection` has closed its own before it fails its parked waiters: logged at WARN, they end at their heartbeat timeout, and their retry gets the one result', async () => {
+    const { ctx, base } = context();
+    const scope = newScope('sd-own-connection');
+    const otherQueue = `${ctx.taskQueue}-waiters`;
+    // Worker.create without a `connection` opens one of its own (localhost:7233, the SDK's default)
+    // and closes it as run() ends, before the plugin's runWorker goes on to fail the waiters. Only
+    // its address is changed here, to the suite's server: the worker still owns and closes it.
+    const own = jest.spyOn(InternalNativeConnection, 'connect').mockImplementation(function (this: typeof InternalNativeConnection) {
+      return NativeConnection.connect.call(this, { address: process.env.TEMPORAL_ADDRESS }) as Promise<InternalNativeConnection>;
+    });
+    const warn = jest.spyOn(DefaultLogger.prototype, 'warn'); // the runtime's logger, under the harness's ERROR level
+    try {
+      const holderWorker = await startWorker(ctx, base);
+      const waiterWorker = await startWorker({ ...ctx, taskQueue: otherQueue }, base, { worker: { connection: undefined } });
+      expect(own).toHaveBeenCalledTimes(1);
+      const holder = await start(ctx, scope, 6_000, 'heartbeatingJob');
+      await ctx.started('heartbeatingJob', scope);
+      const waiter = await start(ctx, scope, 6_000, 'heartbeatingJob', otherQueue);
+      await parked(ctx, scope, 'heartbeatingJob', 1);
+
+      await waiterWorker.stop();
+      expect(warn).toHaveBeenCalledWith(
+        expect.stringMatching(/^fire-once: could not fail a parked waiter; its heartbeat or start-to-close timeout will end it/),
+        expect.anything(),
+      );
+      const ended = async (h: WorkflowHandle) => (await h.describe()).raw.pendingActivities?.[0]?.lastFailure;
+      await waitUntil('the parked attempt to end', async () => (await ended(waiter)) != null);
+      const failure = await ended(waiter);
+      // A known limit (docs/parked-waiters.md): the failure could not be sent, so the heartbeat
+      // timeout (2 s) ended the attempt, as before 0.3.0; with a connection it is FireOnceInFlight.
+      expect(failure?.timeoutFailureInfo?.timeoutType ?? failure?.applicationFailureInfo?.type).toBe(HEARTBEAT);
+
+      const restarted = await startWorker({ ...ctx, taskQueue: otherQueue }, base);
+      const results = await Promise.all([holder, waiter].map((h) => h.result()));
+      await Promise.all([holderWorker.stop(), restarted.stop()]);
+      oneResult(results, scope);
+      expect(await ctx.count('heartbeatingJob', scope)).toBe(1);
+    } finally {
+      own.mockRestore();
+      warn.mockRestore();
+    }
   });
 
   it("'wait' waiters: the shutdown's cancellation ends their wait, run() resolves and closes the plugin's subscriber, and a restarted worker serves them", async () => {
