@@ -28,20 +28,23 @@ async function acceptedInFirstTask(handle: WorkflowHandle): Promise<boolean> {
 describe('Temporal features: update-with-start', () => {
   const { withWorker } = useFeatures('uws');
 
-  it('scope set before the handler: 3 calls racing on one workflow ID and 2 on new IDs share one dispatch', () =>
+  it('scope set before the handler: 3 calls racing on one workflow ID, 2 on new IDs and a new run of the first ID share one dispatch', () =>
     withWorker(async (ctx) => {
       const scope = newScope('uws');
       const shared = `uws-${randomUUID()}`;
       const ids = [shared, shared, shared, `uws-${randomUUID()}`, `uws-${randomUUID()}`];
       const results = await Promise.all(ids.map((id) => updateWithStart(ctx, 'handlersRun', id, scope, 500)));
-      oneResult(results, scope);
-      expect(await ctx.count('dispatchJob', scope)).toBe(1);
-      for (const id of new Set(ids)) {
+      const finish = async (id: string) => {
         const handle = ctx.client.workflow.getHandle(id);
         expect(await acceptedInFirstTask(handle)).toBe(true);
         await handle.signal(finishSignal);
         await handle.result();
-      }
+      };
+      for (const id of new Set(ids)) await finish(id);
+      results.push(await updateWithStart(ctx, 'handlersRun', shared, scope, 500)); // the first ID's run closed: a new run
+      await finish(shared);
+      oneResult(results, scope);
+      expect(await ctx.count('dispatchJob', scope)).toBe(1);
     }));
 
   it('handler registered before the scope: the update of the start fails with FireOnceMissingScope and dispatches nothing; a later update dispatches once', () =>
