@@ -46,10 +46,17 @@ describe('Temporal features: async activity completion', () => {
   const parked = (ctx: FeatureContext, plugin: FireOncePlugin, scope: string, n: number) =>
     waitUntil(`${n} waiter(s) parked in ${scope}`, async () => (await ctx.redis.llen(plugin.guard.keysFor('default').waiters(scope, 'asyncJob'))) >= n);
 
-  it("'result' mode: the result completed from outside is never stored; each run waits out lockTtlMs and dispatches again, 3 runs, 3 dispatches", () =>
-    withAsyncWorker('result', { lockTtlMs: 2_000 }, async (ctx, plugin, tokens) => {
+  it("'result' mode: the result completed from outside is never stored; each run waits for the lock to expire and dispatches again, 3 runs, 3 dispatches", () =>
+    withAsyncWorker('result', { leaseMs: 5_000, lockTtlMs: 600_000 }, async (ctx, plugin, tokens) => {
       const scope = newScope('async');
       const keys = plugin.guard.keysFor('default');
+      const lockKey = keys.lock(scope, 'asyncJob');
+      /** Once the n-th dispatch holds its lock for lockTtlMs (beyond its 5 s lease), bring the expiry forward: no test waits 10 minutes. */
+      const expireLock = async (n: number) => {
+        await tokens(scope, n);
+        await waitUntil(`the hold after dispatch ${n}`, async () => (await ctx.redis.pttl(lockKey)) > 5_000);
+        await ctx.redis.pexpire(lockKey, 1);
+      };
       const first = await ctx.start('asyncRun', [scope]);
       const [token] = await tokens(scope, 1);
       const pending = await ctx.start('asyncRun', [scope]); // started while the job is pending
@@ -58,17 +65,20 @@ describe('Temporal features: async activity completion', () => {
       await ctx.client.activity.complete(token!, completed);
       expect(await first.result()).toEqual(completed);
       // Completed, yet nothing stored: the lock stands for lockTtlMs, and so does the wait.
-      expect({ artifact: await ctx.redis.exists(keys.artifact(scope, 'asyncJob')), lock: await ctx.redis.exists(keys.lock(scope, 'asyncJob')) }).toEqual({
+      expect({ artifact: await ctx.redis.exists(keys.artifact(scope, 'asyncJob')), heldBeyondLease: (await ctx.redis.pttl(lockKey)) > 5_000 }).toEqual({
         artifact: 0,
-        lock: 1,
+        heldBeyondLease: true,
       });
       const after = await ctx.start('asyncRun', [scope]); // started after the completion
       await parked(ctx, plugin, scope, 2);
       // The lock expires; both waiters are failed so that they retry: one dispatches again and
-      // completes asynchronously too, so the other waits out that lock as well, and dispatches.
+      // completes asynchronously too, so the other waits for that lock as well, and dispatches.
+      await expireLock(1);
+      await expireLock(2);
       const redone = [0, 1].map(() => ({ scope, nonce: randomUUID() }));
-      await ctx.client.activity.complete((await tokens(scope, 2))[1]!, redone[0]);
-      await ctx.client.activity.complete((await tokens(scope, 3))[2]!, redone[1]);
+      const [, second, third] = await tokens(scope, 3);
+      await ctx.client.activity.complete(second!, redone[0]);
+      await ctx.client.activity.complete(third!, redone[1]);
       expect(new Set(await Promise.all([pending.result(), after.result()]))).toEqual(new Set(redone));
       expect(await ctx.count('asyncJob', scope)).toBe(3);
     }));
