@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { WorkflowHandle } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { FireOncePlugin } from '../../src';
+import { FireOnceKeys, parseEvent } from '../../src/core';
 import { guardedActivities, type JobResult } from './fixtures/activities';
 import { sleep } from '../../sample-workflows/shared/redis';
 import { newScope, oneResult, resetToFirstWorkflowTask, useFeatures, type FeatureContext } from '../support/features';
@@ -47,13 +48,13 @@ describe('Temporal features: worker versioning', () => {
     const [workerA, workerB] = await Promise.all([workerOf('A'), workerOf('B')]);
     const runs = await workerA.runUntil(async () => {
       await setCurrent(ctx, deploymentName, 'A');
-      const first = await ctx.start('dispatchRun', [scope, 2_000]);
+      const first = await ctx.start('dispatchRun', [scope, 3_000]);
       await ctx.started('dispatchJob', scope);
       return workerB.runUntil(async () => {
         await setCurrent(ctx, deploymentName, 'B');
-        const second = await ctx.start('dispatchRun', [scope, 2_000]); // while A's job runs
+        const second = await ctx.start('dispatchRun', [scope, 3_000]); // while A's job runs
         const results = await Promise.all([first.result(), second.result()]);
-        const third = await ctx.start('dispatchRun', [scope, 2_000]); // after the commit
+        const third = await ctx.start('dispatchRun', [scope, 3_000]); // after the commit
         results.push(await third.result());
         const builds = await Promise.all([first, second, third].map(buildOf));
         const reset = await resetToFirstWorkflowTask(ctx, first); // build A's run, run again
@@ -64,5 +65,13 @@ describe('Temporal features: worker versioning', () => {
     expect(runs.builds).toEqual(['A', 'B', 'B', 'B']); // a reset run starts on the current build
     oneResult(runs.results, scope);
     expect(await ctx.count('dispatchJob', scope)).toBe(1);
+    // The dispatch log, flushed as the workers stopped: B's run waited for A's job (in its slot, its
+    // one attempt being its last) and got its result, as did the later run and the reset, from the artifact.
+    const decisions: Record<string, number> = {};
+    for (const [, fields] of await ctx.redis.xrange(new FireOnceKeys(ctx.prefix, ctx.client.options.namespace).log(), '-', '+')) {
+      const { decision, scope: of } = parseEvent(fields);
+      if (of === scope) decisions[decision] = (decisions[decision] ?? 0) + 1;
+    }
+    expect(decisions).toEqual({ dispatched: 1, committed: 1, 'in-flight-waited': 1, 'fast-forwarded': 3 });
   });
 });
