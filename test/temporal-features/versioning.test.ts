@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { WorkflowHandle } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
-import { FireOncePlugin } from '../../src';
+import { FireOncePlugin, fireOnce } from '../../src';
 import { FireOnceKeys, parseEvent } from '../../src/core';
-import { guardedActivities, type JobResult } from './fixtures/activities';
-import { sleep } from '../../sample-workflows/shared/redis';
+import { counterKey, type JobResult } from './fixtures/activities';
+import { sleep, waitUntil } from '../../sample-workflows/shared/redis';
 import { newScope, oneResult, resetToFirstWorkflowTask, useFeatures, type FeatureContext } from '../support/features';
 
 /** Make `buildId` the deployment's current version, once its worker has polled and the server knows it. */
@@ -35,26 +35,36 @@ describe('Temporal features: worker versioning', () => {
   it('a run pinned to build A dispatches; a run on build B started meanwhile waits for it; a later run and a reset of A’s run, both on B, fast-forward: one dispatch', async () => {
     const { ctx, base } = context();
     const deploymentName = `fire-once-${randomUUID()}`;
+    const scope = newScope('versioning');
+    const gate = `${ctx.prefix}:gate:${scope}`;
+    // The job runs until the test opens its gate: B's run is sure to find it in flight.
+    const dispatchJob = fireOnce(async (of: string): Promise<JobResult> => {
+      await ctx.redis.incr(counterKey(ctx.prefix, 'dispatchJob', of));
+      await waitUntil(`the gate of ${of}`, async () => (await ctx.redis.exists(gate)) === 1);
+      return { scope: of, nonce: randomUUID() };
+    });
     const workerOf = (buildId: string) =>
       Worker.create({
         connection: base.connection,
         taskQueue: ctx.taskQueue,
         workflowBundle: base.workflowBundle,
-        activities: guardedActivities(ctx.redis, ctx.prefix),
+        activities: { dispatchJob },
         plugins: [new FireOncePlugin({ redis: ctx.redis, keyPrefix: ctx.prefix, pollIntervalMs: 50 })],
         workerDeploymentOptions: { version: { deploymentName, buildId }, useWorkerVersioning: true, defaultVersioningBehavior: 'PINNED' },
       });
-    const scope = newScope('versioning');
     const [workerA, workerB] = await Promise.all([workerOf('A'), workerOf('B')]);
     const runs = await workerA.runUntil(async () => {
       await setCurrent(ctx, deploymentName, 'A');
-      const first = await ctx.start('dispatchRun', [scope, 3_000]);
+      const first = await ctx.start('dispatchRun', [scope, 0]);
       await ctx.started('dispatchJob', scope);
       return workerB.runUntil(async () => {
         await setCurrent(ctx, deploymentName, 'B');
-        const second = await ctx.start('dispatchRun', [scope, 3_000]); // while A's job runs
+        const second = await ctx.start('retriedRun', [scope, 0, 'dispatchJob']); // retried, so it parks
+        const waiters = new FireOnceKeys(ctx.prefix, ctx.client.options.namespace).waiters(scope, 'dispatchJob');
+        await waitUntil(`B's run to park on A's lock`, async () => (await ctx.redis.llen(waiters)) === 1);
+        await ctx.redis.set(gate, 'open');
         const results = await Promise.all([first.result(), second.result()]);
-        const third = await ctx.start('dispatchRun', [scope, 3_000]); // after the commit
+        const third = await ctx.start('dispatchRun', [scope, 0]); // after the commit
         results.push(await third.result());
         const builds = await Promise.all([first, second, third].map(buildOf));
         const reset = await resetToFirstWorkflowTask(ctx, first); // build A's run, run again
@@ -65,13 +75,13 @@ describe('Temporal features: worker versioning', () => {
     expect(runs.builds).toEqual(['A', 'B', 'B', 'B']); // a reset run starts on the current build
     oneResult(runs.results, scope);
     expect(await ctx.count('dispatchJob', scope)).toBe(1);
-    // The dispatch log, flushed as the workers stopped: B's run waited for A's job (in its slot, its
-    // one attempt being its last) and got its result, as did the later run and the reset, from the artifact.
+    // The dispatch log, flushed as the workers stopped: B's run parked on A's lock and was handed
+    // the result when A's job committed; the later run and the reset fast-forwarded.
     const decisions: Record<string, number> = {};
     for (const [, fields] of await ctx.redis.xrange(new FireOnceKeys(ctx.prefix, ctx.client.options.namespace).log(), '-', '+')) {
       const { decision, scope: of } = parseEvent(fields);
       if (of === scope) decisions[decision] = (decisions[decision] ?? 0) + 1;
     }
-    expect(decisions).toEqual({ dispatched: 1, committed: 1, 'in-flight-waited': 1, 'fast-forwarded': 3 });
+    expect(decisions).toEqual({ dispatched: 1, committed: 1, 'in-flight-parked': 1, 'fast-forwarded': 2 });
   });
 });
