@@ -89,3 +89,24 @@ export async function twoRunsThenOne(ctx: FeatureContext, workflow: 'dispatchRun
   const results = await Promise.all(concurrent.map((h) => h.result()));
   return [...results, await (await ctx.start(workflow, [scope, ms])).result()];
 }
+
+/**
+ * Reset `handle`'s run to the end of its first workflow task (before it scheduled anything), as
+ * `temporal workflow reset --type FirstWorkflowTask` does; the new run re-executes from there.
+ * Returns a handle on the new run.
+ */
+export async function resetToFirstWorkflowTask(ctx: FeatureContext, handle: WorkflowHandle): Promise<WorkflowHandle> {
+  const events = (await handle.fetchHistory()).events ?? [];
+  const firstTask = events.find((e) => e.workflowTaskCompletedEventAttributes);
+  if (!firstTask?.eventId) throw new Error(`${handle.workflowId} has no completed workflow task to reset to`);
+  const firstRunId = (await handle.describe()).runId;
+  const { runId } = await ctx.client.workflowService.resetWorkflowExecution({
+    namespace: ctx.client.options.namespace,
+    workflowExecution: { workflowId: handle.workflowId, runId: firstRunId },
+    workflowTaskFinishEventId: firstTask.eventId,
+    requestId: randomUUID(),
+    reason: 'temporal-fire-once reset test',
+  });
+  if (!runId || runId === firstRunId) throw new Error(`reset of ${handle.workflowId} started no new run`);
+  return ctx.client.workflow.getHandle(handle.workflowId, runId);
+}
