@@ -3,7 +3,7 @@ import { CompleteAsyncError, Context } from '@temporalio/activity';
 import { Worker } from '@temporalio/worker';
 import { FireOncePlugin, fireOnce, type FireOncePluginOptions } from '../../src';
 import { counterKey, type JobResult } from './fixtures/activities';
-import { waitUntil } from '../../sample-workflows/shared/redis';
+import { waitUntil } from '../support/wait';
 import { newScope, useFeatures, type FeatureContext } from '../support/features';
 
 // A guarded job that throws CompleteAsyncError: the activity dispatches, gives its slot back, and

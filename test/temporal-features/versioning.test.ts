@@ -5,7 +5,8 @@ import { Worker } from '@temporalio/worker';
 import { FireOncePlugin, fireOnce } from '../../src';
 import { FireOnceKeys, parseEvent } from '../../src/core';
 import { counterKey, guardedActivities, type JobResult } from './fixtures/activities';
-import { sleep, waitUntil } from '../../sample-workflows/shared/redis';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { waitUntil } from '../support/wait';
 import { goSignal } from './fixtures/workflows';
 import { newScope, oneResult, resetToFirstWorkflowTask, useFeatures, type FeatureContext } from '../support/features';
 
