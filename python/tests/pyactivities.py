@@ -84,6 +84,24 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
     async def external_job(counter_id: str) -> None:
         await redis.incr(counter_key(prefix, counter_id))
 
+    async def complete_later(counter_id: str) -> None:
+        """Counts, leaves its task token for the test to complete the activity with, and returns
+        without a result: ``raise_complete_async``."""
+        await redis.incr(counter_key(prefix, counter_id))
+        await redis.set(f"{prefix}:task-token:{counter_id}", activity.info().task_token)
+        activity.raise_complete_async()
+
+    @fire_once()
+    @activity.defn(name="asyncJob")
+    async def async_job(counter_id: str) -> str:
+        await complete_later(counter_id)
+        return "never"  # raise_complete_async() always raises
+
+    @fire_once(artifact=ExternalArtifact(external=lambda ids: FireOnceKeys(prefix).for_namespace(ids.namespace).external(ids.scope, ids.job_type)))
+    @activity.defn(name="externalAsyncJob")
+    async def external_async_job(counter_id: str) -> None:
+        await complete_later(counter_id)
+
     # The external key each scope's call builds: all but the user's own key are refused.
     wrong_keys: dict[str, Callable[[ArtifactIds], Any]] = {
         "s-other-scope": lambda ids: FireOnceKeys(prefix).for_namespace(ids.namespace).external("another-scope", ids.job_type),
@@ -144,6 +162,8 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         await redis.incr(counter_key(prefix, counter_id))
 
     return [
+        async_job,
+        external_async_job,
         context_job,
         unrenewed_job,
         cross_job,

@@ -437,6 +437,37 @@ async def test_an_external_artifact_holds_the_lock_then_fast_forwards_once_the_j
         assert keys.external("s-ext", "externalJob") != FireOnceKeys(prefix).external("s-ext", "externalJob")
 
 
+@pytest.mark.parametrize("job", ["asyncJob", "externalAsyncJob"])
+async def test_a_job_that_completes_asynchronously_keeps_the_lock_and_warns_in_result_mode_whose_result_the_guard_never_sees(
+    temporal_env: Any, client: Redis, prefix: str, job: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As in TypeScript (test/worker/interceptor.test.ts, test/temporal-features/async-completion.test.ts):
+    ``raise_complete_async()`` is neither success nor failure, so the lock stays and nothing is
+    stored; in ``'result'`` mode the result the activity is completed with never reaches the
+    guard, which says so at WARNING."""
+    keys = FireOnceKeys(prefix)
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    with caplog.at_level("WARNING", logger="temporal_fire_once"):
+        async with worker:
+            handle = await temporal_env.client.start_workflow(GuardedCall.run, args=["s-async", job, ["async"]], id=queue, task_queue=queue)
+            for _ in range(200):
+                token = await client.get(f"{prefix}:task-token:async")
+                if token is not None:
+                    break
+                await asyncio.sleep(0.05)
+            assert token is not None
+            assert await client.exists(keys.lock("s-async", job)) == 1
+            assert await client.exists(keys.artifact("s-async", job)) == 0
+            await temporal_env.client.get_async_activity_handle(task_token=token).complete(None if job == "externalAsyncJob" else "done")
+            assert await handle.result() == (None if job == "externalAsyncJob" else "done")
+    warned = [r.getMessage() for r in caplog.records if "completes asynchronously" in r.getMessage()]
+    if job == "asyncJob":
+        assert len(warned) == 1 and "in 'result' mode the result it is completed with never reaches the guard" in warned[0]
+    else:
+        assert warned == []
+    assert await client.get(counter_key(prefix, "async")) == b"1"
+
+
 @pytest.mark.parametrize("scope", ["s-other-scope", "s-other-namespace", "s-lock", "s-result", "s-empty", "s-not-a-string"])
 async def test_an_external_key_of_another_scope_or_namespace_or_of_the_guards_own_is_refused_and_dispatches_nothing(
     temporal_env: Any, client: Redis, prefix: str, scope: str

@@ -12,6 +12,9 @@ import { toApplicationFailure } from './failures';
 import { completerOf } from './park';
 import { completeWaiters, failWaiters, failWaitersWith, settleWaiters, type Completer } from './parked';
 
+const ASYNC_RESULT_WARNING =
+  "fire-once: the job completes asynchronously, but in 'result' mode the result it is completed with never reaches the guard: nothing is stored, and every other run of this step waits for the lock's TTL, then dispatches again. Give the activity artifact: { external } and have the completer write that key before it completes the activity";
+
 /**
  * Record the dispatch and run the activity under a held lock, unless the call was cancelled while
  * the lock was taken: then release it and rethrow. In `'lease'` mode the lease is renewed until the activity
@@ -57,8 +60,10 @@ export async function dispatch(call: GuardedCall, observer: Observer, lease: Lea
     renewal?.stop();
     // Completing asynchronously is neither success nor failure: the job is still running, so
     // the lock stays (held for lockTtlMs, since nothing renews it any more).
-    if (err instanceof CompleteAsyncError) await hold(call, lease, log, renewal);
-    else await releaseAfterFailure(call, observer, lease, log);
+    if (err instanceof CompleteAsyncError) {
+      if (lease.target.externalArtifactKey === undefined) call.ctx.log.warn(ASYNC_RESULT_WARNING, log);
+      await hold(call, lease, log, renewal);
+    } else await releaseAfterFailure(call, observer, lease, log);
     throw err;
   }
   renewal?.stop();

@@ -128,6 +128,37 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     expect(await redis.exists(guard.keys.artifact('s', 'job'))).toBe(0);
   });
 
+  it("WARNs when a 'result'-mode job completes asynchronously, whose result the guard never sees; not in external-artifact mode", async () => {
+    const warned = async (options: FireOnceOptions, scope: string) => {
+      const warnings: string[] = [];
+      const logger = {
+        log: () => undefined,
+        trace: () => undefined,
+        debug: () => undefined,
+        info: () => undefined,
+        error: () => undefined,
+        warn: (m: string) => warnings.push(m),
+      };
+      const activities = {
+        job: guarded(async () => {
+          throw new CompleteAsyncError();
+        }, options),
+      };
+      const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), onInFlight: 'wait', pollIntervalMs: 20 });
+      const env = new MockActivityEnvironment(
+        { namespace: 'default', activityType: 'job', startToCloseTimeoutMs: 10_000, currentAttemptScheduledTimestampMs: Date.now() },
+        { interceptors: [factory], logger },
+      );
+      await expect(env.run(activities.job, scope)).rejects.toBeInstanceOf(CompleteAsyncError);
+      return warnings;
+    };
+    expect(await warned({}, 'async-result')).toEqual([
+      expect.stringMatching(/^fire-once: the job completes asynchronously, but in 'result' mode .* artifact: \{ external \}/),
+    ]);
+    const external = { artifact: { external: ({ scope }: { scope: string }) => guard.keys.external(scope, 'job') } } as FireOnceOptions;
+    expect(await warned(external, 'async-external')).toEqual([]);
+  });
+
   const jobs: [string, () => Promise<string>][] = [
     ['commits', async () => 'ok'],
     ['fails', async () => Promise.reject(ApplicationFailure.nonRetryable('job failed', 'JobFailed'))],

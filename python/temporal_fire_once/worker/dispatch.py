@@ -25,6 +25,11 @@ from .setup import CallSetup
 _logger = logging.getLogger("temporal_fire_once")
 # Raised by activity.raise_complete_async(): neither success nor failure, the job goes on.
 _COMPLETE_ASYNC: type[BaseException] = getattr(activity, "_CompleteAsyncError", type("_Never", (BaseException,), {}))
+_ASYNC_RESULT_WARNING = (
+    "fire-once: the job completes asynchronously, but in 'result' mode the result it is completed with never reaches the guard: "
+    "nothing is stored, and every other run of this step waits for the lock's TTL, then dispatches again. Give the activity "
+    "artifact=ExternalArtifact(...) and have the completer write that key before it completes the activity"
+)
 
 
 @dataclass
@@ -93,6 +98,8 @@ async def dispatch(call: CallSetup, lease: Lease, run: Callable[[], Awaitable[An
     except _COMPLETE_ASYNC:
         if renewal is not None:
             await renewal.stop()
+        if target.external_artifact_key is None:
+            _logger.warning(_ASYNC_RESULT_WARNING)
         await _hold(call, lease, renewal)
         raise
     except BaseException:
