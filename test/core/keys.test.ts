@@ -95,4 +95,27 @@ describe('FireOnceKeys', () => {
       expect(keys.parse(other)).toBeUndefined();
     }
   });
+
+  it('reads back only the encoding encodeId writes: a needless, lower-case or missing escape is another key, never the same ID', () => {
+    // Each decodes to the ID on its right, yet encodeId writes that ID otherwise: read as it, two
+    // keys would name one (scope, step), and a foreign key would pass for the guard's own.
+    const twins: [string, string][] = [
+      ['fin%65', 'fine'],
+      ['chat%3a7', 'chat:7'],
+      ['chat:7', 'chat:7'],
+      ['a b', 'a b'],
+      ['%C3%a9', 'é'],
+      ['é', 'é'],
+    ];
+    for (const [encoded, id] of twins) {
+      expect(encodeId('scope', id)).not.toBe(encoded);
+      expect(() => decodeId(encoded)).toThrow(FireOnceInvalidId);
+      expect(keys.parse(`fire-once:v3:{default/${encoded}}:a:job`)).toBeUndefined();
+      expect(keys.parse(`fire-once:v3:{default/s}:l:${encoded}`)).toBeUndefined();
+      expect(keys.parse(`fire-once:v3:{${encoded}/s}:wake`)).toBeUndefined();
+    }
+    expect(keys.parse('fire-once:v3:{default/%20}:a:job')).toBeUndefined(); // an ID the guard refuses
+    expect(decodeId('fine')).toBe('fine');
+    expect(decodeId('chat%3A7')).toBe('chat:7');
+  });
 });
