@@ -623,6 +623,25 @@ describe('fire-once CLI against a real Redis', () => {
       expect(root.code).toBe(0);
     });
 
+    it('exits 2, touching nothing, when the URL has a query: ioredis reads it as client options, so ?keyPrefix= acts on other keys than the ones named, and ?db=abc crashes', async () => {
+      const { prefix, guard } = fresh('cli-url-query');
+      const target = { scope: 'victim', step: 'summarise', jobType: 'summary' };
+      const held = await guard.acquire(target);
+      if (held.kind !== 'acquired') throw new Error(held.kind);
+      // The same lock record at the key ?keyPrefix=<prefix>:shadow: would make the CLI act on.
+      const shadow = `${prefix}:shadow:${held.lease.lockKey}`;
+      await redis.set(shadow, (await redis.get(held.lease.lockKey))!, 'PX', 60_000);
+      for (const query of [`?keyPrefix=${prefix}:shadow:`, '?db=abc', '?password=s3cret-q']) {
+        for (const args of [['release', 'victim', '--step', 'summarise', '--prefix', prefix, '--force'], ['doctor']]) {
+          const run = await runCli([...args, '--redis', `${url}${url.endsWith('/') ? '' : '/'}${query}`]);
+          expect(run.stderr).toContain(`--redis takes no query string: ioredis would read its parameters ("${query.slice(1, query.indexOf('='))}")`);
+          expect(run.stderr).not.toContain('s3cret-q');
+          expect(run.code).toBe(2);
+        }
+      }
+      expect(await redis.exists(held.lease.lockKey, shadow)).toBe(2);
+    });
+
     it('works as an ACL user limited to its prefix, from REDIS_URL', async () => {
       const { prefix, log } = fresh('cli-acl');
       await record(log, [
