@@ -16,7 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .errors import FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable
+from .errors import FireOnceConfigError, FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable
 from .keys import FireOnceKeys, encode_id
 from .options import GuardOptions, check_redis_client, positive_int
 from .protocol import claim_protocol
@@ -121,6 +121,9 @@ class FireOnceGuard:
 
     def __init__(self, redis: RedisClient, options: GuardOptions | None = None) -> None:
         check_redis_client(redis)
+        if options is not None and not isinstance(options, GuardOptions):
+            # A dict would be ignored when empty and fail untyped otherwise: name the mistake.
+            raise FireOnceConfigError(f"options must be a GuardOptions, e.g. GuardOptions(lock_ttl_ms=60_000) (got {type(options).__name__})")
         self.redis = redis
         self.options = options or GuardOptions()
         self.keys = FireOnceKeys(self.options.key_prefix, self.options.namespace)
