@@ -7,9 +7,10 @@ import {
   FireOnceInvalidId,
   FireOnceProtocolError,
   FireOnceStoreUnavailable,
+  type DispatchTarget,
   type Lease,
 } from '../../src';
-import { ParkingLot, WakeHub, waitForTurn } from '../../src/core';
+import { ParkingLot, WakeHub, waitForTurn, type AcquireOptions } from '../../src/core';
 import { useGuardFixture } from '../support/redis';
 import { lockToken } from '../support/records';
 
@@ -134,6 +135,23 @@ describe('FireOnceGuard on Redis alone', () => {
       new FireOnceInvalidId(`argsHash must be base64url, at most 64 characters (got ${JSON.stringify(argsHash)})`),
     );
     await expect(new ParkingLot(guard).park({ ...target, argsHash }, Buffer.from('token'))).rejects.toBeInstanceOf(FireOnceInvalidId);
+    expect(await keys()).toEqual(before);
+  });
+
+  it('refuses a target field or per-call option with an unknown name, before asking Redis anything, as the Python dataclasses do', async () => {
+    // A misspelt namespace would file the call under the guard's default namespace, and share that
+    // namespace's locks and results; a misspelt argsHash would skip the conflict check.
+    const other = new FireOnceGuard({ redis, keyPrefix: prefix, namespace: 'tenant-a' });
+    const stored = await other.acquire(target);
+    if (stored.kind !== 'acquired') throw new Error(stored.kind);
+    await other.commit(stored.lease, Buffer.from('tenant-a result'));
+    const keys = () => redis.keys(`${prefix}*`);
+    const before = await keys();
+    const misspelt = { ...target, namespce: 'tenant-b' } as unknown as DispatchTarget;
+    await expect(other.acquire(misspelt)).rejects.toThrow(new FireOnceConfigError('acquire: unknown target field "namespce"'));
+    await expect(other.acquire({ ...target, argHash: 'h1' } as unknown as DispatchTarget)).rejects.toThrow('acquire: unknown target field "argHash"');
+    await expect(other.acquire(target, { lockTTLMs: 5 } as unknown as AcquireOptions)).rejects.toThrow('acquire: unknown option "lockTTLMs"');
+    await expect(new ParkingLot(other).park(misspelt, Buffer.from('token'))).rejects.toThrow('park: unknown target field "namespce"');
     expect(await keys()).toEqual(before);
   });
 
