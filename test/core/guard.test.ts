@@ -10,7 +10,7 @@ import {
   type DispatchTarget,
   type Lease,
 } from '../../src';
-import { ParkingLot, WakeHub, waitForTurn, type AcquireOptions } from '../../src/core';
+import { ParkingLot, WakeHub, waitForTurn, type AcquireOptions, type WaitOptions } from '../../src/core';
 import { useGuardFixture } from '../support/redis';
 import { lockToken } from '../support/records';
 
@@ -213,6 +213,25 @@ describe('FireOnceGuard on Redis alone', () => {
       setTimeout(() => void guard.commit(holder.lease, Buffer.from('done')), 100);
       const outcome = await waitForTurn(guard, target, held, {}, { pollIntervalMs: 20, deadline: Date.now() + 5_000 });
       expect(outcome.kind).toBe('fast-forward');
+    });
+
+    it.each<[string, Record<string, unknown>, string]>([
+      ['a NaN poll interval', { pollIntervalMs: NaN }, 'waitForTurn: pollIntervalMs must be a positive integer (got NaN)'],
+      ['a zero poll interval', { pollIntervalMs: 0 }, 'waitForTurn: pollIntervalMs must be a positive integer (got 0)'],
+      ['no poll interval (a misspelt name)', { pollInterval: 20 }, 'waitForTurn: unknown option "pollInterval"'],
+      ['a NaN deadline', { deadline: NaN }, 'waitForTurn: deadline must be a finite number of epoch milliseconds (got NaN)'],
+      ['no deadline', { deadline: undefined }, 'waitForTurn: deadline must be a finite number of epoch milliseconds (got undefined)'],
+    ])('refuses %s with FireOnceConfigError, where it would poll Redis every millisecond, for ever', async (_name, bad, message) => {
+      const holder = await guard.acquire(target);
+      if (holder.kind !== 'acquired') throw new Error('expected acquired');
+      const held = await guard.acquire(target);
+      if (held.kind !== 'held') throw new Error('expected held');
+      const acquires = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+      const before = await acquires();
+      const options = { pollIntervalMs: 20, deadline: Date.now() + 5_000, signal: AbortSignal.timeout(500), ...bad } as unknown as WaitOptions;
+      if ('pollInterval' in bad) delete (options as { pollIntervalMs?: number }).pollIntervalMs;
+      await expect(waitForTurn(guard, target, held, {}, options)).rejects.toThrow(new FireOnceConfigError(message));
+      expect((await acquires()) - before).toBeLessThan(5);
     });
 
     it('competes again and acquires when the holder fails and releases', async () => {
