@@ -297,6 +297,7 @@ export class FireOnceGuard {
    * if the commit lands after all.
    */
   async commit(lease: Lease, artifact: Buffer, options: { readonly artifactTtlMs?: number } = {}): Promise<Committed> {
+    checkKnownKeys('commit', options, ['artifactTtlMs']);
     const ttl = callDuration('artifactTtlMs', options.artifactTtlMs, this.options.artifactTtlMs);
     const record = artifactArgument(lease.target.argsHash ?? '', artifact);
     return this.store.run(

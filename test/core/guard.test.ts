@@ -153,6 +153,12 @@ describe('FireOnceGuard on Redis alone', () => {
     await expect(other.acquire(target, { lockTTLMs: 5 } as unknown as AcquireOptions)).rejects.toThrow('acquire: unknown option "lockTTLMs"');
     await expect(new ParkingLot(other).park(misspelt, Buffer.from('token'))).rejects.toThrow('park: unknown target field "namespce"');
     expect(await keys()).toEqual(before);
+    // A misspelt artifact TTL on commit would store the result for the guard's default TTL.
+    const held = await other.acquire({ ...target, scope: 'session-2' });
+    if (held.kind !== 'acquired') throw new Error(held.kind);
+    const commitOptions = { artifactTTLMs: 5_000 } as unknown as { artifactTtlMs?: number };
+    await expect(other.commit(held.lease, Buffer.from('r'), commitOptions)).rejects.toThrow(new FireOnceConfigError('commit: unknown option "artifactTTLMs"'));
+    expect(await redis.exists(held.lease.artifactKey)).toBe(0);
   });
 
   it('validates options, naming the field', () => {
