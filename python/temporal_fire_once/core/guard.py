@@ -255,7 +255,10 @@ class FireOnceGuard:
         return bool(reply == 1)
 
     async def log_append(self, namespace: str | None, max_len: int, entries: list[list[tuple[str, str]]]) -> int:
-        """Append dispatch-log entries (PROTOCOL.md section 9) in one round trip."""
+        """Append dispatch-log entries (PROTOCOL.md section 9) in one round trip. ``max_len`` goes to
+        every ``XADD ... MAXLEN ~``: anything but a positive integer is ``FireOnceConfigError``
+        (0 would trim the stream to nothing, and Redis refuses a float or a negative)."""
+        positive_int("max_len", max_len, 100_000_000, "entries")
         key = self.keys_for(namespace).log()
         args: list[str | bytes | int] = [max_len]
         for entry in entries:
