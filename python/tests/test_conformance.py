@@ -14,7 +14,8 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 from temporalio.converter import PayloadConverter
 
-from temporal_fire_once.core import PROTOCOL_SCRIPTS, PROTOCOL_VERSION, parse_artifact, parse_lock
+from temporal_fire_once.core import PROTOCOL_SCRIPTS, PROTOCOL_VERSION, FireOnceKeys, encode_id, parse_artifact, parse_lock
+from temporal_fire_once.core.errors import FireOnceInvalidId
 from temporal_fire_once.worker.args_hash import args_hash
 
 from .conftest import REPO
@@ -139,3 +140,20 @@ def test_artifact_record(case: dict[str, Any]) -> None:
     artifact = parse_artifact(_bytes_of(case))
     read = None if artifact is None else {"argsHash": artifact.args_hash, "payload": base64.b64encode(artifact.payload).decode()}
     assert read == case["artifact"]
+
+
+@pytest.mark.parametrize("case", SPEC["ids"]["encode"], ids=[c["name"] for c in SPEC["ids"]["encode"]])
+def test_id_encoding(case: dict[str, Any]) -> None:
+    """An ID and its encoding in keys, or the problem that refuses it (PROTOCOL.md section 2)."""
+    try:
+        got = {"encoded": encode_id("scope", case["id"])}
+    except FireOnceInvalidId as err:
+        got = {"problem": str(err)}
+    assert got == ({"encoded": case["encoded"]} if "encoded" in case else {"problem": case["problem"]})
+
+
+@pytest.mark.parametrize("case", SPEC["ids"]["decode"], ids=[c["name"] for c in SPEC["ids"]["decode"]])
+def test_id_read_back_from_a_key(case: dict[str, Any]) -> None:
+    """A key reader takes an ID only in the one encoding ``encode_id`` writes; anything else is no key of the guard's."""
+    parsed = FireOnceKeys("fire-once").parse(f"fire-once:v3:{{default/{case['encoded']}}}:l:st")
+    assert (None if parsed is None else parsed.scope) == case["id"]

@@ -98,6 +98,29 @@ def test_a_worker_wide_skip_is_refused_and_per_activity_it_stays_allowed() -> No
     assert fire_once(on_in_flight="skip") is not None
 
 
+async def test_options_that_are_not_guard_options_are_refused_with_a_config_error(redis_url: str) -> None:
+    """A dict of options (a JavaScript habit) is neither used nor ignored: ``FireOnceConfigError``
+    naming the type, as the TypeScript guard refuses options that are not an object."""
+    client = Redis.from_url(redis_url)
+    for options in ({"lock_ttl_ms": 5_000}, {}, "fire-once", 7):
+        with pytest.raises(FireOnceConfigError, match=r"options must be a GuardOptions"):
+            FireOnceGuard(client, options)  # type: ignore[arg-type]
+    await client.aclose()
+
+
+async def test_log_append_refuses_a_cap_that_is_no_positive_integer_and_writes_nothing(client: Redis, prefix: str) -> None:
+    """``log_append`` sends its cap to every ``XADD ... MAXLEN ~``: 0 trims the stream to nothing,
+    and Redis refuses a float or a negative, as ``new DispatchLog(redis, keys, maxLen)`` in TypeScript
+    (defect 70)."""
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    entry = [[("decision", "dispatched"), ("scope", "s")]]
+    for max_len in (0, -5, 1.5, float("nan"), True):
+        with pytest.raises(FireOnceConfigError, match=r"max_len must be a positive integer"):
+            await guard.log_append(None, max_len, entry)  # type: ignore[arg-type]
+    assert await client.exists(guard.keys.log()) == 0
+    assert await guard.log_append(None, 10, entry) == 1
+
+
 async def test_a_client_that_decodes_responses_is_refused_at_construction(redis_url: str) -> None:
     from redis.asyncio import RedisCluster
 

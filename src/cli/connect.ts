@@ -66,6 +66,15 @@ export function connectNode({ url, timeoutMs }: ConnectOptions): Promise<Redis> 
   if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
     throw new CliError(`--redis must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
   }
+  // ioredis reads every query parameter as a client option, over the CLI's own: `?keyPrefix=x:`
+  // would prefix every key the CLI touches but not the keys it prints or SCANs for, and `?db=abc`
+  // crashes it. The URL form the CLI documents has none.
+  if (parsed.search !== '') {
+    throw new CliError(
+      `--redis takes no query string: ioredis would read its parameters (${[...parsed.searchParams.keys()].map((k) => JSON.stringify(k)).join(', ')}) as client options; use redis://[user:password@]host:port[/db]`,
+      EXIT.usage,
+    );
+  }
   // ioredis reads the database with parseInt: `/abc` crashes it with an uncaught error, `/1x` is database 1.
   if (!/^(?:\/\d*)?$/.test(parsed.pathname)) {
     throw new CliError(

@@ -1,4 +1,4 @@
-import { PROTOCOL_VERSION, decodeId, encodeId, type FireOnceKeys, type IdKind } from '../core/keys';
+import { PROTOCOL_VERSION, decodeId, type FireOnceKeys } from '../core/keys';
 import { claimProtocol } from '../core/protocol';
 import { formatArtifact } from '../core/records';
 import type { RedisClient } from '../core/scripts';
@@ -39,7 +39,6 @@ export interface MigrateResult {
 }
 
 const V2_KEY = /^\{([^{}]+)\}:(artifact|lock|fence|external):([^:]+)$/;
-const ID_KIND: Readonly<Record<V2Key['kind'], IdKind>> = { artifact: 'jobType', lock: 'step', fence: 'step' };
 /** How many unreadable keys an error names before it says "and N more". */
 const NAMED_AT_MOST = 10;
 
@@ -117,7 +116,9 @@ async function refuseOtherProtocol(redis: RedisClient, keys: FireOnceKeys): Prom
 
 /**
  * Every v2-shaped key under the prefix but the external ones; exit 8, before anything is written,
- * if one names an ID that does not decode or that the guard refuses: v2 encoded its IDs as v3 does.
+ * if one names an ID that does not decode, that the guard refuses, or that is encoded otherwise than
+ * v2 wrote it (v2 encoded its IDs as v3 does): read as the ID it decodes to, such a key would pass for
+ * that scope's own, and its value would be copied over the real result.
  */
 async function v2KeysOf(redis: RedisClient, prefix: string): Promise<V2Key[]> {
   const found: V2Key[] = [];
@@ -126,8 +127,8 @@ async function v2KeysOf(redis: RedisClient, prefix: string): Promise<V2Key[]> {
     const match = V2_KEY.exec(key.slice(prefix.length + 1));
     if (match === null || match[2] === 'external') continue;
     const kind = match[2] as V2Key['kind'];
-    const scope = readId('scope', match[1]);
-    const id = readId(ID_KIND[kind], match[3]);
+    const scope = readId(match[1]);
+    const id = readId(match[3]);
     if (scope === undefined || id === undefined) unreadable.push(key);
     else found.push({ key, scope, kind, id });
   }
@@ -143,12 +144,10 @@ async function v2KeysOf(redis: RedisClient, prefix: string): Promise<V2Key[]> {
   return found;
 }
 
-/** The ID an encoded key part stands for, if it decodes to an ID the guard accepts. */
-function readId(kind: IdKind, encoded: string): string | undefined {
+/** The ID an encoded key part stands for, if it is an ID the guard accepts, encoded as v2 (and v3) wrote it. */
+function readId(encoded: string): string | undefined {
   try {
-    const id = decodeId(encoded);
-    encodeId(kind, id);
-    return id;
+    return decodeId(encoded);
   } catch {
     return undefined;
   }

@@ -121,10 +121,12 @@ export class Tally {
       ),
       decision,
     );
-    const artifact = `${jobType}\u0000${scope}`;
+    // JSON of the IDs, not the IDs joined by a separator: an ID may hold any character, NUL too, and
+    // "j" + "a\0b" must never meet "j\0a" + "b".
+    const artifact = JSON.stringify([jobType, scope]);
     if (decision === 'invalidated') this.invalidations.set(artifact, (this.invalidations.get(artifact) ?? 0) + 1);
     else if (decision === 'dispatched') {
-      const group = `${artifact}\u0000${step}\u0000${this.invalidations.get(artifact) ?? 0}`;
+      const group = JSON.stringify([jobType, scope, step, this.invalidations.get(artifact) ?? 0]);
       getOr(this.dispatched, group, () => ({ jobType, scope, step, ids: [] })).ids.push(id);
     } else if (holder !== undefined && OUTCOMES.has(decision)) this.outcomes.set(holder, decision);
   }

@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import { checkKnownKeys, duration, positiveInteger, resolveSpecs, type OptionSpecs } from './options';
 import type { WakeHub } from './wake';
 
 /** Bounds of the in-worker artifact cache. */
@@ -30,6 +31,13 @@ export interface ArtifactCacheOptions {
  * ```
  */
 export const ARTIFACT_CACHE_DEFAULTS = Object.freeze({ maxEntries: 10_000, maxBytes: 64 * 1024 * 1024, maxAgeMs: 60_000 } as const);
+
+/** Each bound of the cache, with its default and its check: the plugin's `localCache` and the constructor resolve them alike. */
+export const ARTIFACT_CACHE_OPTIONS = {
+  maxEntries: { default: ARTIFACT_CACHE_DEFAULTS.maxEntries, check: positiveInteger('entries', 10_000_000) },
+  maxBytes: { default: ARTIFACT_CACHE_DEFAULTS.maxBytes, check: positiveInteger('bytes', 16 * 1024 * 1024 * 1024) },
+  maxAgeMs: duration(ARTIFACT_CACHE_DEFAULTS.maxAgeMs),
+} as const satisfies OptionSpecs;
 
 interface Entry {
   readonly bytes: Buffer;
@@ -69,12 +77,22 @@ export class ArtifactCache {
     this.lru.delete(key);
   };
 
-  constructor(readonly options: Required<ArtifactCacheOptions>) {
+  readonly options: Required<ArtifactCacheOptions>;
+
+  /**
+   * Throws `FireOnceConfigError` for a bound that is no positive integer, or of another name: a
+   * `maxAgeMs` of 0 would make the LRU keep entries past their artifact's TTL (0 is "no TTL" to
+   * it), and `NaN` fail in the LRU untyped.
+   */
+  constructor(options: Required<ArtifactCacheOptions>) {
+    checkKnownKeys('ArtifactCache', options, Object.keys(ARTIFACT_CACHE_OPTIONS));
+    const bounds = resolveSpecs(ARTIFACT_CACHE_OPTIONS, options as Record<string, unknown>, 'ArtifactCache: ');
+    this.options = bounds;
     this.lru = new LRUCache<string, Entry>({
-      max: options.maxEntries,
-      maxSize: options.maxBytes,
+      max: bounds.maxEntries,
+      maxSize: bounds.maxBytes,
       sizeCalculation: (entry) => entry.bytes.length + 1,
-      ttl: options.maxAgeMs,
+      ttl: bounds.maxAgeMs,
     });
   }
 

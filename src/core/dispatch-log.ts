@@ -1,6 +1,7 @@
 import type { FireOnceKeys } from './keys';
 import { logAppendScript, type RedisClient } from './scripts';
 import { atMost } from './store-calls';
+import { positiveInteger } from './options';
 
 /** Every decision the guard records. */
 export type Decision =
@@ -114,9 +115,13 @@ export class DispatchLog {
     private readonly redis: RedisClient,
     /** The key layout; each event goes to its namespace's stream. */
     readonly keys: FireOnceKeys,
-    /** Approximate cap on each stream's length. */
+    /** Approximate cap on each stream's length: a positive integer, as `dispatchLogMaxLen` takes it. */
     readonly maxLen: number,
-  ) {}
+  ) {
+    // It goes to every XADD as MAXLEN ~: Redis refuses NaN, a fraction or a negative (every batch
+    // dropped), and 0 trims the stream to almost nothing.
+    positiveInteger('entries', 100_000_000)('DispatchLog: maxLen', maxLen);
+  }
 
   /** Queue one event; returns at once. */
   record(event: DispatchEvent): void {

@@ -1,8 +1,15 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable, type FireOnceErrorContext } from './errors';
+import {
+  FireOnceConfigError,
+  FireOnceCorruptArtifact,
+  FireOnceKeyConflict,
+  FireOnceProtocolError,
+  FireOnceStoreUnavailable,
+  type FireOnceErrorContext,
+} from './errors';
 import { FireOnceKeys, encodeId } from './keys';
-import { GUARD_OPTIONS, callDuration, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
+import { GUARD_OPTIONS, callDuration, checkKnownKeys, describe, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
 import { artifactArgument, checkArgsHash, lockTail, parseArtifact, parseLock } from './records';
 import {
   ACQUIRE_REPLY,
@@ -47,6 +54,20 @@ export interface DispatchTarget {
    * scope and step but another hash gets `FireOnceKeyConflict`. Omit it to skip the check.
    */
   readonly argsHash?: string;
+}
+
+const TARGET_FIELDS: readonly (keyof DispatchTarget)[] = ['scope', 'step', 'jobType', 'namespace', 'externalArtifactKey', 'holder', 'argsHash'];
+
+/**
+ * Throws {@link FireOnceConfigError} for a target that is not an object or has a field of another
+ * name: a misspelt `namespace` would file the call under the guard's own namespace, sharing its
+ * locks and results, and a misspelt `argsHash` would skip the conflict check.
+ */
+export function checkTarget(where: string, target: unknown): void {
+  if (target === null || typeof target !== 'object') throw new FireOnceConfigError(`${where}: target must be an object (got ${describe(target)})`);
+  for (const field of Object.keys(target)) {
+    if (!(TARGET_FIELDS as readonly string[]).includes(field)) throw new FireOnceConfigError(`${where}: unknown target field ${JSON.stringify(field)}`);
+  }
 }
 
 /** A held lock: what {@link FireOnceGuard.commit} and {@link FireOnceGuard.release} need. */
@@ -190,9 +211,12 @@ export class FireOnceGuard {
 
   /**
    * One round trip: fast-forward if the artifact exists, otherwise try to take the lock with a
-   * fresh token. Invalid IDs throw `FireOnceInvalidId` before Redis is asked anything.
+   * fresh token. Invalid IDs throw `FireOnceInvalidId`, and a target field or option of another
+   * name `FireOnceConfigError`, before Redis is asked anything.
    */
   async acquire(target: DispatchTarget, options: AcquireOptions = {}): Promise<AcquireOutcome> {
+    checkTarget('acquire', target);
+    checkKnownKeys('acquire', options, ['lockTtlMs', 'readTtl']);
     const lockTtlMs = callDuration('lockTtlMs', options.lockTtlMs, this.options.lockTtlMs);
     const argsHash = checkArgsHash(target.argsHash);
     const base = this.keysFor(target.namespace).scopeBase(target.scope);
@@ -273,6 +297,7 @@ export class FireOnceGuard {
    * if the commit lands after all.
    */
   async commit(lease: Lease, artifact: Buffer, options: { readonly artifactTtlMs?: number } = {}): Promise<Committed> {
+    checkKnownKeys('commit', options, ['artifactTtlMs']);
     const ttl = callDuration('artifactTtlMs', options.artifactTtlMs, this.options.artifactTtlMs);
     const record = artifactArgument(lease.target.argsHash ?? '', artifact);
     return this.store.run(

@@ -44,7 +44,10 @@ export function encodeId(kind: IdKind, id: unknown): string {
 }
 
 /**
- * Inverse of {@link encodeId}; used by tests and tooling that read keys back.
+ * Inverse of {@link encodeId}; used by tooling that reads keys back. Takes only what `encodeId`
+ * writes: a needless or lower-case escape (`fin%65`, `%3a`), a character left unescaped (`a:b`),
+ * a malformed escape or an ID the guard refuses throws {@link FireOnceInvalidId}, so that no two
+ * keys read back as one ID and a key of someone else's never passes for the guard's own.
  *
  * @example
  * ```ts
@@ -53,7 +56,14 @@ export function encodeId(kind: IdKind, id: unknown): string {
  * ```
  */
 export function decodeId(encoded: string): string {
-  return decodeURIComponent(encoded);
+  let id: string;
+  try {
+    id = decodeURIComponent(encoded);
+  } catch {
+    throw new FireOnceInvalidId(`${JSON.stringify(encoded)} is not an encoded ID: a malformed escape`);
+  }
+  if (encodeId('scope', id) !== encoded) throw new FireOnceInvalidId(`${JSON.stringify(encoded)} is not the encoding encodeId writes`);
+  return id;
 }
 
 /** Keys prefixes must be plain: no braces, globs or whitespace. */
@@ -186,7 +196,8 @@ export class FireOnceKeys {
 
   /**
    * Read back a scope key or wake channel of this prefix, in any namespace; `undefined` for
-   * anything else (another prefix, the log, another protocol version, IDs that do not decode).
+   * anything else (another prefix, the log, another protocol version, IDs that {@link decodeId}
+   * refuses: encoded otherwise than `encodeId` writes them).
    */
   parse(key: string): ParsedKey | undefined {
     if (!key.startsWith(`${this.root}{`)) return undefined;
@@ -197,7 +208,7 @@ export class FireOnceKeys {
       const base = { namespace: decodeId(ns), scope: decodeId(scope) };
       return wake === undefined ? { ...base, kind: TAG_KINDS[tag], id: decodeId(id) } : { ...base, kind: 'wake' };
     } catch {
-      return undefined; // a malformed escape: a key someone else wrote in this shape
+      return undefined; // an ID encodeId never writes so: a key someone else wrote in this shape
     }
   }
 

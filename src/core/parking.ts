@@ -1,5 +1,5 @@
 import { FireOnceCorruptArtifact, FireOnceProtocolError } from './errors';
-import { WAITERS_GRACE_MS, conflict, contextOf, differs, storedPayload, type DispatchTarget, type FireOnceGuard } from './guard';
+import { WAITERS_GRACE_MS, checkTarget, conflict, contextOf, differs, storedPayload, type DispatchTarget, type FireOnceGuard } from './guard';
 import { checkArgsHash, formatWaiter, parseArtifact, parseLock } from './records';
 import { PARK_REPLY, REAP_REPLY, parkScript, reapScript } from './scripts';
 import { StoreCalls } from './store-calls';
@@ -74,6 +74,7 @@ export class ParkingLot {
 
   /** Register `taskToken` (and the args hash of `target`) on the lock of `target` if it is still held; one round trip. */
   async park(target: DispatchTarget, taskToken: Uint8Array): Promise<ParkOutcome> {
+    checkTarget('park', target);
     const argsHash = checkArgsHash(target.argsHash);
     const spot = this.spot(target);
     const reply = await this.store.run(

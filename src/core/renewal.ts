@@ -1,5 +1,6 @@
 import { FireOnceLockLost } from './errors';
 import { holderId, type FireOnceGuard, type Lease } from './guard';
+import { MAX_DURATION_MS, positiveInteger } from './options';
 
 /** A running lease renewal. */
 export interface Renewal {
@@ -39,6 +40,9 @@ export interface Renewal {
  * ```
  */
 export function startRenewal(guard: FireOnceGuard, lease: Lease, leaseMs: number, onLost: (err: FireOnceLockLost) => void): Renewal {
+  // A lease that is no positive integer (NaN, 0) would fail every renewal before Redis, every
+  // millisecond, and, as no time is ever "a whole lease", never signal the lapsed lock as lost.
+  positiveInteger('ms', MAX_DURATION_MS)('startRenewal: leaseMs', leaseMs);
   // The signal is built on first read: most jobs never read it, and an AbortController costs a few
   // microseconds (bench/RESULTS.md, issue 11). Read after the loss, it is born aborted.
   let controller: AbortController | undefined;

@@ -1,5 +1,6 @@
-import { FireOnceInFlight } from './errors';
+import { FireOnceConfigError, FireOnceInFlight } from './errors';
 import type { AcquireOptions, AcquireOutcome, DispatchTarget, FireOnceGuard } from './guard';
+import { checkKnownKeys, describe, positiveInteger } from './options';
 import type { WakeHub } from './wake';
 
 /** How {@link waitForTurn} waits. */
@@ -56,6 +57,7 @@ export async function waitForTurn(
   acquire: AcquireOptions,
   wait: WaitOptions,
 ): Promise<TurnOutcome> {
+  checkWaitOptions(wait);
   const bell = new Bell();
   const channel = await joinWakeChannel(guard, target, wait.wake, () => bell.ring());
   try {
@@ -81,6 +83,18 @@ export async function waitForTurn(
     }
   } finally {
     channel.leave();
+  }
+}
+
+/**
+ * A poll interval or deadline that is not a number would make the wait poll Redis every
+ * millisecond (a `setTimeout` of `NaN` is 1 ms), and without a finite deadline it never gives up.
+ */
+function checkWaitOptions(wait: WaitOptions): void {
+  checkKnownKeys('waitForTurn', wait, ['pollIntervalMs', 'deadline', 'signal', 'onPoll', 'wake']);
+  positiveInteger('ms', 60_000)('waitForTurn: pollIntervalMs', wait.pollIntervalMs);
+  if (typeof wait.deadline !== 'number' || !Number.isFinite(wait.deadline)) {
+    throw new FireOnceConfigError(`waitForTurn: deadline must be a finite number of epoch milliseconds (got ${describe(wait.deadline)})`);
   }
 }
 

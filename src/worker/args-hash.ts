@@ -18,7 +18,7 @@ const BINARY_NULL = 'binary/null';
  */
 export function argsHash(options: FireOnceOptions, args: readonly unknown[], converter: PayloadConverter): string {
   if (options.onConflict === 'ignore') return '';
-  const values = options.conflictKey === undefined ? args : [options.conflictKey(args as unknown[])];
+  const values = options.conflictKey === undefined ? args : [notAPromise(options.conflictKey(args as unknown[]))];
   const hash = createHash('sha256');
   for (const value of values) {
     const payload = toPayload(converter, value);
@@ -33,6 +33,19 @@ export function argsHash(options: FireOnceOptions, args: readonly unknown[], con
     hash.update(`${payload.data?.length ?? 0}:`).update(payload.data ?? new Uint8Array());
   }
   return hash.digest('base64url');
+}
+
+/**
+ * `value`, unless it is a Promise (or any thenable): an option function written `async` returns
+ * one, which the payload converter would hash as `{}` for every call, so no conflict would ever be
+ * found. Throws {@link FireOnceConfigError}, after making sure a rejection is not left unhandled.
+ */
+export function notAPromise<T>(value: T): T {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return value;
+  const then = (value as { then?: unknown }).then;
+  if (typeof then !== 'function') return value;
+  then.call(value, undefined, () => undefined);
+  throw new FireOnceConfigError('returned a Promise: it must return the value itself (a synchronous function, not an async one)');
 }
 
 /** The arguments reached the worker through this converter, so only a `conflictKey` value can fail here. */

@@ -12,7 +12,7 @@ import { ParkingLot } from '../core/parking';
 import { waitForTurn, type TurnOutcome } from '../core/wait';
 import type { WakeHub } from '../core/wake';
 import { checkActivityOptions, type FireOnceOptions } from './activity-options';
-import { argsHash } from './args-hash';
+import { argsHash, notAPromise } from './args-hash';
 import { decodeArtifact, resultOf } from './artifact';
 import { dispatch } from './dispatch';
 import { toApplicationFailure } from './failures';
@@ -282,7 +282,7 @@ function resolveTarget({ setup, options, ctx, input }: GuardedCall): DispatchTar
  */
 function userOption<T>(name: 'scope' | 'conflictKey' | 'artifact.external', activityType: string, fn: () => T): T {
   try {
-    return fn();
+    return notAPromise(fn());
   } catch (err) {
     const why = err instanceof FireOnceConfigError ? err.message : `threw: ${String(err)}`;
     throw new FireOnceConfigError(`the ${name} option of activity ${JSON.stringify(activityType)} ${why}`, { activityType }, { cause: err });

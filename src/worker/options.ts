@@ -1,4 +1,4 @@
-import { ARTIFACT_CACHE_DEFAULTS, type ArtifactCacheOptions } from '../core/artifact-cache';
+import { ARTIFACT_CACHE_DEFAULTS, ARTIFACT_CACHE_OPTIONS, type ArtifactCacheOptions } from '../core/artifact-cache';
 import { FireOnceConfigError } from '../core/errors';
 import { encodeId } from '../core/keys';
 import {
@@ -68,14 +68,8 @@ function cacheBounds(label: string, value: unknown): Required<ArtifactCacheOptio
     throw new FireOnceConfigError(`${label} must be a boolean or { maxEntries, maxBytes, maxAgeMs } (got ${describe(value)})`);
   }
   checkKnownKeys(label, value, ['maxEntries', 'maxBytes', 'maxAgeMs']);
-  return resolveSpecs(CACHE_OPTIONS, value as Record<string, unknown>, `${label}.`);
+  return resolveSpecs(ARTIFACT_CACHE_OPTIONS, value as Record<string, unknown>, `${label}.`);
 }
-
-const CACHE_OPTIONS = {
-  maxEntries: { default: ARTIFACT_CACHE_DEFAULTS.maxEntries, check: positiveInteger('entries', 10_000_000) },
-  maxBytes: { default: ARTIFACT_CACHE_DEFAULTS.maxBytes, check: positiveInteger('bytes', 16 * 1024 * 1024 * 1024) },
-  maxAgeMs: duration(ARTIFACT_CACHE_DEFAULTS.maxAgeMs),
-} as const;
 
 /**
  * The worker-wide defaults of guarded activities, each declared once with its default and unit:

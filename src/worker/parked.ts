@@ -6,6 +6,7 @@ import { FireOnceError, FireOnceStoreUnavailable } from '../core/errors';
 import { WAITERS_GRACE_MS, differs } from '../core/guard';
 import type { ParkingLot, ParkingSpot, ReapOutcome } from '../core/parking';
 import { parseWaiter } from '../core/records';
+import { MAX_DURATION_MS, positiveInteger } from '../core/options';
 import { atMost } from '../core/store-calls';
 import { converterFailure, decodeArtifact, encodeArtifact, resultOf } from './artifact';
 import { toApplicationFailure } from './failures';
@@ -228,6 +229,8 @@ export class ParkedWatch {
     private readonly lot: ParkingLot,
     reapEveryMs: number,
   ) {
+    // A period that is no positive integer would make its timer fire every millisecond (NaN, 0).
+    positiveInteger('ms', MAX_DURATION_MS)('ParkedWatch: reapEveryMs', reapEveryMs);
     this.reapEveryMs = Math.min(reapEveryMs, MAX_REAP_EVERY_MS);
   }
 

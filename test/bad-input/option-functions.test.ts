@@ -5,7 +5,8 @@ import { asFailure, differences, dispatchCounter, runActivity, settle, type KeyS
 // The option functions a user writes (scope, conflictKey, artifact.external) run on every call. One
 // that throws, or a conflictKey value the payload converter refuses, is a bug in the worker's
 // configuration: a non-retryable FireOnceConfigError naming the option, not an untyped error that
-// Temporal would retry for ever. Nothing is dispatched and every key stays as it was.
+// Temporal would retry for ever; so is one written `async`, whose Promise would hash as `{}` for
+// every call or be no scope or key. Nothing is dispatched and every key stays as it was.
 describe('bad input: option functions that throw', () => {
   const fx = useBadInputFixture('bad-option-fn');
   let redis: Redis;
@@ -24,6 +25,26 @@ describe('bad input: option functions that throw', () => {
       'conflictKey returns a value the payload converter refuses (a BigInt)',
       { scope: ([s]) => s, conflictKey: () => 10n },
       /the conflictKey option of activity "summarise" gave a value the payload converter cannot serialise \(\w+\)/,
+    ],
+    [
+      'conflictKey is async (returns a Promise, which the converter would hash as {} for every call)',
+      { scope: ([s]) => s, conflictKey: async ([s]) => s },
+      /the conflictKey option of activity "summarise" returned a Promise: it must return the value itself/,
+    ],
+    [
+      'conflictKey is async and rejects (no unhandled rejection)',
+      { scope: ([s]) => s, conflictKey: async () => boom() },
+      /the conflictKey option of activity "summarise" returned a Promise: it must return the value itself/,
+    ],
+    [
+      'scope is async',
+      { scope: async ([s]: [string]) => s } as unknown as FireOnceOptions<[string]>,
+      /the scope option of activity "summarise" returned a Promise/,
+    ],
+    [
+      'artifact.external is async',
+      { scope: ([s]) => s, artifact: { external: (async () => 'job:key') as unknown as () => string } },
+      /the artifact\.external option of activity "summarise" returned a Promise/,
     ],
     [
       'artifact.external throws',

@@ -147,6 +147,26 @@ describe('fire-once CLI against a real Redis', () => {
       expect(report.duplicates.map((d) => d.dispatches.map((x) => x.workflowId))).toEqual([['after', 'after-again']]);
     });
 
+    it("never takes two (job type, scope) pairs for one when IDs hold NUL: no forged duplicate, and no invalidation of one hides the other's", async () => {
+      const { prefix, guard } = fresh('cli-report-nul');
+      const entry = (decision: string, jobType: string, scope: string, workflowId: string) =>
+        redis.xadd(guard.keys.log(), '*', 'decision', decision, 'scope', scope, 'step', 'x', 'jobType', jobType, 'workflowId', workflowId);
+      // Job type "j" in scope "a\0b", and job type "j\0a" in scope "b": one dispatch each, no duplicate.
+      await entry('dispatched', 'j', 'a\u0000b', 'wf-1');
+      await entry('dispatched', 'j\u0000a', 'b', 'wf-2');
+      const once = await cli(['report', '--prefix', prefix, '--json']);
+      expect(json<{ duplicates: unknown[] }>(once.stdout).duplicates).toEqual([]);
+      expect(once.code).toBe(0);
+
+      // Scope "a\0b" dispatched again: a duplicate, which an invalidation of the other pair must not hide.
+      await entry('invalidated', 'j\u0000a', 'b', 'cli');
+      await entry('dispatched', 'j', 'a\u0000b', 'wf-3');
+      const twice = await cli(['report', '--prefix', prefix, '--json']);
+      const report = json<{ duplicates: { jobType: string; scope: string; dispatches: { workflowId: string }[] }[] }>(twice.stdout);
+      expect(report.duplicates.map((d) => [d.jobType, d.scope, d.dispatches.map((x) => x.workflowId)])).toEqual([['j', 'a\u0000b', ['wf-1', 'wf-3']]]);
+      expect(twice.code).toBe(1);
+    });
+
     it('escapes control characters in the IDs it prints, so a scope cannot forge or hide lines; --json keeps them as they are', async () => {
       const { prefix, guard } = fresh('cli-report-forge');
       const forged = 'evil\n\nduplicates: none (no scope and step was dispatched more than once in this window)';
@@ -621,6 +641,25 @@ describe('fire-once CLI against a real Redis', () => {
       const root = await runCli(['inspect', 'victim', '--prefix', prefix, '--redis', u.toString()]);
       expect(root.stderr).toBe('');
       expect(root.code).toBe(0);
+    });
+
+    it('exits 2, touching nothing, when the URL has a query: ioredis reads it as client options, so ?keyPrefix= acts on other keys than the ones named, and ?db=abc crashes', async () => {
+      const { prefix, guard } = fresh('cli-url-query');
+      const target = { scope: 'victim', step: 'summarise', jobType: 'summary' };
+      const held = await guard.acquire(target);
+      if (held.kind !== 'acquired') throw new Error(held.kind);
+      // The same lock record at the key ?keyPrefix=<prefix>:shadow: would make the CLI act on.
+      const shadow = `${prefix}:shadow:${held.lease.lockKey}`;
+      await redis.set(shadow, (await redis.get(held.lease.lockKey))!, 'PX', 60_000);
+      for (const query of [`?keyPrefix=${prefix}:shadow:`, '?db=abc', '?password=s3cret-q']) {
+        for (const args of [['release', 'victim', '--step', 'summarise', '--prefix', prefix, '--force'], ['doctor']]) {
+          const run = await runCli([...args, '--redis', `${url}${url.endsWith('/') ? '' : '/'}${query}`]);
+          expect(run.stderr).toContain(`--redis takes no query string: ioredis would read its parameters ("${query.slice(1, query.indexOf('='))}")`);
+          expect(run.stderr).not.toContain('s3cret-q');
+          expect(run.code).toBe(2);
+        }
+      }
+      expect(await redis.exists(held.lease.lockKey, shadow)).toBe(2);
     });
 
     it('works as an ACL user limited to its prefix, from REDIS_URL', async () => {

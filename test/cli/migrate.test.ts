@@ -170,6 +170,9 @@ describe('fire-once migrate: protocol v2 keys into v3', () => {
     ['does not percent-decode', '{bad%ZZ}:artifact:summarise'],
     ['decodes to an ID the guard refuses', '{%20%20}:artifact:summarise'],
     ['does not percent-decode', '{s1}:lock:%E0%A4'],
+    ['v2 would have encoded otherwise (a needless escape)', '{fin%65}:artifact:summarise'],
+    ['v2 would have encoded otherwise (a raw colon)', '{a:b}:artifact:summarise'],
+    ['v2 would have encoded otherwise (a lower-case escape)', '{s1}:fence:a%3ab'],
   ])('refuses (exit 8), changing nothing, when a v2-shaped key names an ID that %s: %s', async (_why, tail) => {
     const prefix = testPrefix('migrate-undecodable');
     prefixes.push(prefix);
@@ -181,5 +184,20 @@ describe('fire-once migrate: protocol v2 keys into v3', () => {
     expect(run.stderr).toContain(`1 key(s) under ${prefix}:{ have the v2 layout but IDs that cannot be read back, so this library did not write them: ${bad}`);
     expect(run.code).toBe(8);
     expect(await snapshot(prefix)).toEqual(before);
+  });
+
+  it("never reads a key v2 did not write as another scope's result: a needless escape of the scope is refused (exit 8), and the real result stays", async () => {
+    const prefix = testPrefix('migrate-twin');
+    prefixes.push(prefix);
+    const real = payloadToBytes(defaultPayloadConverter.toPayload('the real summary'));
+    await v2Dispatch(prefix, 'fine', 'summarise', real);
+    // `fin%65` decodes to `fine`, but v2 wrote `fine`: this hash is someone else's, not v2's.
+    await redis.hset(`${prefix}:{fin%65}:artifact:summarise`, 'p', payloadToBytes(defaultPayloadConverter.toPayload('forged')), 'h', '');
+    const run = await cli(prefix, '--delete');
+    expect(run.stderr).toContain(`${prefix}:{fin%65}:artifact:summarise`);
+    expect(run.code).toBe(8);
+    const guard = new FireOnceGuard({ redis, keyPrefix: prefix });
+    expect(await redis.exists(guard.keys.artifact('fine', 'summarise'))).toBe(0);
+    expect(await redis.hgetBuffer(`${prefix}:{fine}:artifact:summarise`, 'p')).toEqual(real);
   });
 });

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { PROTOCOL_SCRIPTS, PROTOCOL_VERSION, SCRIPTS_DIR, parseArtifact, parseLock, type LuaScript } from '../../src/core';
+import { FireOnceKeys, PROTOCOL_SCRIPTS, PROTOCOL_VERSION, SCRIPTS_DIR, encodeId, parseArtifact, parseLock, type LuaScript } from '../../src/core';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 
 // The language-neutral protocol cases (test/conformance/README.md), run against the scripts as the
@@ -22,7 +22,10 @@ interface Spec {
   readonly keys: Record<string, string>;
   readonly cases: { name: string; steps: Step[] }[];
   readonly records: { locks: RecordCase<'lock'>[]; artifacts: RecordCase<'artifact'>[] };
+  readonly ids: { encode: IdCase[]; decode: { name: string; encoded: string; id: string | null }[] };
 }
+/** An ID and its encoding in keys, or the problem that refuses it (as a scope). */
+type IdCase = { name: string; id: string } & ({ encoded: string } | { problem: string });
 /** A stored value (`value` as UTF-8, or `base64` bytes) and what a reader makes of it (`null`: not a record). */
 type RecordCase<K extends string> = { name: string; value?: string; base64?: string } & Record<K, Record<string, string> | null>;
 
@@ -88,6 +91,26 @@ describe('protocol records (test/conformance/cases.json, PROTOCOL.md section 4)'
   it.each(spec.records.artifacts.map((c) => [c.name, c] as const))('artifact: %s', (_name, c) => {
     const artifact = parseArtifact(bytesOf(c));
     expect(artifact === undefined ? null : { argsHash: artifact.argsHash, payload: artifact.payload.toString('base64') }).toEqual(c.artifact);
+  });
+});
+
+describe('protocol IDs (test/conformance/cases.json, PROTOCOL.md section 2)', () => {
+  const keys = new FireOnceKeys('fire-once');
+
+  it.each(spec.ids.encode.map((c) => [c.name, c] as const))('encode: %s', (_name, c) => {
+    let got: { encoded: string } | { problem: string };
+    try {
+      got = { encoded: encodeId('scope', c.id) };
+    } catch (err) {
+      got = { problem: (err as Error).message };
+    }
+    expect(got).toEqual('encoded' in c ? { encoded: c.encoded } : { problem: c.problem });
+  });
+
+  // A key reader takes an ID only in the one encoding encodeId writes; anything else is no key of the guard's.
+  it.each(spec.ids.decode.map((c) => [c.name, c] as const))('read back from a key: %s', (_name, c) => {
+    const read = (key: string) => keys.parse(key)?.scope ?? null;
+    expect(read(`fire-once:v3:{default/${c.encoded}}:l:st`)).toEqual(c.id);
   });
 });
 

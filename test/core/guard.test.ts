@@ -7,9 +7,10 @@ import {
   FireOnceInvalidId,
   FireOnceProtocolError,
   FireOnceStoreUnavailable,
+  type DispatchTarget,
   type Lease,
 } from '../../src';
-import { ParkingLot, WakeHub, waitForTurn } from '../../src/core';
+import { ParkingLot, WakeHub, waitForTurn, type AcquireOptions, type WaitOptions } from '../../src/core';
 import { useGuardFixture } from '../support/redis';
 import { lockToken } from '../support/records';
 
@@ -137,6 +138,29 @@ describe('FireOnceGuard on Redis alone', () => {
     expect(await keys()).toEqual(before);
   });
 
+  it('refuses a target field or per-call option with an unknown name, before asking Redis anything, as the Python dataclasses do', async () => {
+    // A misspelt namespace would file the call under the guard's default namespace, and share that
+    // namespace's locks and results; a misspelt argsHash would skip the conflict check.
+    const other = new FireOnceGuard({ redis, keyPrefix: prefix, namespace: 'tenant-a' });
+    const stored = await other.acquire(target);
+    if (stored.kind !== 'acquired') throw new Error(stored.kind);
+    await other.commit(stored.lease, Buffer.from('tenant-a result'));
+    const keys = () => redis.keys(`${prefix}*`);
+    const before = await keys();
+    const misspelt = { ...target, namespce: 'tenant-b' } as unknown as DispatchTarget;
+    await expect(other.acquire(misspelt)).rejects.toThrow(new FireOnceConfigError('acquire: unknown target field "namespce"'));
+    await expect(other.acquire({ ...target, argHash: 'h1' } as unknown as DispatchTarget)).rejects.toThrow('acquire: unknown target field "argHash"');
+    await expect(other.acquire(target, { lockTTLMs: 5 } as unknown as AcquireOptions)).rejects.toThrow('acquire: unknown option "lockTTLMs"');
+    await expect(new ParkingLot(other).park(misspelt, Buffer.from('token'))).rejects.toThrow('park: unknown target field "namespce"');
+    expect(await keys()).toEqual(before);
+    // A misspelt artifact TTL on commit would store the result for the guard's default TTL.
+    const held = await other.acquire({ ...target, scope: 'session-2' });
+    if (held.kind !== 'acquired') throw new Error(held.kind);
+    const commitOptions = { artifactTTLMs: 5_000 } as unknown as { artifactTtlMs?: number };
+    await expect(other.commit(held.lease, Buffer.from('r'), commitOptions)).rejects.toThrow(new FireOnceConfigError('commit: unknown option "artifactTTLMs"'));
+    expect(await redis.exists(held.lease.artifactKey)).toBe(0);
+  });
+
   it('validates options, naming the field', () => {
     expect(() => new FireOnceGuard({ redis, lockTtlMs: -5 })).toThrow(new FireOnceConfigError('lockTtlMs must be a positive integer (got -5)'));
     expect(() => new FireOnceGuard({ redis, artifactTtlMs: NaN })).toThrow('artifactTtlMs must be a positive integer (got NaN)');
@@ -195,6 +219,25 @@ describe('FireOnceGuard on Redis alone', () => {
       setTimeout(() => void guard.commit(holder.lease, Buffer.from('done')), 100);
       const outcome = await waitForTurn(guard, target, held, {}, { pollIntervalMs: 20, deadline: Date.now() + 5_000 });
       expect(outcome.kind).toBe('fast-forward');
+    });
+
+    it.each<[string, Record<string, unknown>, string]>([
+      ['a NaN poll interval', { pollIntervalMs: NaN }, 'waitForTurn: pollIntervalMs must be a positive integer (got NaN)'],
+      ['a zero poll interval', { pollIntervalMs: 0 }, 'waitForTurn: pollIntervalMs must be a positive integer (got 0)'],
+      ['no poll interval (a misspelt name)', { pollInterval: 20 }, 'waitForTurn: unknown option "pollInterval"'],
+      ['a NaN deadline', { deadline: NaN }, 'waitForTurn: deadline must be a finite number of epoch milliseconds (got NaN)'],
+      ['no deadline', { deadline: undefined }, 'waitForTurn: deadline must be a finite number of epoch milliseconds (got undefined)'],
+    ])('refuses %s with FireOnceConfigError, where it would poll Redis every millisecond, for ever', async (_name, bad, message) => {
+      const holder = await guard.acquire(target);
+      if (holder.kind !== 'acquired') throw new Error('expected acquired');
+      const held = await guard.acquire(target);
+      if (held.kind !== 'held') throw new Error('expected held');
+      const acquires = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+      const before = await acquires();
+      const options = { pollIntervalMs: 20, deadline: Date.now() + 5_000, signal: AbortSignal.timeout(500), ...bad } as unknown as WaitOptions;
+      if ('pollInterval' in bad) delete (options as { pollIntervalMs?: number }).pollIntervalMs;
+      await expect(waitForTurn(guard, target, held, {}, options)).rejects.toThrow(new FireOnceConfigError(message));
+      expect((await acquires()) - before).toBeLessThan(5);
     });
 
     it('competes again and acquires when the holder fails and releases', async () => {

@@ -84,6 +84,35 @@ describe('FireOnceKeys', () => {
     );
   });
 
+  it('keeps key prefixes apart, one nested in another included: no key, channel or SCAN pattern of one reaches the other', () => {
+    // Prefixes may hold colons, so `a` and `a:v3:x` (or `a:v3`) are both valid; none of their keys
+    // may meet, and the CLI's patterns (`<scope base>:*`, `<prefix>:v3:{<ns>/*`) end at a character
+    // no prefix holds.
+    const part = fc.constantFrom('a', 'v3', 'x', 'log', 'protocol', 'default', 'invalidations');
+    const prefix = fc.array(part, { minLength: 1, maxLength: 4 }).map((parts) => parts.join(':'));
+    const id = fc.constantFrom('default', 'v3', 'log', 's', 'a:b', 'x}:l:y', '{s}');
+    fc.assert(
+      fc.property(prefix, prefix, id, id, id, (p1, p2, ns, scope, step) => {
+        fc.pre(p1 !== p2);
+        const all = (keys: FireOnceKeys) => [
+          ...(['artifact', 'lock', 'waiters', 'external'] as const).map((kind) => keys.ofKind(kind, scope, step)),
+          keys.wakeChannel(scope),
+          keys.log(),
+          keys.invalidations(),
+          keys.protocolMarker(),
+        ];
+        const [a, b] = [new FireOnceKeys(p1, ns), new FireOnceKeys(p2, ns)];
+        const theirs = all(b);
+        for (const key of all(a)) expect(theirs).not.toContain(key);
+        for (const pattern of [`${a.scopeBase(scope)}:`, a.namespacePattern().slice(0, -1)]) {
+          for (const key of theirs) expect(key.startsWith(pattern)).toBe(false);
+        }
+        for (const key of theirs) expect(a.parse(key)).toBeUndefined();
+      }),
+      { numRuns: 3_000 },
+    );
+  });
+
   it('parses its own keys back, in any namespace, and nothing else', () => {
     const tenant = keys.forNamespace('tenant:b');
     expect(keys.parse(tenant.lock('chat:7*', 'send'))).toEqual({ namespace: 'tenant:b', scope: 'chat:7*', kind: 'lock', id: 'send' });
@@ -94,5 +123,28 @@ describe('FireOnceKeys', () => {
     for (const other of [keys.log(), keys.protocolMarker(), 'fire-once:{s}:lock:job', 'other:v3:{default/s}:l:job', `${keys.lock('s', 'j')}:x`, ...foreign]) {
       expect(keys.parse(other)).toBeUndefined();
     }
+  });
+
+  it('reads back only the encoding encodeId writes: a needless, lower-case or missing escape is another key, never the same ID', () => {
+    // Each decodes to the ID on its right, yet encodeId writes that ID otherwise: read as it, two
+    // keys would name one (scope, step), and a foreign key would pass for the guard's own.
+    const twins: [string, string][] = [
+      ['fin%65', 'fine'],
+      ['chat%3a7', 'chat:7'],
+      ['chat:7', 'chat:7'],
+      ['a b', 'a b'],
+      ['%C3%a9', 'é'],
+      ['é', 'é'],
+    ];
+    for (const [encoded, id] of twins) {
+      expect(encodeId('scope', id)).not.toBe(encoded);
+      expect(() => decodeId(encoded)).toThrow(FireOnceInvalidId);
+      expect(keys.parse(`fire-once:v3:{default/${encoded}}:a:job`)).toBeUndefined();
+      expect(keys.parse(`fire-once:v3:{default/s}:l:${encoded}`)).toBeUndefined();
+      expect(keys.parse(`fire-once:v3:{${encoded}/s}:wake`)).toBeUndefined();
+    }
+    expect(keys.parse('fire-once:v3:{default/%20}:a:job')).toBeUndefined(); // an ID the guard refuses
+    expect(decodeId('fine')).toBe('fine');
+    expect(decodeId('chat%3A7')).toBe('chat:7');
   });
 });

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ActivityCompletionError, ActivityNotFoundError, type Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { Redis } from 'ioredis';
-import { FireOnceGuard } from '../../src';
+import { FireOnceConfigError, FireOnceGuard } from '../../src';
 import { ParkedWatch, ParkingLot, WAITERS_GRACE_MS, parseWaiter, type ParkingSpot, type ReapOutcome } from '../../src/core';
 import { HAND_BACK_WINDOW_MS, settleWaiters, type Completer } from '../../src/worker/parked';
 import { payloadToBytes } from '../../src/worker/artifact';
@@ -69,6 +69,16 @@ describe("parked waiters' list", () => {
     expect(committed).toMatchObject({ ours: true, stored: true });
     expect(committed.waiters.map((w) => parseWaiter(w).token.toString())).toEqual(['waiter-1']);
   });
+
+  it.each([[NaN], [0], [-5], [1.5], [undefined]])(
+    'a ParkedWatch given a reap period of %p refuses it with FireOnceConfigError: it would reap every millisecond',
+    (reapEveryMs) => {
+      const lot = new ParkingLot(new FireOnceGuard({ redis, keyPrefix: testPrefix('parking') }));
+      expect(() => new ParkedWatch(lot, reapEveryMs as number)).toThrow(
+        new FireOnceConfigError(`ParkedWatch: reapEveryMs must be a positive integer (got ${String(reapEveryMs)})`),
+      );
+    },
+  );
 
   it('is reaped at least every quarter of the grace, even with the longest pollIntervalMs', async () => {
     const { lot, spot } = await parkOnHeldLock(600_000);

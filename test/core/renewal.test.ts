@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { FireOnceGuard, FireOnceLockLost } from '../../src';
+import { FireOnceConfigError, FireOnceGuard, FireOnceLockLost } from '../../src';
 import { WakeHub, startRenewal, waitForTurn } from '../../src/core';
 import { useGuardFixture } from '../support/redis';
 import { lockToken, writeLock } from '../support/records';
@@ -24,6 +24,23 @@ describe('leases, fencing and wake-ups on Redis alone', () => {
     await sleep(1_200);
     expect((await guard.acquire(target)).kind).toBe('acquired');
   });
+
+  it.each([[NaN], [0], [-5], [1.5], [undefined]])(
+    'refuses a lease of %p with FireOnceConfigError: it would never renew the lock, nor signal it lost',
+    async (leaseMs) => {
+      const outcome = await guard.acquire(target, { lockTtlMs: 200 });
+      if (outcome.kind !== 'acquired') throw new Error('expected acquired');
+      const lost: FireOnceLockLost[] = [];
+      let renewal: ReturnType<typeof startRenewal> | undefined;
+      try {
+        expect(() => (renewal = startRenewal(guard, outcome.lease, leaseMs as number, (err) => lost.push(err)))).toThrow(
+          new FireOnceConfigError(`startRenewal: leaseMs must be a positive integer (got ${String(leaseMs)})`),
+        );
+      } finally {
+        renewal?.stop();
+      }
+    },
+  );
 
   it('signals the loss after a whole lease of failed renewals, and keeps renewing a lock Redis still holds for it', async () => {
     // Every renewal runs on the primary and then fails for want of a replica's acknowledgement (no

@@ -16,7 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .errors import FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable
+from .errors import FireOnceConfigError, FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable
 from .keys import FireOnceKeys, encode_id
 from .options import GuardOptions, check_redis_client, positive_int
 from .protocol import claim_protocol
@@ -121,6 +121,9 @@ class FireOnceGuard:
 
     def __init__(self, redis: RedisClient, options: GuardOptions | None = None) -> None:
         check_redis_client(redis)
+        if options is not None and not isinstance(options, GuardOptions):
+            # A dict would be ignored when empty and fail untyped otherwise: name the mistake.
+            raise FireOnceConfigError(f"options must be a GuardOptions, e.g. GuardOptions(lock_ttl_ms=60_000) (got {type(options).__name__})")
         self.redis = redis
         self.options = options or GuardOptions()
         self.keys = FireOnceKeys(self.options.key_prefix, self.options.namespace)
@@ -252,7 +255,10 @@ class FireOnceGuard:
         return bool(reply == 1)
 
     async def log_append(self, namespace: str | None, max_len: int, entries: list[list[tuple[str, str]]]) -> int:
-        """Append dispatch-log entries (PROTOCOL.md section 9) in one round trip."""
+        """Append dispatch-log entries (PROTOCOL.md section 9) in one round trip. ``max_len`` goes to
+        every ``XADD ... MAXLEN ~``: anything but a positive integer is ``FireOnceConfigError``
+        (0 would trim the stream to nothing, and Redis refuses a float or a negative)."""
+        positive_int("max_len", max_len, 100_000_000, "entries")
         key = self.keys_for(namespace).log()
         args: list[str | bytes | int] = [max_len]
         for entry in entries:

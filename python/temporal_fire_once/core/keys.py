@@ -57,13 +57,22 @@ def decode_id(encoded: str) -> str:
     >>> decode_id("chat%3A7%2A")
     'chat:7*'
 
-    Raises ``ValueError`` for what no encoding makes, as ``decodeURIComponent`` throws in
-    TypeScript: a ``%`` without two hex digits (``unquote`` would keep it), or bytes that are not
-    UTF-8 (``UnicodeDecodeError``, a ``ValueError``).
+    Takes only what :func:`encode_id` writes, as ``decodeId`` in TypeScript: raises ``ValueError``
+    for a ``%`` without two hex digits (``unquote`` would keep it), bytes that are not UTF-8
+    (``UnicodeDecodeError``, a ``ValueError``), an ID the guard refuses, and an encoding
+    ``encode_id`` never writes (a needless or lower-case escape such as ``fin%65`` or ``%3a``, a
+    character left unescaped), so that no two keys read back as one ID.
     """
     if _BAD_ESCAPE.search(encoded):
         raise ValueError(f"malformed escape in {encoded!r}")
-    return unquote(encoded, errors="strict")
+    decoded = unquote(encoded, errors="strict")
+    try:
+        canonical = encode_id("scope", decoded)
+    except FireOnceInvalidId as err:
+        raise ValueError(f"{encoded!r} is not an encoded ID: {err}") from None
+    if canonical != encoded:
+        raise ValueError(f"{encoded!r} is not the encoding encode_id writes")
+    return decoded
 
 
 class FireOnceKeys:
@@ -124,5 +133,5 @@ class FireOnceKeys:
             if wake is not None:
                 return ParsedKey(decode_id(ns), decode_id(scope), "wake")
             return ParsedKey(decode_id(ns), decode_id(scope), _TAG_KINDS[tag], decode_id(id_))
-        except ValueError:  # a malformed escape, or bytes that are not UTF-8: a key someone else wrote in this shape
+        except ValueError:  # an ID encode_id never writes so: a key someone else wrote in this shape
             return None
