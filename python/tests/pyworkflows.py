@@ -258,3 +258,27 @@ class UpdateScopeInRun(_UpdateCalls):
     async def run(self, scope: str) -> None:
         set_dispatch_scope(scope)
         await workflow.wait_condition(lambda: self._finished)
+
+
+@workflow.defn
+class InheritedCall:
+    """Sets no scope: returns the one the run inherited, and what one activity by name returned."""
+
+    @workflow.run
+    async def run(self, activity: str, args: list[Any]) -> dict[str, Any]:
+        return {"inheritedScope": get_dispatch_scope(), "result": await _run(activity, args)}
+
+
+@workflow.defn
+class CronParent:
+    """Sets the scope and starts an ``InheritedCall`` child on ``cron_schedule``, abandoned so that
+    it runs on; returns the child's workflow ID."""
+
+    @workflow.run
+    async def run(self, scope: str, cron_schedule: str, activity: str, args: list[Any]) -> str:
+        set_dispatch_scope(scope)
+        child_id = f"{workflow.info().workflow_id}-cron"
+        await workflow.start_child_workflow(
+            InheritedCall.run, args=[activity, args], id=child_id, cron_schedule=cron_schedule, parent_close_policy=workflow.ParentClosePolicy.ABANDON
+        )
+        return child_id

@@ -6,25 +6,34 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
 from typing import Any, Awaitable, Callable
 
+import nexusrpc
 import pytest
 from redis.asyncio import Redis
+from temporalio import nexus
 from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.enums.v1 import PendingActivityState
-from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.api.enums.v1 import PendingActivityState, RoutingConfigUpdateState
+from temporalio.api.nexus.v1 import EndpointSpec, EndpointTarget
+from temporalio.api.operatorservice.v1 import CreateNexusEndpointRequest, DeleteNexusEndpointRequest
+from temporalio.api.workflowservice.v1 import DescribeWorkerDeploymentRequest, ResetWorkflowExecutionRequest, SetWorkerDeploymentCurrentVersionRequest
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion, WorkflowIDConflictPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
-from temporalio.worker import Worker
+from temporalio.service import RPCError
+from temporalio.worker import Worker, WorkerDeploymentConfig
+
+from temporal_fire_once.core import FireOnceKeys
 
 from temporal_fire_once import FireOncePlugin
 
 from .conftest import collect_garbage
 from .pyactivities import counter_key, gate_key, make_activities
-from .pyworkflows import GuardedCall, UpdateScopeInInit, UpdateScopeInRun
+from .pynexus import JobService, NexusCaller, NexusHandlerRun, NexusJobInput
+from .pyworkflows import CronParent, GuardedCall, InheritedCall, UpdateScopeInInit, UpdateScopeInRun
 
-WORKFLOWS = [GuardedCall, UpdateScopeInInit, UpdateScopeInRun]
+WORKFLOWS = [GuardedCall, UpdateScopeInInit, UpdateScopeInRun, InheritedCall, CronParent, NexusCaller, NexusHandlerRun]
 
 
 async def until(done: Callable[[], Awaitable[bool]], what: str, seconds: float = 30) -> None:
@@ -166,3 +175,164 @@ async def _is(value: Awaitable[int], expected: int) -> bool:
 async def _activity_started(handle: WorkflowHandle[Any, Any]) -> bool:
     pending = (await handle.describe()).raw_description.pending_activities
     return len(pending) == 1 and pending[0].state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+
+
+# Worker Versioning, a rolling deploy: two builds of one worker deployment poll one task queue,
+# each with its own plugin. A PINNED run stays on the build that was current when it started. The
+# guard's keys name no build: runs on either build share one dispatch.
+
+
+async def set_current(client: Client, deployment: str, build_id: str) -> None:
+    """Make ``build_id`` the deployment's current version, once its worker has polled and the server
+    knows it, and wait until the task queues route by it (the server replies before they do)."""
+    for attempt in range(200):
+        try:
+            await client.workflow_service.set_worker_deployment_current_version(
+                SetWorkerDeploymentCurrentVersionRequest(namespace=client.namespace, deployment_name=deployment, build_id=build_id)
+            )
+            break
+        except RPCError:
+            if attempt == 199:
+                raise  # e.g. the version is still not registered
+            await asyncio.sleep(0.1)
+
+    async def routed() -> bool:
+        reply = await client.workflow_service.describe_worker_deployment(DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment))
+        state = reply.worker_deployment_info.routing_config_update_state
+        return bool(state == RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED)
+
+    await until(routed, f"the task queues of {deployment} to route to {build_id}")
+
+
+async def build_of(handle: WorkflowHandle[Any, Any]) -> str:
+    """The build the run is pinned to, as the server says."""
+    return str((await handle.describe()).raw_description.workflow_execution_info.versioning_info.deployment_version.build_id)
+
+
+async def test_versioning_a_run_pinned_to_build_a_dispatches_and_runs_on_build_b_wait_or_fast_forward(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """A run pinned to A dispatches, its job held behind a gate; B is made current; a run started
+    then runs on B and waits in its slot for A's job; a later run and a reset of A's run, which the
+    server starts on B, fast-forward: 1 dispatch, one result for all 4."""
+    deployment, queue = f"fire-once-{uuid.uuid4().hex[:12]}", f"py-{uuid.uuid4().hex[:8]}"
+    args = ["s-versioning", "gatedJob", ["versioning"]]
+
+    def build(build_id: str) -> Worker:
+        version = WorkerDeploymentVersion(deployment_name=deployment, build_id=build_id)
+        config = WorkerDeploymentConfig(version=version, use_worker_versioning=True, default_versioning_behavior=VersioningBehavior.PINNED)
+        return _worker(temporal_env, client, prefix, queue, deployment_config=config)[0]
+
+    worker_a, worker_b = build("A"), build("B")
+    start = temporal_env.client.start_workflow
+    async with worker_a:
+        await set_current(temporal_env.client, deployment, "A")
+        first = await start(GuardedCall.run, args=args, id=f"{queue}-1", task_queue=queue)
+        await until(lambda: _is(count(client, prefix, "versioning"), 1), "A's job to start")
+        async with worker_b:
+            await set_current(temporal_env.client, deployment, "B")
+            second = await start(GuardedCall.run, args=args, id=f"{queue}-2", task_queue=queue)
+            await until(lambda: _activity_started(second), "B's run to wait in its slot for A's job")
+            await client.set(gate_key(prefix, "versioning"), "open")
+            results = [await first.result(), await second.result()]
+            third = await start(GuardedCall.run, args=args, id=f"{queue}-3", task_queue=queue)  # after the commit
+            results.append(await third.result())
+            builds = [await build_of(h) for h in (first, second, third)]  # before the reset: first's handle follows the latest run
+            reset = await reset_to_first_task(temporal_env.client, first)  # A's run, run again
+            results.append(await reset.result())
+            builds.append(await build_of(reset))
+    assert builds == ["A", "B", "B", "B"]  # a reset run starts on the current build
+    assert all(r == results[0] for r in results) and await count(client, prefix, "versioning") == 1
+    # The dispatch log, flushed as the workers stopped: B's run waited for A's commit; the later
+    # run and the reset fast-forwarded.
+    entries: Any = await client.xrange(FireOnceKeys(prefix).log())
+    decisions = Counter(fields[b"decision"].decode() for _, fields in entries if fields[b"scope"] == b"s-versioning")
+    assert decisions == {"dispatched": 1, "committed": 1, "in-flight-waited": 1, "fast-forwarded": 3}
+
+
+# A Nexus operation crosses into a workflow the handler starts: no header of the caller's goes
+# with it, so the scope does not cross. The caller passes it as input; the handler workflow sets it.
+
+
+@nexusrpc.handler.service_handler(service=JobService)
+class JobServiceHandler:
+    """Starts ``NexusHandlerRun`` on the handler worker's task queue."""
+
+    @nexus.workflow_run_operation
+    async def run_job(self, ctx: nexus.WorkflowRunOperationContext, input: NexusJobInput) -> nexus.WorkflowHandle[dict[str, Any]]:
+        return await ctx.start_workflow(NexusHandlerRun.run, input, id=f"nexus-handler-{uuid.uuid4()}")
+
+
+async def nexus_endpoint(client: Client, queue: str) -> tuple[str, Callable[[], Awaitable[Any]]]:
+    """A Nexus endpoint on the dev server that routes to ``queue``: its name, and how to delete it."""
+    name = f"fire-once-{uuid.uuid4().hex[:12]}"
+    target = EndpointTarget(worker=EndpointTarget.Worker(namespace=client.namespace, task_queue=queue))
+    reply = await client.operator_service.create_nexus_endpoint(CreateNexusEndpointRequest(spec=EndpointSpec(name=name, target=target)))
+    request = DeleteNexusEndpointRequest(id=reply.endpoint.id, version=reply.endpoint.version)
+    return name, lambda: client.operator_service.delete_nexus_endpoint(request)
+
+
+def failure_type(err: BaseException | None) -> str | None:
+    """The ``type`` of the first ``ApplicationError`` in ``err``'s cause chain."""
+    while err is not None:
+        if isinstance(err, ApplicationError):
+            return err.type
+        err = err.__cause__
+    return None
+
+
+async def test_nexus_the_scope_does_not_cross_and_passed_as_input_and_set_by_the_handler_workflow_it_shares_one_dispatch(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    worker, queue = _worker(temporal_env, client, prefix, nexus_service_handlers=[JobServiceHandler()])
+    endpoint, delete = await nexus_endpoint(temporal_env.client, queue)
+    run = temporal_env.client.execute_workflow
+    try:
+        async with worker:
+            # A handler workflow that sets none has none (it checks): FireOnceMissingScope, nothing dispatched.
+            with pytest.raises(WorkflowFailureError) as caught:
+                await run(NexusCaller.run, args=[endpoint, NexusJobInput("s-nexus-none", "nexus-none", 0, False)], id=f"{queue}-none", task_queue=queue)
+            assert (failure_type(caught.value), await count(client, prefix, "nexus-none")) == ("FireOnceMissingScope", 0)
+            # The scope as input, set by the handler workflow: 2 callers at once and a later one, 1 dispatch.
+            given = NexusJobInput("s-nexus", "nexus", 300, True)
+            results = list(await asyncio.gather(*(run(NexusCaller.run, args=[endpoint, given], id=f"{queue}-{i}", task_queue=queue) for i in range(2))))
+            results.append(await run(NexusCaller.run, args=[endpoint, given], id=f"{queue}-later", task_queue=queue))
+    finally:
+        await delete()
+    assert all(r == results[0] for r in results) and results[0]["counterId"] == "nexus"
+    assert await count(client, prefix, "nexus") == 1
+
+
+# A cron workflow's later runs are started by the server, with the header of the first run's start.
+
+
+async def test_cron_a_child_that_never_sets_a_scope_inherits_it_in_every_run_and_all_share_one_dispatch(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    worker, queue = _worker(temporal_env, client, prefix)
+    async with worker:
+        child_id = await temporal_env.client.execute_workflow(
+            CronParent.run, args=["s-cron", "@every 1s", "crossJob", ["cron", 0]], id=queue, task_queue=queue
+        )
+
+        async def completed() -> list[str]:
+            runs = temporal_env.client.list_workflows(f'WorkflowId="{child_id}"')
+            return [run.run_id async for run in runs if run.status == WorkflowExecutionStatus.COMPLETED]
+
+        await until(lambda: _has(completed(), 3), "3 cron runs to complete")
+        await temporal_env.client.get_workflow_handle(child_id).terminate("enough runs")
+
+        async def result_of(run_id: str) -> Any:
+            # A cron run reads as continued-as-new: its result is in its history's completion event.
+            history = await temporal_env.client.get_workflow_handle(child_id, run_id=run_id).fetch_history()
+            event = next(e for e in history.events if e.HasField("workflow_execution_completed_event_attributes"))
+            payloads = event.workflow_execution_completed_event_attributes.result.payloads
+            return temporal_env.client.data_converter.payload_converter.from_payloads(payloads)[0]
+
+        results = [await result_of(run_id) for run_id in await completed()]
+    assert len(results) >= 3 and {r["inheritedScope"] for r in results} == {"s-cron"}
+    assert all(r["result"] == results[0]["result"] for r in results) and await count(client, prefix, "cron") == 1
+
+
+async def _has(runs: Awaitable[list[str]], at_least: int) -> bool:
+    return len(await runs) >= at_least
