@@ -32,6 +32,11 @@ class Pattern:
         self.compiled = re.compile(self.text)
 
 
+def gate_key(prefix: str, counter_id: str) -> str:
+    """The key whose existence lets ``gatedJob(counter_id)`` finish: the test sets it."""
+    return f"{prefix}:gate:{counter_id}"
+
+
 def make_activities(redis: Redis, prefix: str) -> list[Any]:
     @fire_once()
     @activity.defn(name="crossJob")
@@ -62,6 +67,26 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
     @activity.defn(name="skipWhileBusy")
     async def skip_while_busy(counter_id: str) -> None:
         await redis.incr(counter_key(prefix, counter_id))
+
+    async def gated(counter_id: str, heartbeat: bool) -> dict[str, Any]:
+        """Runs until the test sets its gate key; counts its start, and its end under ``-finished``."""
+        await redis.incr(counter_key(prefix, counter_id))
+        while not await redis.exists(gate_key(prefix, counter_id)):
+            if heartbeat:
+                activity.heartbeat()  # hears of a cancellation, a pause or a reset in the reply
+            await asyncio.sleep(0.05)
+        await redis.incr(counter_key(prefix, f"{counter_id}-finished"))
+        return {"counterId": counter_id, "nonce": str(uuid.uuid4())}
+
+    @fire_once()
+    @activity.defn(name="gatedJob")
+    async def gated_job(counter_id: str) -> dict[str, Any]:
+        return await gated(counter_id, heartbeat=False)
+
+    @fire_once()
+    @activity.defn(name="heartbeatingGatedJob")
+    async def heartbeating_gated_job(counter_id: str) -> dict[str, Any]:
+        return await gated(counter_id, heartbeat=True)
 
     @fire_once(lease_ms=1_000)
     @activity.defn(name="longJob")
@@ -172,6 +197,8 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         fail_while_busy,
         skip_while_busy,
         long_job,
+        gated_job,
+        heartbeating_gated_job,
         cancellable_job,
         external_job,
         checked_external_job,

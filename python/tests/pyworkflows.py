@@ -216,3 +216,69 @@ class ReadOnlyScope:
         await workflow.wait_condition(lambda: self._finished)
         await _run(activity, args, attempts=1)
         return get_dispatch_scope()
+
+
+
+class _UpdateCalls:
+    """Each ``dispatch`` update calls one activity by name; the run ends on ``finish``. The two
+    classes below differ only in where they set the scope."""
+
+    def __init__(self) -> None:
+        self._finished = False
+
+    @workflow.update
+    async def dispatch(self, activity: str, args: list[Any]) -> Any:
+        return await _run(activity, args, attempts=1)
+
+    @workflow.signal
+    def finish(self) -> None:
+        self._finished = True
+
+
+@workflow.defn
+class UpdateScopeInInit(_UpdateCalls):
+    """Sets the scope in its ``@workflow.init`` ``__init__``, which the SDK runs before the
+    handlers of the first workflow task."""
+
+    @workflow.init
+    def __init__(self, scope: str) -> None:
+        super().__init__()
+        set_dispatch_scope(scope)
+
+    @workflow.run
+    async def run(self, scope: str) -> None:
+        await workflow.wait_condition(lambda: self._finished)
+
+
+@workflow.defn
+class UpdateScopeInRun(_UpdateCalls):
+    """Sets the scope in ``run``, which the SDK starts after the handlers of the first workflow task."""
+
+    @workflow.run
+    async def run(self, scope: str) -> None:
+        set_dispatch_scope(scope)
+        await workflow.wait_condition(lambda: self._finished)
+
+
+@workflow.defn
+class InheritedCall:
+    """Sets no scope: returns the one the run inherited, and what one activity by name returned."""
+
+    @workflow.run
+    async def run(self, activity: str, args: list[Any]) -> dict[str, Any]:
+        return {"inheritedScope": get_dispatch_scope(), "result": await _run(activity, args)}
+
+
+@workflow.defn
+class CronParent:
+    """Sets the scope and starts an ``InheritedCall`` child on ``cron_schedule``, abandoned so that
+    it runs on; returns the child's workflow ID."""
+
+    @workflow.run
+    async def run(self, scope: str, cron_schedule: str, activity: str, args: list[Any]) -> str:
+        set_dispatch_scope(scope)
+        child_id = f"{workflow.info().workflow_id}-cron"
+        await workflow.start_child_workflow(
+            InheritedCall.run, args=[activity, args], id=child_id, cron_schedule=cron_schedule, parent_close_policy=workflow.ParentClosePolicy.ABANDON
+        )
+        return child_id
