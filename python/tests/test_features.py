@@ -178,6 +178,11 @@ async def _is(value: Awaitable[int], expected: int) -> bool:
     return await value == expected
 
 
+async def _subscribed(client: Redis, channel: str) -> bool:
+    (_, subscribers), *_ = await client.pubsub_numsub(channel)
+    return int(subscribers) > 0
+
+
 async def _activity_started(handle: WorkflowHandle[Any, Any]) -> bool:
     pending = (await handle.describe()).raw_description.pending_activities
     return len(pending) == 1 and pending[0].state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
@@ -238,7 +243,10 @@ async def test_versioning_a_run_pinned_to_build_a_dispatches_and_runs_on_build_b
         async with worker_b:
             await set_current(temporal_env.client, deployment, "B")
             second = await start(GuardedCall.run, args=args, id=f"{queue}-2", task_queue=queue)
-            await until(lambda: _activity_started(second), "B's run to wait in its slot for A's job")
+            await until(lambda: _activity_started(second), "B's run to start its activity")
+            # A waiter subscribes to its scope's wake channel only once its acquire found the lock
+            # held: A's job must not commit before that, or B's run fast-forwards instead.
+            await until(lambda: _subscribed(client, FireOnceKeys(prefix).wake_channel("s-versioning")), "B's run to wait in its slot for A's job")
             await client.set(gate_key(prefix, "versioning"), "open")
             results = [await first.result(), await second.result()]
             third = await start(GuardedCall.run, args=args, id=f"{queue}-3", task_queue=queue)  # after the commit
