@@ -24,7 +24,7 @@ export type { EvictionCheckOptions, EvictionPolicy } from './core/deployment/evi
 
 // The core guard's parts.
 export { holderId, WAITERS_GRACE_MS } from './core/guard';
-export type { AcquireOptions, Committed, Settled } from './core/guard';
+export type { AcquireOptions, CommitOptions, Committed, Settled } from './core/guard';
 export { GUARD_DEFAULTS } from './core/options';
 export type { ResolvedGuardOptions } from './core/options';
 export type { FireOnceErrorContext } from './core/errors';

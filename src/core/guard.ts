@@ -56,7 +56,19 @@ export interface DispatchTarget {
   readonly argsHash?: string;
 }
 
-const TARGET_FIELDS: readonly (keyof DispatchTarget)[] = ['scope', 'step', 'jobType', 'namespace', 'externalArtifactKey', 'holder', 'argsHash'];
+// Every field of each type, so that one added to the type and not here fails to compile instead
+// of being refused at run time.
+const TARGET_FIELDS: readonly string[] = Object.keys({
+  scope: true,
+  step: true,
+  jobType: true,
+  namespace: true,
+  externalArtifactKey: true,
+  holder: true,
+  argsHash: true,
+} satisfies Record<keyof DispatchTarget, true>);
+const ACQUIRE_OPTIONS: readonly string[] = Object.keys({ lockTtlMs: true, readTtl: true } satisfies Record<keyof AcquireOptions, true>);
+const COMMIT_OPTIONS: readonly string[] = Object.keys({ artifactTtlMs: true } satisfies Record<keyof CommitOptions, true>);
 
 /**
  * Throws {@link FireOnceConfigError} for a target that is not an object or has a field of another
@@ -66,7 +78,7 @@ const TARGET_FIELDS: readonly (keyof DispatchTarget)[] = ['scope', 'step', 'jobT
 export function checkTarget(where: string, target: unknown): void {
   if (target === null || typeof target !== 'object') throw new FireOnceConfigError(`${where}: target must be an object (got ${describe(target)})`);
   for (const field of Object.keys(target)) {
-    if (!(TARGET_FIELDS as readonly string[]).includes(field)) throw new FireOnceConfigError(`${where}: unknown target field ${JSON.stringify(field)}`);
+    if (!TARGET_FIELDS.includes(field)) throw new FireOnceConfigError(`${where}: unknown target field ${JSON.stringify(field)}`);
   }
 }
 
@@ -131,6 +143,12 @@ export interface AcquireOptions {
   readonly lockTtlMs?: number;
   /** Read the artifact's TTL left on a fast-forward (for a cache that must not outlive it). */
   readonly readTtl?: boolean;
+}
+
+/** Options of one {@link FireOnceGuard.commit}. */
+export interface CommitOptions {
+  /** How long the artifact lives; the guard's `artifactTtlMs` when left out. */
+  readonly artifactTtlMs?: number;
 }
 
 /**
@@ -216,7 +234,7 @@ export class FireOnceGuard {
    */
   async acquire(target: DispatchTarget, options: AcquireOptions = {}): Promise<AcquireOutcome> {
     checkTarget('acquire', target);
-    checkKnownKeys('acquire', options, ['lockTtlMs', 'readTtl']);
+    checkKnownKeys('acquire', options, ACQUIRE_OPTIONS);
     const lockTtlMs = callDuration('lockTtlMs', options.lockTtlMs, this.options.lockTtlMs);
     const argsHash = checkArgsHash(target.argsHash);
     const base = this.keysFor(target.namespace).scopeBase(target.scope);
@@ -296,8 +314,8 @@ export class FireOnceGuard {
    * `FireOnceStoreUnavailable` carries the commit as `late`, which settles with the same result
    * if the commit lands after all.
    */
-  async commit(lease: Lease, artifact: Buffer, options: { readonly artifactTtlMs?: number } = {}): Promise<Committed> {
-    checkKnownKeys('commit', options, ['artifactTtlMs']);
+  async commit(lease: Lease, artifact: Buffer, options: CommitOptions = {}): Promise<Committed> {
+    checkKnownKeys('commit', options, COMMIT_OPTIONS);
     const ttl = callDuration('artifactTtlMs', options.artifactTtlMs, this.options.artifactTtlMs);
     const record = artifactArgument(lease.target.argsHash ?? '', artifact);
     return this.store.run(

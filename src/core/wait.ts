@@ -86,12 +86,21 @@ export async function waitForTurn(
   }
 }
 
+// Every option, so that one added to WaitOptions and not here fails to compile.
+const WAIT_OPTIONS: readonly string[] = Object.keys({
+  pollIntervalMs: true,
+  deadline: true,
+  signal: true,
+  onPoll: true,
+  wake: true,
+} satisfies Record<keyof WaitOptions, true>);
+
 /**
  * A poll interval or deadline that is not a number would make the wait poll Redis every
  * millisecond (a `setTimeout` of `NaN` is 1 ms), and without a finite deadline it never gives up.
  */
 function checkWaitOptions(wait: WaitOptions): void {
-  checkKnownKeys('waitForTurn', wait, ['pollIntervalMs', 'deadline', 'signal', 'onPoll', 'wake']);
+  checkKnownKeys('waitForTurn', wait, WAIT_OPTIONS);
   positiveInteger('ms', 60_000)('waitForTurn: pollIntervalMs', wait.pollIntervalMs);
   if (typeof wait.deadline !== 'number' || !Number.isFinite(wait.deadline)) {
     throw new FireOnceConfigError(`waitForTurn: deadline must be a finite number of epoch milliseconds (got ${describe(wait.deadline)})`);
