@@ -7,7 +7,7 @@ import contextlib
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from redis.asyncio import Redis
 from temporalio import activity
@@ -170,6 +170,27 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
     async def broken_scope_job(counter_id: str) -> None:
         await redis.incr(counter_key(prefix, counter_id))
 
+    async def async_scope(args: Any, info: Any) -> str:
+        return "s-async-option"
+
+    async def async_value(*_: Any) -> Any:
+        return "s-async-option"
+
+    @fire_once(scope=cast(Any, async_scope))
+    @activity.defn(name="asyncScopeJob")
+    async def async_scope_job(counter_id: str) -> None:
+        await redis.incr(counter_key(prefix, counter_id))
+
+    @fire_once(conflict_key=async_value)
+    @activity.defn(name="asyncConflictKeyJob")
+    async def async_conflict_key_job(counter_id: str) -> None:
+        await redis.incr(counter_key(prefix, counter_id))
+
+    @fire_once(artifact=ExternalArtifact(external=cast(Any, async_value)))
+    @activity.defn(name="asyncExternalJob")
+    async def async_external_job(counter_id: str) -> None:
+        await redis.incr(counter_key(prefix, counter_id))
+
     @fire_once(conflict_key=lambda args: {"counterId": args[0], "at": object()})
     @activity.defn(name="unhashableKeyJob")
     async def unhashable_key_job(counter_id: str) -> None:
@@ -187,6 +208,9 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         await redis.incr(counter_key(prefix, counter_id))
 
     return [
+        async_scope_job,
+        async_conflict_key_job,
+        async_external_job,
         async_job,
         external_async_job,
         context_job,

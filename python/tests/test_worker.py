@@ -139,6 +139,21 @@ async def test_a_scope_option_that_raises_fails_with_a_config_error_naming_it_an
     assert await client.get(counter_key(prefix, "broken")) is None
 
 
+@pytest.mark.parametrize(("job", "option"), [("asyncScopeJob", "scope"), ("asyncConflictKeyJob", "conflict_key"), ("asyncExternalJob", "artifact.external")])
+async def test_an_option_function_written_async_fails_with_a_config_error_naming_it_and_dispatches_nothing(
+    temporal_env: Any, client: Redis, prefix: str, job: str, option: str
+) -> None:
+    """As in TypeScript (test/bad-input/option-functions.test.ts): an async function's awaitable is
+    no scope, conflict value or key; an async conflict_key would hash alike for every call."""
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        failure = await activity_failure(temporal_env, queue, queue, ["s-async-option", job, ["async-option"]])
+    assert (failure.type, failure.non_retryable) == ("FireOnceConfigError", True)
+    assert failure.message == f"the {option} option of activity {job!r} returned an awaitable: it must return the value itself (a plain function, not an async one)"
+    assert await client.get(counter_key(prefix, "async-option")) is None
+    assert [key async for key in client.scan_iter(match=f"{prefix}:v3:*s-async-option*")] == []
+
+
 async def test_a_value_the_converter_cannot_serialise_fails_with_a_config_error_naming_its_class_and_dispatches_nothing(
     temporal_env: Any, client: Redis, prefix: str
 ) -> None:

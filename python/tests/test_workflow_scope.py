@@ -197,12 +197,12 @@ async def test_a_query_handler_or_an_update_validator_that_sets_the_scope_fails_
     worker, queue = _worker(temporal_env, client, prefix)
     async with worker:
         handle = await temporal_env.client.start_workflow(ReadOnlyScope.run, args=["s-kept", "crossJob", ["kept", 0]], id=queue, task_queue=queue)
-        with pytest.raises(WorkflowQueryFailedError, match=r"set_dispatch_scope\(\) cannot be called in a query handler or an update validator"):
+        with pytest.raises(WorkflowQueryFailedError, match=r"set_dispatch_scope\(\) cannot be called in a query handler, an update validator or another read-only context"):
             await handle.query(ReadOnlyScope.rescope, "s-other")
         with pytest.raises(WorkflowUpdateFailedError) as rejected:
             await handle.execute_update(ReadOnlyScope.rescope_update, "s-other")
         assert isinstance(rejected.value.cause, ApplicationError) and rejected.value.cause.type == "FireOnceConfigError"
-        assert rejected.value.cause.message.startswith("set_dispatch_scope() cannot be called in a query handler or an update validator")
+        assert rejected.value.cause.message.startswith("set_dispatch_scope() cannot be called in a query handler, an update validator or another read-only context")
         await handle.signal(ReadOnlyScope.finish)
         assert await handle.result() == "s-kept"
     assert await client.exists(FireOnceKeys(prefix).artifact("s-kept", "crossJob")) == 1

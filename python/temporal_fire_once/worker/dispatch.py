@@ -99,7 +99,7 @@ async def dispatch(call: CallSetup, lease: Lease, run: Callable[[], Awaitable[An
         if renewal is not None:
             await renewal.stop()
         if target.external_artifact_key is None:
-            _logger.warning(_ASYNC_RESULT_WARNING)
+            _logger.warning("%s (lock %s, scope %r, step %r)", _ASYNC_RESULT_WARNING, lease.lock_key, target.scope, target.step)
         await _hold(call, lease, renewal)
         raise
     except BaseException:

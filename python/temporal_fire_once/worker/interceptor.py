@@ -183,14 +183,25 @@ def _external_key(guard: FireOnceGuard, key: object, scope: str, job_type: str, 
 
 
 def _user_option(name: str, info: activity.Info, fn: Callable[[], T]) -> T:
-    """Run an option function the user wrote; if it raises, the worker's configuration is at fault:
-    a non-retryable ``FireOnceConfigError`` naming the option, before anything is locked."""
+    """Run an option function the user wrote; if it raises or returns an awaitable, the worker's
+    configuration is at fault: a non-retryable ``FireOnceConfigError`` naming the option, before
+    anything is locked."""
     try:
-        return fn()
+        value = fn()
     except Exception as err:
         raise FireOnceConfigError(
             f"the {name} option of activity {info.activity_type!r} raised: {type(err).__name__}: {err}", {"activityType": info.activity_type}
         ) from err
+    if inspect.isawaitable(value):
+        # An async function: its awaitable is no scope, key or conflict value (as in TypeScript,
+        # where an async conflictKey hashed alike for every call). Closed, so it is not left unawaited.
+        if inspect.iscoroutine(value):
+            value.close()
+        raise FireOnceConfigError(
+            f"the {name} option of activity {info.activity_type!r} returned an awaitable: it must return the value itself (a plain function, not an async one)",
+            {"activityType": info.activity_type},
+        )
+    return value
 
 
 def _is_sync(input: ExecuteActivityInput) -> bool:

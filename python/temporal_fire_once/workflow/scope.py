@@ -42,7 +42,7 @@ def set_dispatch_scope(scope: str) -> None:
         # A query or a validator leaves no trace in the history: the scope would hold on this
         # worker and be gone after a replay.
         raise ApplicationError(
-            "set_dispatch_scope() cannot be called in a query handler or an update validator: it leaves no trace in the history, "
+            "set_dispatch_scope() cannot be called in a query handler, an update validator or another read-only context: it leaves no trace in the history, "
             "so a replay would schedule under another scope; set it in the workflow, or in a signal or update handler",
             type="FireOnceConfigError",
             non_retryable=True,
