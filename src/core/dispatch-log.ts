@@ -3,6 +3,9 @@ import { logAppendScript, type RedisClient } from './scripts';
 import { atMost } from './store-calls';
 import { positiveInteger } from './options';
 
+/** The check of a dispatch log's cap, for `DispatchLog` and the plugin's `dispatchLogMaxLen`. */
+export const checkLogMaxLen = positiveInteger('entries', 100_000_000);
+
 /** Every decision the guard records. */
 export type Decision =
   | 'dispatched'
@@ -120,7 +123,7 @@ export class DispatchLog {
   ) {
     // It goes to every XADD as MAXLEN ~: Redis refuses NaN, a fraction or a negative (every batch
     // dropped), and 0 trims the stream to almost nothing.
-    positiveInteger('entries', 100_000_000)('DispatchLog: maxLen', maxLen);
+    checkLogMaxLen('DispatchLog: maxLen', maxLen);
   }
 
   /** Queue one event; returns at once. */

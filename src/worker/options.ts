@@ -1,4 +1,5 @@
 import { ARTIFACT_CACHE_DEFAULTS, ARTIFACT_CACHE_OPTIONS, type ArtifactCacheOptions } from '../core/artifact-cache';
+import { checkLogMaxLen } from '../core/dispatch-log';
 import { FireOnceConfigError } from '../core/errors';
 import { encodeId } from '../core/keys';
 import {
@@ -111,7 +112,7 @@ function defaultPolicy(): OptionSpec<DefaultInFlightPolicy> {
 const PLUGIN_ONLY_OPTIONS = {
   resumeWindowMs: optional(positiveInteger('ms', MAX_DURATION_MS)),
   dispatchLog: flag(true),
-  dispatchLogMaxLen: { default: 100_000, check: positiveInteger('entries', 100_000_000) },
+  dispatchLogMaxLen: { default: 100_000, check: checkLogMaxLen },
   localCache: { default: false as Required<ArtifactCacheOptions> | false, check: cacheBounds },
   allowEvictingRedis: flag(false),
 } as const;

@@ -18,7 +18,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .errors import FireOnceConfigError, FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable
 from .keys import FireOnceKeys, encode_id
-from .options import GuardOptions, check_redis_client, positive_int
+from .options import MAX_LOG_LEN, GuardOptions, check_redis_client, positive_int
 from .protocol import claim_protocol
 from .records import check_args_hash, format_artifact, lock_tail, parse_artifact, parse_lock
 from .scripts import ACQUIRE, COMMIT, COMMIT_REFUSED, EXTEND, INVALIDATE, LOG_APPEND, RELEASE, AcquireReply, RedisClient
@@ -258,7 +258,7 @@ class FireOnceGuard:
         """Append dispatch-log entries (PROTOCOL.md section 9) in one round trip. ``max_len`` goes to
         every ``XADD ... MAXLEN ~``: anything but a positive integer is ``FireOnceConfigError``
         (0 would trim the stream to nothing, and Redis refuses a float or a negative)."""
-        positive_int("max_len", max_len, 100_000_000, "entries")
+        positive_int("max_len", max_len, MAX_LOG_LEN, "entries")
         key = self.keys_for(namespace).log()
         args: list[str | bytes | int] = [max_len]
         for entry in entries:

@@ -11,6 +11,8 @@ from .errors import FireOnceConfigError
 from .keys import DEFAULT_NAMESPACE, KEY_PREFIX_PATTERN, encode_id
 
 MAX_DURATION_MS = 365 * 24 * 60 * 60 * 1000
+# The largest dispatch-log cap: FireOnceGuard.log_append and the worker's dispatch_log_max_len.
+MAX_LOG_LEN = 100_000_000
 
 
 def positive_int(label: str, value: object, maximum: int = MAX_DURATION_MS, unit: str = "ms") -> int:

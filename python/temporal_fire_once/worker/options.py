@@ -11,7 +11,7 @@ from temporalio import activity
 
 from ..core.errors import FireOnceConfigError
 from ..core.keys import DEFAULT_NAMESPACE, encode_id
-from ..core.options import one_of, positive_int
+from ..core.options import MAX_LOG_LEN, one_of, positive_int
 
 InFlightPolicy = Literal["wait", "fail", "skip"]
 DefaultInFlightPolicy = Literal["wait", "fail"]
@@ -123,7 +123,7 @@ class WorkerDefaults:
         one_of("lock_mode", self.lock_mode, ("lease", "fixed"))
         positive_int("lease_ms", self.lease_ms, MAX_LEASE_MS)
         positive_int("max_artifact_bytes", self.max_artifact_bytes, 512 * 1024 * 1024, "bytes")
-        positive_int("dispatch_log_max_len", self.dispatch_log_max_len, 100_000_000, "entries")
+        positive_int("dispatch_log_max_len", self.dispatch_log_max_len, MAX_LOG_LEN, "entries")
         if not isinstance(self.allow_evicting_redis, bool):
             raise FireOnceConfigError(f"allow_evicting_redis must be a boolean (got {self.allow_evicting_redis!r})")
         if self.key_namespace is not None:
