@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 from temporalio.converter import PayloadConverter
 
-from temporal_fire_once.core import PROTOCOL_SCRIPTS, PROTOCOL_VERSION, FireOnceKeys, encode_id, parse_artifact, parse_lock
+from temporal_fire_once.core import PROTOCOL_SCRIPTS, PROTOCOL_VERSION, FireOnceKeys, decode_id, encode_id, parse_artifact, parse_lock
 from temporal_fire_once.core.errors import FireOnceInvalidId
 from temporal_fire_once.worker.args_hash import args_hash
 
@@ -157,3 +157,13 @@ def test_id_read_back_from_a_key(case: dict[str, Any]) -> None:
     """A key reader takes an ID only in the one encoding ``encode_id`` writes; anything else is no key of the guard's."""
     parsed = FireOnceKeys("fire-once").parse(f"fire-once:v3:{{default/{case['encoded']}}}:l:st")
     assert (None if parsed is None else parsed.scope) == case["id"]
+
+
+@pytest.mark.parametrize("case", SPEC["ids"]["decode"], ids=[c["name"] for c in SPEC["ids"]["decode"]])
+def test_decode_id_itself(case: dict[str, Any]) -> None:
+    """And ``decode_id`` itself, not only through the key's pattern (which refuses an unescaped colon first)."""
+    try:
+        decoded: str | None = decode_id(case["encoded"])
+    except ValueError:
+        decoded = None
+    assert decoded == case["id"]

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { FireOnceKeys, PROTOCOL_SCRIPTS, PROTOCOL_VERSION, SCRIPTS_DIR, encodeId, parseArtifact, parseLock, type LuaScript } from '../../src/core';
+import { FireOnceKeys, PROTOCOL_SCRIPTS, PROTOCOL_VERSION, SCRIPTS_DIR, decodeId, encodeId, parseArtifact, parseLock, type LuaScript } from '../../src/core';
+import { FireOnceInvalidId } from '../../src';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 
 // The language-neutral protocol cases (test/conformance/README.md), run against the scripts as the
@@ -111,6 +112,19 @@ describe('protocol IDs (test/conformance/cases.json, PROTOCOL.md section 2)', ()
   it.each(spec.ids.decode.map((c) => [c.name, c] as const))('read back from a key: %s', (_name, c) => {
     const read = (key: string) => keys.parse(key)?.scope ?? null;
     expect(read(`fire-once:v3:{default/${c.encoded}}:l:st`)).toEqual(c.id);
+  });
+
+  // And decodeId itself, not only through the key's pattern (which refuses an unescaped colon first).
+  it.each(spec.ids.decode.map((c) => [c.name, c] as const))('decodeId: %s', (_name, c) => {
+    const decoded = (encoded: string) => {
+      try {
+        return decodeId(encoded);
+      } catch (err) {
+        if (!(err instanceof FireOnceInvalidId)) throw err;
+        return null;
+      }
+    };
+    expect(decoded(c.encoded)).toEqual(c.id);
   });
 });
 
