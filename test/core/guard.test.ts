@@ -224,6 +224,7 @@ describe('FireOnceGuard on Redis alone', () => {
     it.each<[string, Record<string, unknown>, string]>([
       ['a NaN poll interval', { pollIntervalMs: NaN }, 'waitForTurn: pollIntervalMs must be a positive integer (got NaN)'],
       ['a zero poll interval', { pollIntervalMs: 0 }, 'waitForTurn: pollIntervalMs must be a positive integer (got 0)'],
+      ['a poll interval past what a timer can wait', { pollIntervalMs: 2 ** 31 }, 'waitForTurn: pollIntervalMs must be at most 2147483647 ms (got 2147483648)'],
       ['no poll interval (a misspelt name)', { pollInterval: 20 }, 'waitForTurn: unknown option "pollInterval"'],
       ['a NaN deadline', { deadline: NaN }, 'waitForTurn: deadline must be a finite number of epoch milliseconds (got NaN)'],
       ['no deadline', { deadline: undefined }, 'waitForTurn: deadline must be a finite number of epoch milliseconds (got undefined)'],
@@ -248,6 +249,14 @@ describe('FireOnceGuard on Redis alone', () => {
       setTimeout(() => void guard.release(holder.lease), 100);
       const outcome = await waitForTurn(guard, target, held, {}, { pollIntervalMs: 20, deadline: Date.now() + 5_000 });
       expect(outcome.kind).toBe('acquired');
+    });
+
+    it('accepts a poll interval of ten minutes, for a wait that leans on the wake channel, and still gives up at its deadline', async () => {
+      await guard.acquire(target);
+      const held = await guard.acquire(target);
+      if (held.kind !== 'held') throw new Error('expected held');
+      const err = await waitForTurn(guard, target, held, {}, { pollIntervalMs: 600_000, deadline: Date.now() + 100 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(FireOnceInFlight);
     });
 
     it('gives up with a retryable FireOnceInFlight at the deadline', async () => {
