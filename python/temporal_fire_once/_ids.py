@@ -20,18 +20,24 @@ MAX_ID_BYTES = 512
 _JS_WHITESPACE = "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 
 
-def id_problem(kind: IdKind, value: object) -> str | None:
-    """What is wrong with ``value`` as a ``kind``, or ``None`` when it is usable."""
+def id_problem(kind: IdKind, value: object, name: str | None = None) -> str | None:
+    """What is wrong with ``value`` as a ``kind``, or ``None`` when it is usable. The message
+    names ``name``, an option that holds the ID (``job_type``), or else the kind, as in TypeScript.
+
+    >>> id_problem("jobType", "", "job_type")
+    'job_type must not be empty or whitespace only (got "")'
+    """
+    label = name or kind
     if not isinstance(value, str):
-        return f"{kind} must be a string (got {_js_typeof(value)})"
+        return f"{label} must be a string (got {_js_typeof(value)})"
     if value.strip(_JS_WHITESPACE) == "":
-        return f"{kind} must not be empty or whitespace only (got {json.dumps(value, ensure_ascii=False)})"
+        return f"{label} must not be empty or whitespace only (got {json.dumps(value, ensure_ascii=False)})"
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
-        return f"{kind} must be well-formed Unicode (it contains a lone surrogate)"
+        return f"{label} must be well-formed Unicode (it contains a lone surrogate)"
     if size > MAX_ID_BYTES:
-        return f"{kind} must be at most {MAX_ID_BYTES} bytes of UTF-8 (got {size})"
+        return f"{label} must be at most {MAX_ID_BYTES} bytes of UTF-8 (got {size})"
     return None
 
 

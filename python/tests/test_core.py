@@ -82,6 +82,13 @@ def test_option_errors_name_the_field() -> None:
         fire_once(artifact=ExternalArtifact(external="a-key"))  # type: ignore[arg-type]
     with pytest.raises(FireOnceConfigError, match=r"on_in_flight must be one of wait, fail \(got 'later'\)"):
         FireOncePlugin(Redis(), on_in_flight="later")  # type: ignore[arg-type]
+    # The Python option, not the protocol's ID kind (jobType) that encode_id names.
+    with pytest.raises(FireOnceConfigError, match=r"^job_type must not be empty or whitespace only \(got \"\"\)"):
+        fire_once(job_type="")
+    with pytest.raises(FireOnceConfigError, match=r"^job_type must be a string \(got number\)"):
+        fire_once(job_type=5)  # type: ignore[arg-type]
+    with pytest.raises(FireOnceConfigError, match=r"^step must not be empty"):
+        fire_once(step=" ")
 
 
 def test_a_worker_wide_skip_is_refused_and_per_activity_it_stays_allowed() -> None:

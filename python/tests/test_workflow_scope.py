@@ -166,6 +166,22 @@ async def test_without_the_interceptor_the_scope_is_dropped_with_a_warning_and_t
     assert "set_dispatch_scope() on a worker without FireOnceWorkflowInterceptor" in caplog.text
 
 
+async def test_set_dispatch_scope_with_a_scope_the_guard_refuses_fails_the_workflow_before_anything_is_scheduled(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """As python/README.md says: a whitespace-only scope fails the workflow at
+    ``set_dispatch_scope()`` with the non-retryable ``FireOnceInvalidId`` (no workflow task
+    failure), and the activity it would have called (unguarded here) never runs."""
+    worker, queue = _worker(temporal_env, client, prefix)
+    async with worker:
+        handle = await temporal_env.client.start_workflow(GuardedCall.run, args=["   ", "plainJob", ["refused"]], id=queue, task_queue=queue)
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        assert await _task_failures(handle) == []
+    assert _failure(failed.value) == ("FireOnceInvalidId", True, 'scope must not be empty or whitespace only (got "   ")')
+    assert await client.get(counter_key(prefix, "refused")) is None
+
+
 
 async def test_a_signal_in_a_childs_first_workflow_task_runs_under_the_inherited_scope(temporal_env: Any, client: Redis, prefix: str) -> None:
     """The SDK runs the handlers of a run's first workflow task before ``execute_workflow``: a

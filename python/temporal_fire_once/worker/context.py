@@ -20,7 +20,8 @@ class FireOnceContext:
     write to a downstream system, which refuses writes with a lower one."""
     lost: asyncio.Event
     """Set when a lease renewal found the lock gone or another holder's, or none succeeded for a
-    whole lease (``FireOnceLockLost``)."""
+    whole lease. Nothing is raised: the job decides whether to stop (it may raise
+    ``FireOnceLockLost``, where the TypeScript side aborts its signal with one)."""
 
 
 _current: ContextVar[FireOnceContext | None] = ContextVar("temporal_fire_once_context", default=None)

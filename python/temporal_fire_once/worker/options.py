@@ -9,6 +9,7 @@ from typing import Any, Callable, Literal, Sequence
 
 from temporalio import activity
 
+from .._ids import IdKind, id_problem
 from ..core.errors import FireOnceConfigError
 from ..core.keys import DEFAULT_NAMESPACE, encode_id
 from ..core.options import MAX_LOG_LEN, one_of, positive_int
@@ -61,13 +62,12 @@ class FireOnceOptions:
     observe_only: bool = False
 
     def __post_init__(self) -> None:
-        try:
-            if self.step is not None:
-                encode_id("step", self.step)
-            if self.job_type is not None:
-                encode_id("jobType", self.job_type)
-        except Exception as err:
-            raise FireOnceConfigError(str(err)) from err
+        # Named as the Python options, not as the protocol's ID kinds (jobType).
+        ids: tuple[tuple[str, IdKind, str | None], ...] = (("step", "step", self.step), ("job_type", "jobType", self.job_type))
+        for name, kind, value in ids:
+            problem = None if value is None else id_problem(kind, value, name)
+            if problem is not None:
+                raise FireOnceConfigError(problem)
         if self.scope is not None and not callable(self.scope):
             raise FireOnceConfigError(f"scope must be a function (args, info) -> str (got {self.scope!r})")
         if self.on_in_flight is not None:
