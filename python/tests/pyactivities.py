@@ -68,25 +68,15 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
     async def skip_while_busy(counter_id: str) -> None:
         await redis.incr(counter_key(prefix, counter_id))
 
-    async def gated(counter_id: str, heartbeat: bool) -> dict[str, Any]:
-        """Runs until the test sets its gate key; counts its start, and its end under ``-finished``."""
-        await redis.incr(counter_key(prefix, counter_id))
-        while not await redis.exists(gate_key(prefix, counter_id)):
-            if heartbeat:
-                activity.heartbeat()  # hears of a cancellation, a pause or a reset in the reply
-            await asyncio.sleep(0.05)
-        await redis.incr(counter_key(prefix, f"{counter_id}-finished"))
-        return {"counterId": counter_id, "nonce": str(uuid.uuid4())}
-
     @fire_once()
     @activity.defn(name="gatedJob")
     async def gated_job(counter_id: str) -> dict[str, Any]:
-        return await gated(counter_id, heartbeat=False)
-
-    @fire_once()
-    @activity.defn(name="heartbeatingGatedJob")
-    async def heartbeating_gated_job(counter_id: str) -> dict[str, Any]:
-        return await gated(counter_id, heartbeat=True)
+        """Runs until the test sets its gate key; counts its start, and its end under ``-finished``."""
+        await redis.incr(counter_key(prefix, counter_id))
+        while not await redis.exists(gate_key(prefix, counter_id)):
+            await asyncio.sleep(0.05)
+        await redis.incr(counter_key(prefix, f"{counter_id}-finished"))
+        return {"counterId": counter_id, "nonce": str(uuid.uuid4())}
 
     @fire_once(lease_ms=1_000)
     @activity.defn(name="longJob")
@@ -176,20 +166,22 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
     async def async_value(*_: Any) -> Any:
         return "s-async-option"
 
-    @fire_once(scope=cast(Any, async_scope))
-    @activity.defn(name="asyncScopeJob")
-    async def async_scope_job(counter_id: str) -> None:
-        await redis.incr(counter_key(prefix, counter_id))
+    def counting_job(name: str, **options: Any) -> Any:
+        """A guarded activity that only counts its dispatch, under ``options``."""
 
-    @fire_once(conflict_key=async_value)
-    @activity.defn(name="asyncConflictKeyJob")
-    async def async_conflict_key_job(counter_id: str) -> None:
-        await redis.incr(counter_key(prefix, counter_id))
+        @fire_once(**options)
+        @activity.defn(name=name)
+        async def job(counter_id: str) -> None:
+            await redis.incr(counter_key(prefix, counter_id))
 
-    @fire_once(artifact=ExternalArtifact(external=cast(Any, async_value)))
-    @activity.defn(name="asyncExternalJob")
-    async def async_external_job(counter_id: str) -> None:
-        await redis.incr(counter_key(prefix, counter_id))
+        return job
+
+    # An option function written async: each must be refused before anything is dispatched.
+    async_option_jobs = [
+        counting_job("asyncScopeJob", scope=cast(Any, async_scope)),
+        counting_job("asyncConflictKeyJob", conflict_key=async_value),
+        counting_job("asyncExternalJob", artifact=ExternalArtifact(external=cast(Any, async_value))),
+    ]
 
     @fire_once(conflict_key=lambda args: {"counterId": args[0], "at": object()})
     @activity.defn(name="unhashableKeyJob")
@@ -208,9 +200,7 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         await redis.incr(counter_key(prefix, counter_id))
 
     return [
-        async_scope_job,
-        async_conflict_key_job,
-        async_external_job,
+        *async_option_jobs,
         async_job,
         external_async_job,
         context_job,
@@ -222,7 +212,6 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         skip_while_busy,
         long_job,
         gated_job,
-        heartbeating_gated_job,
         cancellable_job,
         external_job,
         checked_external_job,

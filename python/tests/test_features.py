@@ -35,9 +35,9 @@ from temporal_fire_once import FireOncePlugin
 from .conftest import collect_garbage
 from .pyactivities import counter_key, gate_key, make_activities
 from .pynexus import JobService, NexusCaller, NexusHandlerRun, NexusJobInput
-from .pyworkflows import CronParent, GuardedCall, HeartbeatCall, InheritedCall, UpdateScopeInInit, UpdateScopeInRun
+from .pyworkflows import CronParent, GuardedCall, InheritedCall, UpdateScopeInInit, UpdateScopeInRun
 
-WORKFLOWS = [GuardedCall, HeartbeatCall, UpdateScopeInInit, UpdateScopeInRun, InheritedCall, CronParent, NexusCaller, NexusHandlerRun]
+WORKFLOWS = [GuardedCall, UpdateScopeInInit, UpdateScopeInRun, InheritedCall, CronParent, NexusCaller, NexusHandlerRun]
 
 
 async def until(done: Callable[[], Awaitable[bool]], what: str, seconds: float = 30) -> None:
