@@ -87,7 +87,7 @@ describe('Temporal features: OpenTelemetry interceptors beside the plugin', () =
   });
   beforeEach(() => exporter.reset());
 
-  /** The worker options that put OpenTelemetry's interceptors `order` of the plugin's. */
+  /** The worker options for `order`: OpenTelemetry's interceptors before the plugin's, or after them. */
   function wiring(order: Order, plugin: FireOncePlugin): Partial<WorkerOptions> {
     const sinks = { exporter: makeWorkflowExporter(spanProcessor, resource) };
     if (order === 'OpenTelemetry outside') {
@@ -100,10 +100,8 @@ describe('Temporal features: OpenTelemetry interceptors beside the plugin', () =
     return { sinks, plugins: [plugin, otelAfter] };
   }
 
-  it.each<{ order: Order; traced: string; runSpans: number }>([
-    { order: 'OpenTelemetry outside', traced: 'each of the 5 attempts has a RunActivity span', runSpans: 5 },
-    { order: 'fire-once outside', traced: 'only the dispatching attempt has a RunActivity span', runSpans: 1 },
-  ])("$order: 4 runs at once and a later one share one dispatch; $traced, the child of its run's StartActivity span", async ({ order, runSpans }) => {
+  /** 4 runs of one scope at once, then a later one, on a worker wired in `order`; `runSpans`: how many RunActivity spans to expect. */
+  async function fiveRuns(order: Order, runSpans: number): Promise<void> {
     const { ctx, base } = context();
     const plugin = new FireOncePlugin({ redis: harness.redis, keyPrefix: ctx.prefix, pollIntervalMs: 50 });
     const worker = await Worker.create({
@@ -130,5 +128,11 @@ describe('Temporal features: OpenTelemetry interceptors beside the plugin', () =
     // with fire-once outside, only the one that dispatched reaches OpenTelemetry's interceptor
     // (the waiters and the fast-forward end in the guard).
     expect(activitySpans(exporter.getFinishedSpans())).toEqual({ starts: 5, runs: runSpans, childrenOfAStart: runSpans, distinctParents: runSpans });
-  });
+  }
+
+  it("OpenTelemetry outside: 4 runs at once and a later one share one dispatch; each of the 5 attempts has a RunActivity span, the child of its run's StartActivity span", () =>
+    fiveRuns('OpenTelemetry outside', 5));
+
+  it("fire-once outside: 4 runs at once and a later one share one dispatch; only the dispatching attempt has a RunActivity span, the child of its run's StartActivity span", () =>
+    fiveRuns('fire-once outside', 1));
 });
