@@ -1,5 +1,5 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
-import { context as otelContext, propagation, ROOT_CONTEXT, trace, type Context, type ContextManager } from '@opentelemetry/api';
+import { context as otelContext, propagation, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { Resource } from '@opentelemetry/resources';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import {
@@ -18,34 +18,6 @@ const otelWorkflowModule = require.resolve('@temporalio/interceptors-opentelemet
 
 /** Where OpenTelemetry's interceptors go on the worker, relative to the plugin's. */
 type Order = 'OpenTelemetry outside' | 'fire-once outside';
-
-/**
- * The active OpenTelemetry context, kept across awaits by AsyncLocalStorage, as
- * `@opentelemetry/context-async-hooks` keeps it in an application's tracing setup. Without a
- * context manager `context.with` is a no-op, and no RunActivity span gets the parent that
- * OpenTelemetry's activity interceptor reads from its header.
- */
-class AsyncContextManager implements ContextManager {
-  private readonly storage = new AsyncLocalStorage<Context>();
-  active(): Context {
-    return this.storage.getStore() ?? ROOT_CONTEXT;
-  }
-  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(context: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F> {
-    return this.storage.run(context, () => fn.call(thisArg, ...args));
-  }
-  bind<T>(context: Context, target: T): T {
-    if (typeof target !== 'function') return target;
-    const fn = target as (...args: unknown[]) => unknown;
-    return ((...args: unknown[]) => this.with(context, fn, undefined, ...args)) as T;
-  }
-  enable(): this {
-    return this;
-  }
-  disable(): this {
-    this.storage.disable();
-    return this;
-  }
-}
 
 /**
  * The StartActivity spans (one per run, from the workflow's exporter sink) and the RunActivity
@@ -79,7 +51,7 @@ describe('Temporal features: OpenTelemetry interceptors beside the plugin', () =
   // OpenTelemetry's activity interceptor reads its header through the global propagator (W3C
   // trace context, which register() installs) into the active context: the worker process needs
   // both, as an application's tracing setup gives it. The workflow sandbox sets up its own.
-  beforeAll(() => provider.register({ contextManager: new AsyncContextManager() }));
+  beforeAll(() => provider.register({ contextManager: new AsyncLocalStorageContextManager() }));
   afterAll(() => {
     trace.disable();
     propagation.disable();
