@@ -1,15 +1,19 @@
 """Shared fixtures: one real redis-server for the session (REDIS_URL, or one spawned on a free
 port), a key prefix of each test's own, deleted after it (never FLUSHALL), and ``redis_server()``
-for a test that changes server settings on a redis-server of its own."""
+for a test that changes server settings on a redis-server of its own. A test that hangs is ended
+by pytest-timeout (``timeout`` in pyproject.toml), after a print of what each task of the event
+loop awaits."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from contextlib import contextmanager
@@ -106,3 +110,50 @@ async def temporal_env() -> AsyncIterator[Any]:
         yield env
     finally:
         await env.shutdown()
+
+
+# A hung asyncio test is one whose tasks all await something that never comes; the stacks of the
+# threads that pytest-timeout prints show only the idle event loop. So, shortly before it ends the
+# run, print the chain of awaits of each task of the session's loop.
+_loop: asyncio.AbstractEventLoop | None = None
+_dump_timer = pytest.StashKey[threading.Timer]()
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def _session_loop() -> AsyncIterator[None]:
+    global _loop
+    _loop = asyncio.get_running_loop()
+    yield
+
+
+def _awaits(task: asyncio.Task[Any]) -> Iterator[str]:
+    awaited: Any = task.get_coro()
+    while awaited is not None:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "ag_frame", None)
+        yield f"    {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}" if frame else f"    awaiting {awaited!r}"
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "ag_await", None)
+
+
+def _dump_tasks(item: pytest.Item) -> None:
+    capture = item.config.pluginmanager.getplugin("capturemanager")
+    capture.suspend_global_capture(in_=True)
+    lines = [f"\n+++ {item.nodeid} is about to time out; what each task of the event loop awaits:"]
+    for task in list(asyncio.all_tasks(_loop)) if _loop is not None else []:
+        lines += [f"  {task!r}", *_awaits(task)]
+    print("\n".join(lines), flush=True)
+    capture.resume_global_capture()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> None:
+    if settings.timeout > 0:
+        timer = item.stash[_dump_timer] = threading.Timer(max(settings.timeout - 5, settings.timeout / 2), _dump_tasks, (item,))
+        timer.daemon = True
+        timer.start()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_timeout_cancel_timer(item: pytest.Item) -> None:
+    timer = item.stash.get(_dump_timer, None)
+    if timer is not None:
+        timer.cancel()

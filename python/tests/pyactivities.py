@@ -11,6 +11,7 @@ from typing import Any, Callable, cast
 
 from redis.asyncio import Redis
 from temporalio import activity
+from temporalio.exceptions import CancelledError
 
 from temporal_fire_once import ExternalArtifact, FireOnceKeys, fire_once, fire_once_context
 from temporal_fire_once.worker import ArtifactIds
@@ -68,15 +69,29 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
     async def skip_while_busy(counter_id: str) -> None:
         await redis.incr(counter_key(prefix, counter_id))
 
-    @fire_once()
-    @activity.defn(name="gatedJob")
-    async def gated_job(counter_id: str) -> dict[str, Any]:
-        """Runs until the test sets its gate key; counts its start, and its end under ``-finished``."""
+    async def gated(counter_id: str, heartbeat: bool) -> dict[str, Any]:
+        """Runs until the test sets its gate key; counts its start, and its end under ``-finished``.
+        Stops when cancelled: it also looks at ``activity.is_cancelled()``, since on Python 3.11
+        redis-py can swallow the task's cancellation (see python/README.md, known limits)."""
         await redis.incr(counter_key(prefix, counter_id))
         while not await redis.exists(gate_key(prefix, counter_id)):
+            if heartbeat:
+                activity.heartbeat()  # hears of a cancellation, a pause or a reset in the reply
+            if activity.is_cancelled():
+                raise CancelledError("Cancelled")
             await asyncio.sleep(0.05)
         await redis.incr(counter_key(prefix, f"{counter_id}-finished"))
         return {"counterId": counter_id, "nonce": str(uuid.uuid4())}
+
+    @fire_once()
+    @activity.defn(name="gatedJob")
+    async def gated_job(counter_id: str) -> dict[str, Any]:
+        return await gated(counter_id, heartbeat=False)
+
+    @fire_once()
+    @activity.defn(name="heartbeatingGatedJob")
+    async def heartbeating_gated_job(counter_id: str) -> dict[str, Any]:
+        return await gated(counter_id, heartbeat=True)
 
     @fire_once(lease_ms=1_000)
     @activity.defn(name="longJob")
@@ -212,6 +227,7 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         skip_while_busy,
         long_job,
         gated_job,
+        heartbeating_gated_job,
         cancellable_job,
         external_job,
         checked_external_job,

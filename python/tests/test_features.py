@@ -19,8 +19,10 @@ from temporalio.api.nexus.v1 import EndpointSpec, EndpointTarget
 from temporalio.api.operatorservice.v1 import CreateNexusEndpointRequest, DeleteNexusEndpointRequest
 from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
+    PauseActivityRequest,
     ResetWorkflowExecutionRequest,
     SetWorkerDeploymentCurrentVersionRequest,
+    UnpauseActivityRequest,
 )
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion, WorkflowIDConflictPolicy
@@ -35,9 +37,9 @@ from temporal_fire_once import FireOncePlugin
 from .conftest import collect_garbage
 from .pyactivities import counter_key, gate_key, make_activities
 from .pynexus import JobService, NexusCaller, NexusHandlerRun, NexusJobInput
-from .pyworkflows import CronParent, GuardedCall, InheritedCall, UpdateScopeInInit, UpdateScopeInRun
+from .pyworkflows import CronParent, GuardedCall, HeartbeatCall, InheritedCall, UpdateScopeInInit, UpdateScopeInRun
 
-WORKFLOWS = [GuardedCall, UpdateScopeInInit, UpdateScopeInRun, InheritedCall, CronParent, NexusCaller, NexusHandlerRun]
+WORKFLOWS = [GuardedCall, HeartbeatCall, UpdateScopeInInit, UpdateScopeInRun, InheritedCall, CronParent, NexusCaller, NexusHandlerRun]
 
 
 async def until(done: Callable[[], Awaitable[bool]], what: str, seconds: float = 30) -> None:
@@ -348,3 +350,119 @@ async def test_cron_a_child_that_never_sets_a_scope_inherits_it_in_every_run_and
 
 async def _has(runs: Awaitable[list[str]], at_least: int) -> bool:
     return len(await runs) >= at_least
+
+
+# Activity pause (``temporal activity pause | unpause``, the same RPCs here) of a run's guarded
+# activity: the worker hears of it in the reply to a heartbeat and cancels the activity. Every run
+# is a HeartbeatCall (2 s heartbeat timeout, retries); the job heartbeats until its gate opens.
+
+
+async def result(handle: WorkflowHandle[Any, Any]) -> Any:
+    """The run's result, within 30 s: a paused activity would otherwise hold a failing test for ever."""
+    return await asyncio.wait_for(handle.result(), 30)
+
+
+async def _pending(handle: WorkflowHandle[Any, Any]) -> Any:
+    pending = (await handle.describe()).raw_description.pending_activities
+    return pending[0] if pending else None
+
+
+async def _last_failure_type(handle: WorkflowHandle[Any, Any]) -> str:
+    """The type of the failure that ended the activity's last attempt, once one has."""
+
+    async def ended() -> bool:
+        pending = await _pending(handle)
+        return pending is not None and pending.HasField("last_failure")
+
+    await until(ended, f"an attempt of {handle.id} to end")
+    failure = (await _pending(handle)).last_failure
+    if failure.HasField("timeout_failure_info"):
+        return "timeout"
+    return str(failure.application_failure_info.type) if failure.HasField("application_failure_info") else failure.WhichOneof("failure_info")
+
+
+async def _pause(client: Client, handle: WorkflowHandle[Any, Any], paused: bool) -> None:
+    execution, identity = WorkflowExecution(workflow_id=handle.id), "fire-once test"
+    if paused:
+        await client.workflow_service.pause_activity(PauseActivityRequest(namespace=client.namespace, execution=execution, id="1", identity=identity))
+    else:
+        await client.workflow_service.unpause_activity(UnpauseActivityRequest(namespace=client.namespace, execution=execution, id="1", identity=identity))
+
+
+async def _holder_and_waiters(env: Client, client: Redis, prefix: str, queue: str, counter: str, waiters: int) -> list[WorkflowHandle[Any, Any]]:
+    """A run whose ``heartbeatingGatedJob(counter)`` has started, then ``waiters`` more of its scope, each waiting in its slot."""
+    args = [f"s-{counter}", "heartbeatingGatedJob", [counter]]
+    holder = await env.start_workflow(HeartbeatCall.run, args=args, id=f"{queue}-holder", task_queue=queue)
+    await until(lambda: _is(count(client, prefix, counter), 1), "the holder's job to start")
+    handles = [holder, *[await env.start_workflow(HeartbeatCall.run, args=args, id=f"{queue}-{i}", task_queue=queue) for i in range(waiters)]]
+    for waiter in handles[1:]:
+        await until(lambda: _activity_started(waiter), "the waiter to wait in its slot")
+    return handles
+
+
+async def test_activity_pause_of_the_holder_stops_its_job_and_releases_a_waiter_dispatches_and_the_holder_unpaused_fast_forwards(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    worker, queue = _worker(temporal_env, client, prefix)
+    env = temporal_env.client
+    async with worker:
+        holder, *waiters = await _holder_and_waiters(env, client, prefix, queue, "pause-holder", 2)
+
+        await _pause(env, holder, True)
+        assert await _last_failure_type(holder) == "ActivityPause"  # its job heard it by heartbeat and stopped
+        await until(lambda: _is(count(client, prefix, "pause-holder"), 2), "a waiter to dispatch on the released lock")
+        await client.set(gate_key(prefix, "pause-holder"), "open")
+        served = [await result(waiter) for waiter in waiters]  # while the holder stays paused
+        assert (await _pending(holder)).paused
+
+        await _pause(env, holder, False)
+        results = [await result(holder), *served]  # it fast-forwards to the new dispatch's result
+    assert all(r == results[0] for r in results)
+    assert (await count(client, prefix, "pause-holder"), await count(client, prefix, "pause-holder-finished")) == (2, 1)
+
+
+async def test_activity_pause_of_a_waiter_in_its_slot_ends_its_wait_and_unpaused_it_gets_the_holders_result(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    worker, queue = _worker(temporal_env, client, prefix)
+    env = temporal_env.client
+    async with worker:
+        holder, waiter = await _holder_and_waiters(env, client, prefix, queue, "pause-wait", 1)
+
+        await _pause(env, waiter, True)
+        assert await _last_failure_type(waiter) == "ActivityPause"  # heard at its next heartbeat, not a timeout
+        assert await count(client, prefix, "pause-wait-finished") == 0  # before the holder's job ended
+        await _pause(env, waiter, False)
+        await client.set(gate_key(prefix, "pause-wait"), "open")
+        results = [await result(holder), await result(waiter)]
+    assert results[0] == results[1] and await count(client, prefix, "pause-wait") == 1
+
+
+# Graceful shutdown of a waiter's worker: the shutdown cancels the activities still running (no
+# graceful_shutdown_timeout), a waiter in its slot among them.
+
+
+async def test_shutdown_of_a_waiters_worker_ends_its_wait_so_it_retries_at_once_and_the_holders_one_dispatch_serves_it(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """The holder runs on another worker, whose lock stays. The waiter's attempt ends on the
+    shutdown's cancellation, not on its heartbeat timeout, and its retry, on a restarted worker,
+    gets the holder's result."""
+    holder_worker, holder_queue = _worker(temporal_env, client, prefix)
+    args, env = ["s-shutdown", "heartbeatingGatedJob", ["shutdown"]], temporal_env.client
+    waiter_queue = f"py-{uuid.uuid4().hex[:8]}"
+    async with holder_worker:
+        holder = await env.start_workflow(HeartbeatCall.run, args=args, id=f"{holder_queue}-holder", task_queue=holder_queue)
+        await until(lambda: _is(count(client, prefix, "shutdown"), 1), "the holder's job to start")
+        async with _worker(temporal_env, client, prefix, waiter_queue)[0]:
+            waiter = await env.start_workflow(HeartbeatCall.run, args=args, id=f"{waiter_queue}-waiter", task_queue=waiter_queue)
+            await until(lambda: _activity_started(waiter), "the waiter to wait in its slot")
+        # The waiter's worker has shut down: its attempt ended, not by a timeout, and the holder's lock stays.
+        assert await _last_failure_type(waiter) != "timeout"
+        assert await client.exists(FireOnceKeys(prefix).lock("s-shutdown", "heartbeatingGatedJob")) == 1
+        async with _worker(temporal_env, client, prefix, waiter_queue)[0]:
+            await until(lambda: _activity_started(waiter), "the retry to wait in its slot on the restarted worker")
+            await client.set(gate_key(prefix, "shutdown"), "open")
+            results = [await result(holder), await result(waiter)]
+    assert results[0] == results[1] and await count(client, prefix, "shutdown") == 1
+
