@@ -27,6 +27,7 @@ import { DEFAULT_SCAN_BUDGET } from './doctor/prefix-check';
 import { runDoctor } from './doctor/doctor';
 import { formatDoctor } from './doctor/format';
 import { refuseEvictingRedis } from './eviction-check';
+import { checkOptionValues } from './argv-check';
 import { CliError, EXIT, type ExitCode } from './exit-codes';
 import { inspect } from './inspect';
 import { formatInspection } from './inspect-format';
@@ -52,6 +53,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
     code = c;
   });
   try {
+    checkOptionValues(program, argv.slice(2));
     await program.parseAsync([...argv]);
     return code;
   } catch (err) {
@@ -248,7 +250,8 @@ Exit codes:
   0   done; for report, no scope dispatched more than once in the window; for doctor,
       nothing puts the guarantee at risk
   1   report found a scope and step dispatched more than once; doctor found a risk
-  2   usage error, or release/invalidate without --force (nothing changed)
+  2   usage error (an option given twice or without its value, too), or
+      release/invalidate without --force (nothing changed)
   3   Redis unreachable, refused the credentials, or timed out
   4   nothing to act on: no such lock (release) or artifact (invalidate)
   5   refused: release found the lock changed hands; migrate found v2 dispatches in

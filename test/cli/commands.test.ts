@@ -542,10 +542,32 @@ describe('fire-once CLI against a real Redis', () => {
       [['doctor', '--scan-budget', ''], /--scan-budget must be a positive whole number in decimal digits \(got ""\)/],
       [['doctor', '--scan-budget', '0'], /--scan-budget must be a positive whole number/],
       [['doctor', '--timeout', '30d'], /--timeout must be at most 2147483647 ms/],
+      // An option whose value is missing must not take the next option as its value, and an
+      // option given twice must not quietly take the last value: both would act on something else.
+      [['release', 's', '--step', '--force'], /option --step is missing its value: the next argument, "--force", is an option/],
+      [['inspect', 's', '--namespace', '--json'], /option --namespace is missing its value: the next argument, "--json", is an option/],
+      [['invalidate', 's', '--job-type', '--', 'x', '--force'], /option --job-type is missing its value: the next argument, "--", is an option/],
+      [['report', '--prefix', '-h'], /option --prefix is missing its value: the next argument, "-h", is an option/],
+      [['release', 's', '--step', 'a', '--step', 'b', '--force'], /option --step is given more than once \("a", "b"\): give it once/],
+      [['inspect', 's', '--namespace=tenant-a', '--namespace', 'tenant-b'], /option --namespace is given more than once \("tenant-a", "tenant-b"\)/],
+      [['report', '--limit', '5', '--limit', '7'], /option --limit is given more than once/],
     ])('exits 2 on an out-of-range or malformed value, with Redis reachable: fire-once %j', async (args, message) => {
       const run = await cli(args);
       expect(run.stderr).toMatch(message);
       expect(run.code).toBe(2);
+    });
+
+    it('takes a value that starts with two dashes when it is joined to its option by an equals sign', async () => {
+      const { prefix, guard } = fresh('cli-dash-value');
+      const held = await guard.acquire({ scope: '--scope', step: '--force', jobType: 'summary' });
+      if (held.kind !== 'acquired') throw new Error(held.kind);
+      const run = await runCli(['inspect', '--redis', url, '--prefix', prefix, '--step=--force', '--json', '--', '--scope']);
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(0);
+      expect(json<{ scope: string; locks: { step: string; present: boolean }[] }>(run.stdout)).toMatchObject({
+        scope: '--scope',
+        locks: [{ step: '--force', present: true }],
+      });
     });
 
     it('takes the largest --timeout Node.js can keep, and --limit 0 for every scope', async () => {
