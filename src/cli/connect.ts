@@ -135,6 +135,11 @@ function nodeOptions(timeoutMs: number): RedisOptions {
     retryStrategy: () => null,
     // No INFO ready check: an ACL user limited to its prefix may not run INFO; the PING below checks instead.
     enableReadyCheck: false,
+    // On disconnecting, ioredis waits this long for the server to close its end before it destroys
+    // the socket (2 s by default). A host that never answers never closes either: the wait came
+    // once before a timed-out connect failed and again, holding the process open, after the CLI
+    // had said so. The CLI has nothing in flight when it disconnects.
+    disconnectTimeout: 0,
   };
 }
 
