@@ -160,8 +160,13 @@ async function connected<C extends RedisClient>(url: string, open: () => { clien
   }
 }
 
-/** True for errors that come from Redis or the connection to it, not from the CLI's own code. */
+/**
+ * True for errors that come from Redis or the connection to it, not from the CLI's own code. A
+ * {@link CliError} already carries its exit code: its message may quote a scope or step that reads
+ * like a connection error (`ECONNREFUSED`), or a connection failure already described.
+ */
 export function isRedisError(err: unknown): boolean {
+  if (err instanceof CliError) return false;
   if (err instanceof FireOnceStoreUnavailable) return true; // the core guard's own wrapping of a Redis failure
   if (!(err instanceof Error)) return false;
   if (['ReplyError', 'MaxRetriesPerRequestError', 'AbortError', 'ParserError'].includes(err.name)) return true;

@@ -601,6 +601,19 @@ describe('fire-once CLI against a real Redis', () => {
       expect(await redis.hgetall(guard.keys.log())).toEqual({ f: 'v' });
     });
 
+    it("exits with the command's own code, not 3 (Redis failed), when an ID reads like a connection error", async () => {
+      const { prefix } = fresh('cli-error-words');
+      for (const args of [
+        ['release', 'ECONNREFUSED', '--step', 'x'],
+        ['release', 's', '--step', 'Connection is closed', '--force'],
+        ['invalidate', 'Command timed out', '--job-type', 'summary', '--force'],
+      ]) {
+        const run = await cli([...args, '--prefix', prefix]);
+        expect(run.stderr).toMatch(/^fire-once: no (lock|artifact) /);
+        expect(run.code).toBe(4);
+      }
+    });
+
     it('exits 0 on --help, which lists the exit codes', async () => {
       const help = await runCli(['--help']);
       expect(help.code).toBe(0);
