@@ -187,6 +187,11 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
     .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s')
     .action(async (opts: CommonOptions & { aclUser?: string; scanBudget: number }) => {
       keysFor(opts); // a bad --prefix or --namespace is a usage error
+      // Redis refuses a user name that is empty or holds a space or NUL: such a --acl-user could only
+      // come back as a check that could not be made.
+      if (opts.aclUser !== undefined && !/^[^\s\0]+$/.test(opts.aclUser)) {
+        throw new CliError(`--acl-user must name a user (got ${JSON.stringify(opts.aclUser)}): a Redis user name is not empty and holds no space`, EXIT.usage);
+      }
       const url = redisUrlOf(opts);
       const connection = { url, timeoutMs: parseTimeout(opts.timeout) };
       const report = await runDoctor(connection, {

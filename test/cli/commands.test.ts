@@ -542,6 +542,8 @@ describe('fire-once CLI against a real Redis', () => {
       [['doctor', '--scan-budget', ''], /--scan-budget must be a positive whole number in decimal digits \(got ""\)/],
       [['doctor', '--scan-budget', '0'], /--scan-budget must be a positive whole number/],
       [['doctor', '--timeout', '30d'], /--timeout must be at most 2147483647 ms/],
+      [['doctor', '--acl-user', ''], /--acl-user must name a user \(got ""\)/],
+      [['doctor', '--acl-user', ' '], /--acl-user must name a user \(got " "\)/],
       // An option whose value is missing must not take the next option as its value, and an
       // option given twice must not quietly take the last value: both would act on something else.
       [['release', 's', '--step', '--force'], /option --step is missing its value: the next argument, "--force", is an option/],
