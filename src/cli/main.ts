@@ -93,8 +93,16 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       parseSince(opts.since, Date.now()); // a bad --since is a usage error even when Redis is down
       const report = await withRedis(opts, io, async (redis) => {
         const nowMs = await serverTimeMs(redis);
+        const fromMs = parseSince(opts.since, nowMs);
+        if (fromMs > nowMs) {
+          // An empty window would pass as "no duplicate": a mistyped year must not make a cron check pass.
+          throw new CliError(
+            `--since ${JSON.stringify(opts.since)} is after Redis's clock (${new Date(nowMs).toISOString()}): the window would be empty`,
+            EXIT.usage,
+          );
+        }
         return buildReport(redis, keys, {
-          fromMs: parseSince(opts.since, nowMs),
+          fromMs,
           toMs: nowMs,
           ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }),
         });

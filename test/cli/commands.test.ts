@@ -535,6 +535,8 @@ describe('fire-once CLI against a real Redis', () => {
       [['report', '--since', '1960-01-01'], /--since "1960-01-01" is before 1970-01-01T00:00:00Z/],
       [['report', '--since', '2026-02-30'], /--since "2026-02-30" names a day that does not exist \(2026-02-30\)/],
       [['report', '--since', '2025-04-31T10:00:00Z'], /names a day that does not exist \(2025-04-31\)/],
+      // A year mistyped into the future would make an empty window, and a cron check pass.
+      [['report', '--since', '2999-01-01'], /--since "2999-01-01" is after Redis's clock \(\d{4}-/],
       [['report', '--limit', ''], /--limit must be a non-negative whole number in decimal digits \(got ""\)/],
       [['report', '--limit', '0x10'], /--limit must be a non-negative whole number in decimal digits \(got "0x10"\)/],
       [['report', '--limit', '1e3'], /--limit must be/],
