@@ -23,6 +23,15 @@ export function redactUrl(url: string): string {
 }
 
 /**
+ * A URL that does not parse, for a message saying so: everything from `//` to its last `@` (the
+ * user and password, wherever the parse failed) as `***`, so that a mistyped host never prints
+ * the password beside it.
+ */
+function redactUnparsable(url: string): string {
+  return url.replace(/^([^:/?#]*:\/\/)[^]*@/, '$1***@');
+}
+
+/**
  * Connect, once, failing fast: no reconnect loop, no offline queue, and a timeout on the
  * connection and on every command, so an unreachable Redis ends the CLI with exit code 3 within
  * `timeoutMs` instead of hanging. TLS and ACL users come from the URL (`rediss://`,
@@ -61,7 +70,7 @@ export function connectNode({ url, timeoutMs }: ConnectOptions): Promise<Redis> 
   try {
     parsed = new URL(url);
   } catch {
-    throw new CliError(`--redis must be a redis:// or rediss:// URL (got ${JSON.stringify(url)})`, EXIT.usage);
+    throw new CliError(`--redis must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUnparsable(url))})`, EXIT.usage);
   }
   if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
     throw new CliError(`--redis must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
