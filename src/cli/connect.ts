@@ -9,6 +9,8 @@ export interface ConnectOptions {
   readonly url: string;
   /** Applies to connecting and to every command. */
   readonly timeoutMs: number;
+  /** Where `url` came from, named in usage errors: `--redis` unless said otherwise. */
+  readonly source?: '--redis' | 'REDIS_URL';
 }
 
 /** The URL with its password replaced by `***`, for messages. */
@@ -65,29 +67,29 @@ export async function connect(connection: ConnectOptions): Promise<RedisClient> 
  * Connect to the one node that `url` names, as {@link connect} does, without following a
  * Cluster: for `doctor`, which must reach the nodes of an unhealthy cluster too.
  */
-export function connectNode({ url, timeoutMs }: ConnectOptions): Promise<Redis> {
+export function connectNode({ url, timeoutMs, source = '--redis' }: ConnectOptions): Promise<Redis> {
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw new CliError(`--redis must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUnparsable(url))})`, EXIT.usage);
+    throw new CliError(`${source} must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUnparsable(url))})`, EXIT.usage);
   }
   if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
-    throw new CliError(`--redis must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
+    throw new CliError(`${source} must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
   }
   // ioredis reads every query parameter as a client option, over the CLI's own: `?keyPrefix=x:`
   // would prefix every key the CLI touches but not the keys it prints or SCANs for, and `?db=abc`
   // crashes it. The URL form the CLI documents has none.
   if (parsed.search !== '') {
     throw new CliError(
-      `--redis takes no query string: ioredis would read its parameters (${[...parsed.searchParams.keys()].map((k) => JSON.stringify(k)).join(', ')}) as client options; use redis://[user:password@]host:port[/db]`,
+      `${source} takes no query string: ioredis would read its parameters (${[...parsed.searchParams.keys()].map((k) => JSON.stringify(k)).join(', ')}) as client options; use redis://[user:password@]host:port[/db]`,
       EXIT.usage,
     );
   }
   // ioredis reads the database with parseInt: `/abc` crashes it with an uncaught error, `/1x` is database 1.
   if (!/^(?:\/\d*)?$/.test(parsed.pathname)) {
     throw new CliError(
-      `--redis must name its database as digits (redis://host:port/0), not ${JSON.stringify(parsed.pathname)} (in ${redactUrl(url)})`,
+      `${source} must name its database as digits (redis://host:port/0), not ${JSON.stringify(parsed.pathname)} (in ${redactUrl(url)})`,
       EXIT.usage,
     );
   }

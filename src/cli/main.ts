@@ -15,6 +15,7 @@ import {
   parseDuration,
   parseSince,
   parseTimeout,
+  redisSourceOf,
   redisUrlOf,
   serverTimeMs,
   type CommonOptions,
@@ -201,7 +202,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
         throw new CliError(`--acl-user must name a user (got ${JSON.stringify(opts.aclUser)}): a Redis user name is not empty and holds no space`, EXIT.usage);
       }
       const url = redisUrlOf(opts);
-      const connection = { url, timeoutMs: parseTimeout(opts.timeout) };
+      const connection = { url, timeoutMs: parseTimeout(opts.timeout), source: redisSourceOf(opts) };
       const report = await runDoctor(connection, {
         prefix: opts.prefix,
         namespace: opts.namespace,
@@ -233,7 +234,7 @@ function common(command: Command): Command {
 /** Connect, refuse a Redis that can evict the guard's keys, run, disconnect. */
 async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisClient, connection: ConnectOptions) => Promise<T>): Promise<T> {
   const url = redisUrlOf(options);
-  const connection = { url, timeoutMs: parseTimeout(options.timeout) };
+  const connection = { url, timeoutMs: parseTimeout(options.timeout), source: redisSourceOf(options) };
   const redis = await connect(connection);
   try {
     await refuseEvictingRedis(redis, { allow: options.allowEvictingRedis === true, timeoutMs: connection.timeoutMs, warn: io.err });

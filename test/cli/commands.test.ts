@@ -618,10 +618,14 @@ describe('fire-once CLI against a real Redis', () => {
       }
     });
 
-    it('never prints the password of a URL it cannot parse, from --redis or REDIS_URL', async () => {
+    it('never prints the password of a URL it cannot parse, from --redis or REDIS_URL, and names which it was', async () => {
       for (const bad of ['redis://admin:s3cret-u@redis host:6379', 'redis://admin:s3cret-u@[::1:6379', 'redis://:s3cret-u@host:99999/0']) {
-        for (const run of [await runCli(['report', '--redis', bad]), await runCli(['doctor'], { REDIS_URL: bad })]) {
-          expect(run.stderr).toContain('must be a redis:// or rediss:// URL (got "redis://***@');
+        for (const [run, source] of [
+          [await runCli(['report', '--redis', bad]), '--redis'],
+          [await runCli(['doctor'], { REDIS_URL: bad }), 'REDIS_URL'],
+          [await runCli(['release', 's', '--step', 'x', '--force'], { REDIS_URL: bad }), 'REDIS_URL'],
+        ] as const) {
+          expect(run.stderr).toContain(`fire-once: ${source} must be a redis:// or rediss:// URL (got "redis://***@`);
           expect(run.stderr).not.toContain('s3cret-u');
           expect(run.code).toBe(2);
         }
