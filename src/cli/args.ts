@@ -110,6 +110,11 @@ export function redisUrlOf(options: CommonOptions): string {
   return options.redis ?? process.env.REDIS_URL ?? DEFAULT_REDIS_URL;
 }
 
+/** Which of those {@link redisUrlOf} took, for messages about a URL that is no use. */
+export function redisSourceOf(options: CommonOptions): '--redis' | 'REDIS_URL' {
+  return options.redis === undefined && process.env.REDIS_URL !== undefined ? 'REDIS_URL' : '--redis';
+}
+
 /** The server's clock in epoch ms: stream IDs are stamped with it, not with ours. */
 export async function serverTimeMs(redis: RedisClient): Promise<number> {
   const [seconds, micros] = (await redis.time()) as (string | number)[];

@@ -9,6 +9,8 @@ export interface ConnectOptions {
   readonly url: string;
   /** Applies to connecting and to every command. */
   readonly timeoutMs: number;
+  /** Where `url` came from, named in usage errors: `--redis` unless said otherwise. */
+  readonly source?: '--redis' | 'REDIS_URL';
 }
 
 /** The URL with its password replaced by `***`, for messages. */
@@ -20,6 +22,15 @@ export function redactUrl(url: string): string {
   } catch {
     return '<unparsable URL>';
   }
+}
+
+/**
+ * A URL that does not parse, for a message saying so: everything from `//` to its last `@` (the
+ * user and password, wherever the parse failed) as `***`, so that a mistyped host never prints
+ * the password beside it.
+ */
+function redactUnparsable(url: string): string {
+  return url.replace(/^([^:/?#]*:\/\/)[^]*@/, '$1***@');
 }
 
 /**
@@ -56,29 +67,29 @@ export async function connect(connection: ConnectOptions): Promise<RedisClient> 
  * Connect to the one node that `url` names, as {@link connect} does, without following a
  * Cluster: for `doctor`, which must reach the nodes of an unhealthy cluster too.
  */
-export function connectNode({ url, timeoutMs }: ConnectOptions): Promise<Redis> {
+export function connectNode({ url, timeoutMs, source = '--redis' }: ConnectOptions): Promise<Redis> {
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw new CliError(`--redis must be a redis:// or rediss:// URL (got ${JSON.stringify(url)})`, EXIT.usage);
+    throw new CliError(`${source} must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUnparsable(url))})`, EXIT.usage);
   }
   if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
-    throw new CliError(`--redis must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
+    throw new CliError(`${source} must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
   }
   // ioredis reads every query parameter as a client option, over the CLI's own: `?keyPrefix=x:`
   // would prefix every key the CLI touches but not the keys it prints or SCANs for, and `?db=abc`
   // crashes it. The URL form the CLI documents has none.
   if (parsed.search !== '') {
     throw new CliError(
-      `--redis takes no query string: ioredis would read its parameters (${[...parsed.searchParams.keys()].map((k) => JSON.stringify(k)).join(', ')}) as client options; use redis://[user:password@]host:port[/db]`,
+      `${source} takes no query string: ioredis would read its parameters (${[...parsed.searchParams.keys()].map((k) => JSON.stringify(k)).join(', ')}) as client options; use redis://[user:password@]host:port[/db]`,
       EXIT.usage,
     );
   }
   // ioredis reads the database with parseInt: `/abc` crashes it with an uncaught error, `/1x` is database 1.
   if (!/^(?:\/\d*)?$/.test(parsed.pathname)) {
     throw new CliError(
-      `--redis must name its database as digits (redis://host:port/0), not ${JSON.stringify(parsed.pathname)} (in ${redactUrl(url)})`,
+      `${source} must name its database as digits (redis://host:port/0), not ${JSON.stringify(parsed.pathname)} (in ${redactUrl(url)})`,
       EXIT.usage,
     );
   }
@@ -135,6 +146,11 @@ function nodeOptions(timeoutMs: number): RedisOptions {
     retryStrategy: () => null,
     // No INFO ready check: an ACL user limited to its prefix may not run INFO; the PING below checks instead.
     enableReadyCheck: false,
+    // On disconnecting, ioredis waits this long for the server to close its end before it destroys
+    // the socket (2 s by default). A host that never answers never closes either: the wait came
+    // once before a timed-out connect failed and again, holding the process open, after the CLI
+    // had said so. The CLI has nothing in flight when it disconnects.
+    disconnectTimeout: 0,
   };
 }
 
@@ -155,8 +171,13 @@ async function connected<C extends RedisClient>(url: string, open: () => { clien
   }
 }
 
-/** True for errors that come from Redis or the connection to it, not from the CLI's own code. */
+/**
+ * True for errors that come from Redis or the connection to it, not from the CLI's own code. A
+ * {@link CliError} already carries its exit code: its message may quote a scope or step that reads
+ * like a connection error (`ECONNREFUSED`), or a connection failure already described.
+ */
 export function isRedisError(err: unknown): boolean {
+  if (err instanceof CliError) return false;
   if (err instanceof FireOnceStoreUnavailable) return true; // the core guard's own wrapping of a Redis failure
   if (!(err instanceof Error)) return false;
   if (['ReplyError', 'MaxRetriesPerRequestError', 'AbortError', 'ParserError'].includes(err.name)) return true;

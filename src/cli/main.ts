@@ -15,6 +15,7 @@ import {
   parseDuration,
   parseSince,
   parseTimeout,
+  redisSourceOf,
   redisUrlOf,
   serverTimeMs,
   type CommonOptions,
@@ -27,6 +28,7 @@ import { DEFAULT_SCAN_BUDGET } from './doctor/prefix-check';
 import { runDoctor } from './doctor/doctor';
 import { formatDoctor } from './doctor/format';
 import { refuseEvictingRedis } from './eviction-check';
+import { checkOptionValues } from './argv-check';
 import { CliError, EXIT, type ExitCode } from './exit-codes';
 import { inspect } from './inspect';
 import { formatInspection } from './inspect-format';
@@ -52,6 +54,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
     code = c;
   });
   try {
+    checkOptionValues(program, argv.slice(2));
     await program.parseAsync([...argv]);
     return code;
   } catch (err) {
@@ -91,8 +94,16 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       parseSince(opts.since, Date.now()); // a bad --since is a usage error even when Redis is down
       const report = await withRedis(opts, io, async (redis) => {
         const nowMs = await serverTimeMs(redis);
+        const fromMs = parseSince(opts.since, nowMs);
+        if (fromMs > nowMs) {
+          // An empty window would pass as "no duplicate": a mistyped year must not make a cron check pass.
+          throw new CliError(
+            `--since ${JSON.stringify(opts.since)} is after Redis's clock (${new Date(nowMs).toISOString()}): the window would be empty`,
+            EXIT.usage,
+          );
+        }
         return buildReport(redis, keys, {
-          fromMs: parseSince(opts.since, nowMs),
+          fromMs,
           toMs: nowMs,
           ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }),
         });
@@ -185,8 +196,13 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
     .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s')
     .action(async (opts: CommonOptions & { aclUser?: string; scanBudget: number }) => {
       keysFor(opts); // a bad --prefix or --namespace is a usage error
+      // Redis refuses a user name that is empty or holds a space or NUL: such a --acl-user could only
+      // come back as a check that could not be made.
+      if (opts.aclUser !== undefined && !/^[^\s\0]+$/.test(opts.aclUser)) {
+        throw new CliError(`--acl-user must name a user (got ${JSON.stringify(opts.aclUser)}): a Redis user name is not empty and holds no space`, EXIT.usage);
+      }
       const url = redisUrlOf(opts);
-      const connection = { url, timeoutMs: parseTimeout(opts.timeout) };
+      const connection = { url, timeoutMs: parseTimeout(opts.timeout), source: redisSourceOf(opts) };
       const report = await runDoctor(connection, {
         prefix: opts.prefix,
         namespace: opts.namespace,
@@ -218,7 +234,7 @@ function common(command: Command): Command {
 /** Connect, refuse a Redis that can evict the guard's keys, run, disconnect. */
 async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisClient, connection: ConnectOptions) => Promise<T>): Promise<T> {
   const url = redisUrlOf(options);
-  const connection = { url, timeoutMs: parseTimeout(options.timeout) };
+  const connection = { url, timeoutMs: parseTimeout(options.timeout), source: redisSourceOf(options) };
   const redis = await connect(connection);
   try {
     await refuseEvictingRedis(redis, { allow: options.allowEvictingRedis === true, timeoutMs: connection.timeoutMs, warn: io.err });
@@ -248,7 +264,8 @@ Exit codes:
   0   done; for report, no scope dispatched more than once in the window; for doctor,
       nothing puts the guarantee at risk
   1   report found a scope and step dispatched more than once; doctor found a risk
-  2   usage error, or release/invalidate without --force (nothing changed)
+  2   usage error (an option given twice or without its value, too), or
+      release/invalidate without --force (nothing changed)
   3   Redis unreachable, refused the credentials, or timed out
   4   nothing to act on: no such lock (release) or artifact (invalidate)
   5   refused: release found the lock changed hands; migrate found v2 dispatches in

@@ -535,6 +535,8 @@ describe('fire-once CLI against a real Redis', () => {
       [['report', '--since', '1960-01-01'], /--since "1960-01-01" is before 1970-01-01T00:00:00Z/],
       [['report', '--since', '2026-02-30'], /--since "2026-02-30" names a day that does not exist \(2026-02-30\)/],
       [['report', '--since', '2025-04-31T10:00:00Z'], /names a day that does not exist \(2025-04-31\)/],
+      // A year mistyped into the future would make an empty window, and a cron check pass.
+      [['report', '--since', '2999-01-01'], /--since "2999-01-01" is after Redis's clock \(\d{4}-/],
       [['report', '--limit', ''], /--limit must be a non-negative whole number in decimal digits \(got ""\)/],
       [['report', '--limit', '0x10'], /--limit must be a non-negative whole number in decimal digits \(got "0x10"\)/],
       [['report', '--limit', '1e3'], /--limit must be/],
@@ -542,10 +544,34 @@ describe('fire-once CLI against a real Redis', () => {
       [['doctor', '--scan-budget', ''], /--scan-budget must be a positive whole number in decimal digits \(got ""\)/],
       [['doctor', '--scan-budget', '0'], /--scan-budget must be a positive whole number/],
       [['doctor', '--timeout', '30d'], /--timeout must be at most 2147483647 ms/],
+      [['doctor', '--acl-user', ''], /--acl-user must name a user \(got ""\)/],
+      [['doctor', '--acl-user', ' '], /--acl-user must name a user \(got " "\)/],
+      // An option whose value is missing must not take the next option as its value, and an
+      // option given twice must not quietly take the last value: both would act on something else.
+      [['release', 's', '--step', '--force'], /option --step is missing its value: the next argument, "--force", is an option/],
+      [['inspect', 's', '--namespace', '--json'], /option --namespace is missing its value: the next argument, "--json", is an option/],
+      [['invalidate', 's', '--job-type', '--', 'x', '--force'], /option --job-type is missing its value: the next argument, "--", is an option/],
+      [['report', '--prefix', '-h'], /option --prefix is missing its value: the next argument, "-h", is an option/],
+      [['release', 's', '--step', 'a', '--step', 'b', '--force'], /option --step is given more than once \("a", "b"\): give it once/],
+      [['inspect', 's', '--namespace=tenant-a', '--namespace', 'tenant-b'], /option --namespace is given more than once \("tenant-a", "tenant-b"\)/],
+      [['report', '--limit', '5', '--limit', '7'], /option --limit is given more than once/],
     ])('exits 2 on an out-of-range or malformed value, with Redis reachable: fire-once %j', async (args, message) => {
       const run = await cli(args);
       expect(run.stderr).toMatch(message);
       expect(run.code).toBe(2);
+    });
+
+    it('takes a value that starts with two dashes when it is joined to its option by an equals sign', async () => {
+      const { prefix, guard } = fresh('cli-dash-value');
+      const held = await guard.acquire({ scope: '--scope', step: '--force', jobType: 'summary' });
+      if (held.kind !== 'acquired') throw new Error(held.kind);
+      const run = await runCli(['inspect', '--redis', url, '--prefix', prefix, '--step=--force', '--json', '--', '--scope']);
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(0);
+      expect(json<{ scope: string; locks: { step: string; present: boolean }[] }>(run.stdout)).toMatchObject({
+        scope: '--scope',
+        locks: [{ step: '--force', present: true }],
+      });
     });
 
     it('takes the largest --timeout Node.js can keep, and --limit 0 for every scope', async () => {
@@ -577,6 +603,33 @@ describe('fire-once CLI against a real Redis', () => {
         expect(run.code).toBe(8);
       }
       expect(await redis.hgetall(guard.keys.log())).toEqual({ f: 'v' });
+    });
+
+    it("exits with the command's own code, not 3 (Redis failed), when an ID reads like a connection error", async () => {
+      const { prefix } = fresh('cli-error-words');
+      for (const args of [
+        ['release', 'ECONNREFUSED', '--step', 'x'],
+        ['release', 's', '--step', 'Connection is closed', '--force'],
+        ['invalidate', 'Command timed out', '--job-type', 'summary', '--force'],
+      ]) {
+        const run = await cli([...args, '--prefix', prefix]);
+        expect(run.stderr).toMatch(/^fire-once: no (lock|artifact) /);
+        expect(run.code).toBe(4);
+      }
+    });
+
+    it('never prints the password of a URL it cannot parse, from --redis or REDIS_URL, and names which it was', async () => {
+      for (const bad of ['redis://admin:s3cret-u@redis host:6379', 'redis://admin:s3cret-u@[::1:6379', 'redis://:s3cret-u@host:99999/0']) {
+        for (const [run, source] of [
+          [await runCli(['report', '--redis', bad]), '--redis'],
+          [await runCli(['doctor'], { REDIS_URL: bad }), 'REDIS_URL'],
+          [await runCli(['release', 's', '--step', 'x', '--force'], { REDIS_URL: bad }), 'REDIS_URL'],
+        ] as const) {
+          expect(run.stderr).toContain(`fire-once: ${source} must be a redis:// or rediss:// URL (got "redis://***@`);
+          expect(run.stderr).not.toContain('s3cret-u');
+          expect(run.code).toBe(2);
+        }
+      }
     });
 
     it('exits 0 on --help, which lists the exit codes', async () => {

@@ -11,11 +11,16 @@
   Parked waiters are left registered: their own workers see the lock gone and fail them, so that
   they retry and one of them dispatches.
 
+  PUBLISH comes before DEL: Redis does not undo a script's writes when a later command fails, so a
+  user whose ACL denies PUBLISH (not in @write; on Redis 7 a new user has no channel either) gets
+  the error with the lock still in place, not a lock deleted and its waiters never woken. No other
+  client runs between the two, so waiters see the lock gone when the message reaches them.
+
   Returns:
     1  deleted
     0  refused: the lock is gone, or holds another value now
 ]]
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', ARGV[2], 'release')
+redis.call('DEL', KEYS[1])
 return 1

@@ -1,0 +1,87 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Redis } from 'ioredis';
+import { FireOnceGuard } from '../../src';
+import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
+import { runCli } from './run-cli';
+
+// `release --force` and `invalidate --force` as a Redis ACL user: what docs/operating.md tells an
+// operator to grant must be enough, and a user that lacks a permission their scripts need must
+// find everything as it was (exit 3), never a lock or artifact deleted with nothing recorded.
+// Spawns CLI processes; slow on a loaded 2-core machine.
+jest.setTimeout(300_000);
+
+/** The ACL rules docs/operating.md says the CLI's test grants, read from the doc itself. */
+function documentedGrant(prefix: string): string[] {
+  const doc = readFileSync(join(__dirname, '..', '..', 'docs', 'operating.md'), 'utf8');
+  const grant = /The test grants `([^`]+)`/.exec(doc);
+  if (grant === null) throw new Error('docs/operating.md no longer says what the test grants');
+  return grant[1].replace(/<prefix>/g, prefix).split(/\s+/);
+}
+
+describe('fire-once release and invalidate as an ACL user', () => {
+  let redis: Redis;
+  const prefixes: string[] = [];
+  const users: string[] = [];
+
+  beforeAll(() => {
+    redis = connectRedis();
+  });
+  afterAll(async () => {
+    for (const user of users) await redis.call('ACL', 'DELUSER', user);
+    for (const prefix of prefixes) await deletePrefix(redis, prefix);
+    await redis.quit();
+  });
+
+  /** A prefix of its own with a lock held on (s, summarise) and an artifact stored for (s, summary). */
+  async function fresh(name: string): Promise<{ prefix: string; guard: FireOnceGuard; lockKey: string; artifactKey: string }> {
+    const prefix = testPrefix(name);
+    prefixes.push(prefix);
+    const guard = new FireOnceGuard({ redis, keyPrefix: prefix });
+    const held = await guard.acquire({ scope: 's', step: 'summarise', jobType: 'summary' });
+    const done = await guard.acquire({ scope: 's', step: 'summarise-once', jobType: 'summary' });
+    if (held.kind !== 'acquired' || done.kind !== 'acquired') throw new Error(`${held.kind} ${done.kind}`);
+    await guard.commit(done.lease, Buffer.from('result'));
+    return { prefix, guard, lockKey: held.lease.lockKey, artifactKey: guard.keys.artifact('s', 'summary') };
+  }
+
+  /** A user with `rules`, as a URL the CLI can log in with. */
+  async function userWith(name: string, rules: readonly string[]): Promise<string> {
+    users.push(name);
+    await redis.call('ACL', 'SETUSER', name, 'reset', 'on', '>acl-pw', ...rules);
+    const u = new URL(process.env.REDIS_URL!);
+    u.username = name;
+    u.password = 'acl-pw';
+    return u.toString();
+  }
+
+  it('with the grant docs/operating.md names, release --force and invalidate --force both act', async () => {
+    const { prefix, lockKey, artifactKey } = await fresh('cli-acl-grant');
+    const url = await userWith(`cli-acl-grant-${prefix}`, documentedGrant(prefix));
+    const released = await runCli(['release', 's', '--step', 'summarise', '--prefix', prefix, '--force', '--redis', url]);
+    expect(released.stderr).toBe('');
+    expect(released.code).toBe(0);
+    const invalidated = await runCli(['invalidate', 's', '--job-type', 'summary', '--prefix', prefix, '--force', '--redis', url]);
+    expect(invalidated.stderr).toBe('');
+    expect(invalidated.code).toBe(0);
+    expect(await redis.exists(lockKey, artifactKey)).toBe(0);
+  });
+
+  it('without +publish, release --force and invalidate --force exit 3 and change nothing: the lock, the artifact and the log stay as they were', async () => {
+    const { prefix, guard, lockKey, artifactKey } = await fresh('cli-acl-nopub');
+    const rules = [`~${prefix}:*`, '+@read', '+@write', '+@connection', '+time', '+evalsha', '+eval', '+info'];
+    const url = await userWith(`cli-acl-nopub-${prefix}`, rules);
+    const [lock, artifact, logLength] = [await redis.get(lockKey), await redis.getBuffer(artifactKey), await redis.xlen(guard.keys.log())];
+    for (const args of [
+      ['release', 's', '--step', 'summarise'],
+      ['invalidate', 's', '--job-type', 'summary'],
+    ]) {
+      const run = await runCli([...args, '--prefix', prefix, '--force', '--redis', url]);
+      expect(run.stderr).toMatch(/can't run this command|NOPERM/);
+      expect(run.code).toBe(3);
+    }
+    expect(await redis.get(lockKey)).toBe(lock);
+    expect(await redis.getBuffer(artifactKey)).toEqual(artifact);
+    expect(await redis.xlen(guard.keys.log())).toBe(logLength);
+  });
+});
