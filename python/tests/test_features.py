@@ -1,6 +1,6 @@
 """Temporal features on the Python side, on a real dev server and a real Redis, as
 ``test/temporal-features/*.test.ts`` runs them on the TypeScript side: update-with-start, reset,
-worker versioning, Nexus, cron, activity pause and graceful shutdown. Each counts the job's dispatches in the job body."""
+worker versioning, Nexus, cron, activity pause and reset, and graceful shutdown. Each counts the job's dispatches in the job body."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from temporalio.api.operatorservice.v1 import CreateNexusEndpointRequest, Delete
 from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
     PauseActivityRequest,
+    ResetActivityRequest,
     ResetWorkflowExecutionRequest,
     SetWorkerDeploymentCurrentVersionRequest,
     UnpauseActivityRequest,
@@ -60,6 +61,12 @@ def _worker(env: Any, client: Redis, prefix: str, queue: str | None = None, **op
 
 async def count(client: Redis, prefix: str, counter: str) -> int:
     return int(await client.get(counter_key(prefix, counter)) or 0)
+
+
+async def decisions(client: Redis, prefix: str, scope: str) -> Counter[str]:
+    """How many times each decision is in the dispatch log for ``scope`` (flushed as the workers stop)."""
+    entries: Any = await client.xrange(FireOnceKeys(prefix).log())
+    return Counter(fields[b"decision"].decode() for _, fields in entries if fields[b"scope"] == scope.encode())
 
 
 async def first_task_completed(handle: WorkflowHandle[Any, Any]) -> int:
@@ -259,9 +266,7 @@ async def test_versioning_a_run_pinned_to_build_a_dispatches_and_runs_on_build_b
     assert all(r == results[0] for r in results) and await count(client, prefix, "versioning") == 1
     # The dispatch log, flushed as the workers stopped: B's run waited for A's commit; the later
     # run and the reset fast-forwarded.
-    entries: Any = await client.xrange(FireOnceKeys(prefix).log())
-    decisions = Counter(fields[b"decision"].decode() for _, fields in entries if fields[b"scope"] == b"s-versioning")
-    assert decisions == {"dispatched": 1, "committed": 1, "in-flight-waited": 1, "fast-forwarded": 3}
+    assert await decisions(client, prefix, "s-versioning") == {"dispatched": 1, "committed": 1, "in-flight-waited": 1, "fast-forwarded": 3}
 
 
 # A Nexus operation crosses into a workflow the handler starts: no header of the caller's goes
@@ -352,9 +357,10 @@ async def _has(runs: Awaitable[list[str]], at_least: int) -> bool:
     return len(await runs) >= at_least
 
 
-# Activity pause (``temporal activity pause | unpause``, the same RPCs here) of a run's guarded
-# activity: the worker hears of it in the reply to a heartbeat and cancels the activity. Every run
-# is a HeartbeatCall (2 s heartbeat timeout, retries); the job heartbeats until its gate opens.
+# Activity pause and reset (``temporal activity pause | unpause | reset``, the same RPCs here) of
+# a run's guarded activity: the worker hears of it in the reply to a heartbeat and cancels the
+# activity. Every run is a HeartbeatCall (2 s heartbeat timeout, retries); the job heartbeats until
+# its gate opens.
 
 
 async def result(handle: WorkflowHandle[Any, Any]) -> Any:
@@ -419,6 +425,28 @@ async def test_activity_pause_of_the_holder_stops_its_job_and_releases_a_waiter_
         results = [await result(holder), *served]  # it fast-forwards to the new dispatch's result
     assert all(r == results[0] for r in results)
     assert (await count(client, prefix, "pause-holder"), await count(client, prefix, "pause-holder-finished")) == (2, 1)
+
+
+async def test_activity_reset_of_the_holder_stops_its_job_and_releases_its_new_attempt_and_the_waiter_share_one_new_dispatch(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """As a pause, but the holder starts again at once. The new dispatch follows the release of the
+    reset job's lock (in the dispatch log), not the end of its lease."""
+    worker, queue = _worker(temporal_env, client, prefix)
+    env = temporal_env.client
+    async with worker:
+        holder, waiter = await _holder_and_waiters(env, client, prefix, queue, "reset-holder", 1)
+
+        request = ResetActivityRequest(namespace=env.namespace, execution=WorkflowExecution(workflow_id=holder.id), id="1", identity="fire-once test")
+        await env.workflow_service.reset_activity(request)
+        assert await _last_failure_type(holder) == "ActivityReset"  # its job heard it by heartbeat and stopped
+        await until(lambda: _is(count(client, prefix, "reset-holder"), 2), "the new attempt or the waiter to dispatch on the released lock")
+        await client.set(gate_key(prefix, "reset-holder"), "open")
+        results = [await result(holder), await result(waiter)]
+    assert results[0] == results[1]
+    assert (await count(client, prefix, "reset-holder"), await count(client, prefix, "reset-holder-finished")) == (2, 1)
+    logged = await decisions(client, prefix, "s-reset-holder")
+    assert (logged["dispatched"], logged["released-on-failure"], logged["committed"]) == (2, 1, 1)
 
 
 async def test_activity_pause_of_a_waiter_in_its_slot_ends_its_wait_and_unpaused_it_gets_the_holders_result(
