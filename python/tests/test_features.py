@@ -406,6 +406,15 @@ async def _holder_and_waiters(env: Client, client: Redis, prefix: str, queue: st
     return handles
 
 
+async def _served_by_a_second_dispatch_after_a_release(client: Redis, prefix: str, counter: str, results: list[Any]) -> None:
+    """The first job, stopped, released its lock (the dispatch log says so, where a lock left to its
+    lease would have held the next dispatch for 30 s), and one more dispatch, finished, served every run."""
+    assert all(r == results[0] for r in results)
+    assert (await count(client, prefix, counter), await count(client, prefix, f"{counter}-finished")) == (2, 1)
+    logged = await decisions(client, prefix, f"s-{counter}")
+    assert (logged["dispatched"], logged["released-on-failure"], logged["committed"]) == (2, 1, 1)
+
+
 async def test_activity_pause_of_the_holder_stops_its_job_and_releases_a_waiter_dispatches_and_the_holder_unpaused_fast_forwards(
     temporal_env: Any, client: Redis, prefix: str
 ) -> None:
@@ -423,15 +432,13 @@ async def test_activity_pause_of_the_holder_stops_its_job_and_releases_a_waiter_
 
         await _pause(env, holder, False)
         results = [await result(holder), *served]  # it fast-forwards to the new dispatch's result
-    assert all(r == results[0] for r in results)
-    assert (await count(client, prefix, "pause-holder"), await count(client, prefix, "pause-holder-finished")) == (2, 1)
+    await _served_by_a_second_dispatch_after_a_release(client, prefix, "pause-holder", results)
 
 
 async def test_activity_reset_of_the_holder_stops_its_job_and_releases_its_new_attempt_and_the_waiter_share_one_new_dispatch(
     temporal_env: Any, client: Redis, prefix: str
 ) -> None:
-    """As a pause, but the holder starts again at once. The new dispatch follows the release of the
-    reset job's lock (in the dispatch log), not the end of its lease."""
+    """As a pause, but the holder starts again at once: its new attempt and the waiter share one new dispatch."""
     worker, queue = _worker(temporal_env, client, prefix)
     env = temporal_env.client
     async with worker:
@@ -443,10 +450,7 @@ async def test_activity_reset_of_the_holder_stops_its_job_and_releases_its_new_a
         await until(lambda: _is(count(client, prefix, "reset-holder"), 2), "the new attempt or the waiter to dispatch on the released lock")
         await client.set(gate_key(prefix, "reset-holder"), "open")
         results = [await result(holder), await result(waiter)]
-    assert results[0] == results[1]
-    assert (await count(client, prefix, "reset-holder"), await count(client, prefix, "reset-holder-finished")) == (2, 1)
-    logged = await decisions(client, prefix, "s-reset-holder")
-    assert (logged["dispatched"], logged["released-on-failure"], logged["committed"]) == (2, 1, 1)
+    await _served_by_a_second_dispatch_after_a_release(client, prefix, "reset-holder", results)
 
 
 async def test_activity_pause_of_a_waiter_in_its_slot_ends_its_wait_and_unpaused_it_gets_the_holders_result(
