@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
+from datetime import timedelta
 from typing import Any, Awaitable, Callable
 
 import nexusrpc
@@ -470,8 +471,34 @@ async def test_activity_pause_of_a_waiter_in_its_slot_ends_its_wait_and_unpaused
     assert results[0] == results[1] and await count(client, prefix, "pause-wait") == 1
 
 
-# Graceful shutdown of a waiter's worker: the shutdown cancels the activities still running (no
-# graceful_shutdown_timeout), a waiter in its slot among them.
+# Graceful shutdown: the shutdown cancels the activities still running once its
+# graceful_shutdown_timeout (none by default) has run out, the holder's job or a waiter in its slot.
+
+
+async def test_shutdown_of_the_holders_worker_cancels_its_job_after_the_grace_time_the_lock_is_released_and_one_finished_job_serves_every_run(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """The holder's worker shuts down with a 200 ms graceful_shutdown_timeout: the SDK then cancels
+    the job, which stops, and the guard releases its lock. The waiter, on another worker, dispatches
+    on it at once; the holder's retry, on the restarted worker, gets that dispatch's result."""
+    holder_worker, holder_queue = _worker(temporal_env, client, prefix, graceful_shutdown_timeout=timedelta(milliseconds=200))
+    args, env = ["s-shutdown-holder", "heartbeatingGatedJob", ["shutdown-holder"]], temporal_env.client
+    waiter_worker, waiter_queue = _worker(temporal_env, client, prefix)
+    async with waiter_worker:
+        async with holder_worker:
+            holder = await env.start_workflow(HeartbeatCall.run, args=args, id=f"{holder_queue}-holder", task_queue=holder_queue)
+            await until(lambda: _is(count(client, prefix, "shutdown-holder"), 1), "the holder's job to start")
+            waiter = await env.start_workflow(HeartbeatCall.run, args=args, id=f"{waiter_queue}-waiter", task_queue=waiter_queue)
+            await until(lambda: _activity_started(waiter), "the waiter to wait in its slot")
+        # The holder's worker has shut down: the SDK cancelled its job, which stopped unfinished,
+        # and the waiter dispatched on the released lock.
+        assert await _last_failure_type(holder) == "WorkerShutdown"
+        assert await count(client, prefix, "shutdown-holder-finished") == 0
+        await until(lambda: _is(count(client, prefix, "shutdown-holder"), 2), "the waiter to dispatch on the released lock")
+        async with _worker(temporal_env, client, prefix, holder_queue)[0]:
+            await client.set(gate_key(prefix, "shutdown-holder"), "open")
+            results = [await result(holder), await result(waiter)]
+    await _served_by_a_second_dispatch_after_a_release(client, prefix, "shutdown-holder", results)
 
 
 async def test_shutdown_of_a_waiters_worker_ends_its_wait_so_it_retries_at_once_and_the_holders_one_dispatch_serves_it(
