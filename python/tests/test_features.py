@@ -39,9 +39,9 @@ from temporal_fire_once import FireOncePlugin
 from .conftest import collect_garbage
 from .pyactivities import counter_key, gate_key, make_activities
 from .pynexus import JobService, NexusCaller, NexusHandlerRun, NexusJobInput
-from .pyworkflows import CronParent, GuardedCall, HeartbeatCall, InheritedCall, UpdateScopeInInit, UpdateScopeInRun
+from .pyworkflows import CronParent, GuardedCall, HeartbeatCall, InheritedCall, TwoStepCall, UpdateScopeInInit, UpdateScopeInRun
 
-WORKFLOWS = [GuardedCall, HeartbeatCall, UpdateScopeInInit, UpdateScopeInRun, InheritedCall, CronParent, NexusCaller, NexusHandlerRun]
+WORKFLOWS = [GuardedCall, HeartbeatCall, TwoStepCall, UpdateScopeInInit, UpdateScopeInRun, InheritedCall, CronParent, NexusCaller, NexusHandlerRun]
 
 
 async def until(done: Callable[[], Awaitable[bool]], what: str, seconds: float = 30) -> None:
@@ -197,8 +197,9 @@ async def _activity_started(handle: WorkflowHandle[Any, Any]) -> bool:
 
 
 # Worker Versioning, a rolling deploy: two builds of one worker deployment poll one task queue,
-# each with its own plugin. A PINNED run stays on the build that was current when it started. The
-# guard's keys name no build: runs on either build share one dispatch.
+# each with its own plugin. A PINNED run stays on the build that was current when it started; an
+# AUTO_UPGRADE one moves to the current build at its next workflow task. The guard's keys name no
+# build: runs on either build share one dispatch.
 
 
 async def set_current(client: Client, deployment: str, build_id: str) -> None:
@@ -223,8 +224,21 @@ async def set_current(client: Client, deployment: str, build_id: str) -> None:
     await until(routed, f"the task queues of {deployment} to route to {build_id}")
 
 
+def two_builds(env: Any, client: Redis, prefix: str, behavior: VersioningBehavior) -> tuple[str, str, tuple[Worker, Worker]]:
+    """Workers of builds A and B of a new worker deployment, with ``behavior``, each with its own
+    plugin, on one new task queue: the deployment's name, the queue and the two workers."""
+    deployment, queue = f"fire-once-{uuid.uuid4().hex[:12]}", f"py-{uuid.uuid4().hex[:8]}"
+
+    def build(build_id: str) -> Worker:
+        version = WorkerDeploymentVersion(deployment_name=deployment, build_id=build_id)
+        config = WorkerDeploymentConfig(version=version, use_worker_versioning=True, default_versioning_behavior=behavior)
+        return _worker(env, client, prefix, queue, deployment_config=config)[0]
+
+    return deployment, queue, (build("A"), build("B"))
+
+
 async def build_of(handle: WorkflowHandle[Any, Any]) -> str:
-    """The build the run is pinned to, as the server says."""
+    """The build the run is pinned to, or ran its last workflow task on, as the server says."""
     return str((await handle.describe()).raw_description.workflow_execution_info.versioning_info.deployment_version.build_id)
 
 
@@ -234,15 +248,8 @@ async def test_versioning_a_run_pinned_to_build_a_dispatches_and_runs_on_build_b
     """A run pinned to A dispatches, its job held behind a gate; B is made current; a run started
     then runs on B and waits in its slot for A's job; a later run and a reset of A's run, which the
     server starts on B, fast-forward: 1 dispatch, one result for all 4."""
-    deployment, queue = f"fire-once-{uuid.uuid4().hex[:12]}", f"py-{uuid.uuid4().hex[:8]}"
+    deployment, queue, (worker_a, worker_b) = two_builds(temporal_env, client, prefix, VersioningBehavior.PINNED)
     args = ["s-versioning", "gatedJob", ["versioning"]]
-
-    def build(build_id: str) -> Worker:
-        version = WorkerDeploymentVersion(deployment_name=deployment, build_id=build_id)
-        config = WorkerDeploymentConfig(version=version, use_worker_versioning=True, default_versioning_behavior=VersioningBehavior.PINNED)
-        return _worker(temporal_env, client, prefix, queue, deployment_config=config)[0]
-
-    worker_a, worker_b = build("A"), build("B")
     start = temporal_env.client.start_workflow
     async with worker_a:
         await set_current(temporal_env.client, deployment, "A")
@@ -268,6 +275,38 @@ async def test_versioning_a_run_pinned_to_build_a_dispatches_and_runs_on_build_b
     # The dispatch log, flushed as the workers stopped: B's run waited for A's commit; the later
     # run and the reset fast-forwarded.
     assert await decisions(client, prefix, "s-versioning") == {"dispatched": 1, "committed": 1, "in-flight-waited": 1, "fast-forwarded": 3}
+
+
+async def _waiting_for_go(handle: WorkflowHandle[Any, Any]) -> bool:
+    """Whether the run's first job has completed and the workflow task after it too: the run waits for ``go``."""
+    events = list((await handle.fetch_history()).events)
+    done = any(e.HasField("activity_task_completed_event_attributes") for e in events)
+    return done and events[-1].HasField("workflow_task_completed_event_attributes")
+
+
+async def test_versioning_an_auto_upgrade_run_that_moves_from_build_a_to_b_mid_flight_keeps_its_scope_what_it_schedules_on_b_is_guarded(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """A run sets the scope and dispatches its first job on A, then waits for a signal. B is made
+    current; the signal's workflow task runs on B, which replays the run's history (the
+    set_dispatch_scope call included) and schedules the second job under the scope. A later run
+    fast-forwards both steps: 1 dispatch of each."""
+    deployment, queue, (worker_a, worker_b) = two_builds(temporal_env, client, prefix, VersioningBehavior.AUTO_UPGRADE)
+    args, start = ["s-upgrade", "upgrade"], temporal_env.client.start_workflow
+    async with worker_a:
+        await set_current(temporal_env.client, deployment, "A")
+        moved = await start(TwoStepCall.run, args=args, id=f"{queue}-moved", task_queue=queue)
+        await until(lambda: _waiting_for_go(moved), "the first job to complete on A")
+        assert await build_of(moved) == "A"
+        async with worker_b:
+            await set_current(temporal_env.client, deployment, "B")
+            await moved.signal(TwoStepCall.go)
+            results = await result(moved)
+            assert await build_of(moved) == "B"
+            later = await start(TwoStepCall.run, args=args, id=f"{queue}-later", task_queue=queue)
+            await later.signal(TwoStepCall.go)
+            assert await result(later) == results  # both steps fast-forward: the one on B was stored under the scope
+    assert (await count(client, prefix, "upgrade"), await count(client, prefix, "upgrade-report")) == (1, 1)
 
 
 # A Nexus operation crosses into a workflow the handler starts: no header of the caller's goes
