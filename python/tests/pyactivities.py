@@ -46,6 +46,12 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         await asyncio.sleep(ms / 1000)
         return {"counterId": counter_id, "nonce": str(uuid.uuid4()), "by": "python"}
 
+    @fire_once()
+    @activity.defn(name="reportJob")
+    async def report_job(counter_id: str, ms: int) -> dict[str, Any]:
+        """``crossJob`` under a step of its own: a run's second guarded job."""
+        return await cross_job(counter_id, ms)
+
     @fire_once(step="flaky")
     @activity.defn(name="flakyJob")
     async def flaky_job(counter_id: str) -> dict[str, Any]:
@@ -221,6 +227,7 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         context_job,
         unrenewed_job,
         cross_job,
+        report_job,
         flaky_job,
         plain_job,
         fail_while_busy,

@@ -134,6 +134,26 @@ class HeartbeatCall:
 
 
 @workflow.defn
+class TwoStepCall:
+    """Sets the scope and calls ``crossJob``, waits for the ``go`` signal, then calls ``reportJob``:
+    a run that may move to another build between its two jobs. Returns both results."""
+
+    def __init__(self) -> None:
+        self._go = False
+
+    @workflow.signal
+    def go(self) -> None:
+        self._go = True
+
+    @workflow.run
+    async def run(self, scope: str, counter_id: str) -> list[Any]:
+        set_dispatch_scope(scope)
+        first = await _run("crossJob", [counter_id, 0])
+        await workflow.wait_condition(lambda: self._go)
+        return [first, await _run("reportJob", [f"{counter_id}-report", 0])]
+
+
+@workflow.defn
 class InheritedScope:
     """Returns the scope the run got from its start's header (``None``: none), before it sets any."""
 

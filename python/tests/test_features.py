@@ -1,12 +1,13 @@
 """Temporal features on the Python side, on a real dev server and a real Redis, as
 ``test/temporal-features/*.test.ts`` runs them on the TypeScript side: update-with-start, reset,
-worker versioning, Nexus, cron, activity pause and graceful shutdown. Each counts the job's dispatches in the job body."""
+worker versioning, Nexus, cron, activity pause and reset, and graceful shutdown. Each counts the job's dispatches in the job body."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
 from collections import Counter
+from datetime import timedelta
 from typing import Any, Awaitable, Callable
 
 import nexusrpc
@@ -20,6 +21,7 @@ from temporalio.api.operatorservice.v1 import CreateNexusEndpointRequest, Delete
 from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
     PauseActivityRequest,
+    ResetActivityRequest,
     ResetWorkflowExecutionRequest,
     SetWorkerDeploymentCurrentVersionRequest,
     UnpauseActivityRequest,
@@ -37,9 +39,9 @@ from temporal_fire_once import FireOncePlugin
 from .conftest import collect_garbage
 from .pyactivities import counter_key, gate_key, make_activities
 from .pynexus import JobService, NexusCaller, NexusHandlerRun, NexusJobInput
-from .pyworkflows import CronParent, GuardedCall, HeartbeatCall, InheritedCall, UpdateScopeInInit, UpdateScopeInRun
+from .pyworkflows import CronParent, GuardedCall, HeartbeatCall, InheritedCall, TwoStepCall, UpdateScopeInInit, UpdateScopeInRun
 
-WORKFLOWS = [GuardedCall, HeartbeatCall, UpdateScopeInInit, UpdateScopeInRun, InheritedCall, CronParent, NexusCaller, NexusHandlerRun]
+WORKFLOWS = [GuardedCall, HeartbeatCall, TwoStepCall, UpdateScopeInInit, UpdateScopeInRun, InheritedCall, CronParent, NexusCaller, NexusHandlerRun]
 
 
 async def until(done: Callable[[], Awaitable[bool]], what: str, seconds: float = 30) -> None:
@@ -60,6 +62,12 @@ def _worker(env: Any, client: Redis, prefix: str, queue: str | None = None, **op
 
 async def count(client: Redis, prefix: str, counter: str) -> int:
     return int(await client.get(counter_key(prefix, counter)) or 0)
+
+
+async def decisions(client: Redis, prefix: str, scope: str) -> Counter[str]:
+    """How many times each decision is in the dispatch log for ``scope`` (flushed as the workers stop)."""
+    entries: Any = await client.xrange(FireOnceKeys(prefix).log())
+    return Counter(fields[b"decision"].decode() for _, fields in entries if fields[b"scope"] == scope.encode())
 
 
 async def first_task_completed(handle: WorkflowHandle[Any, Any]) -> int:
@@ -189,8 +197,9 @@ async def _activity_started(handle: WorkflowHandle[Any, Any]) -> bool:
 
 
 # Worker Versioning, a rolling deploy: two builds of one worker deployment poll one task queue,
-# each with its own plugin. A PINNED run stays on the build that was current when it started. The
-# guard's keys name no build: runs on either build share one dispatch.
+# each with its own plugin. A PINNED run stays on the build that was current when it started; an
+# AUTO_UPGRADE one moves to the current build at its next workflow task. The guard's keys name no
+# build: runs on either build share one dispatch.
 
 
 async def set_current(client: Client, deployment: str, build_id: str) -> None:
@@ -215,8 +224,21 @@ async def set_current(client: Client, deployment: str, build_id: str) -> None:
     await until(routed, f"the task queues of {deployment} to route to {build_id}")
 
 
+def two_builds(env: Any, client: Redis, prefix: str, behavior: VersioningBehavior) -> tuple[str, str, tuple[Worker, Worker]]:
+    """Workers of builds A and B of a new worker deployment, with ``behavior``, each with its own
+    plugin, on one new task queue: the deployment's name, the queue and the two workers."""
+    deployment, queue = f"fire-once-{uuid.uuid4().hex[:12]}", f"py-{uuid.uuid4().hex[:8]}"
+
+    def build(build_id: str) -> Worker:
+        version = WorkerDeploymentVersion(deployment_name=deployment, build_id=build_id)
+        config = WorkerDeploymentConfig(version=version, use_worker_versioning=True, default_versioning_behavior=behavior)
+        return _worker(env, client, prefix, queue, deployment_config=config)[0]
+
+    return deployment, queue, (build("A"), build("B"))
+
+
 async def build_of(handle: WorkflowHandle[Any, Any]) -> str:
-    """The build the run is pinned to, as the server says."""
+    """The build the run is pinned to, or ran its last workflow task on, as the server says."""
     return str((await handle.describe()).raw_description.workflow_execution_info.versioning_info.deployment_version.build_id)
 
 
@@ -226,15 +248,8 @@ async def test_versioning_a_run_pinned_to_build_a_dispatches_and_runs_on_build_b
     """A run pinned to A dispatches, its job held behind a gate; B is made current; a run started
     then runs on B and waits in its slot for A's job; a later run and a reset of A's run, which the
     server starts on B, fast-forward: 1 dispatch, one result for all 4."""
-    deployment, queue = f"fire-once-{uuid.uuid4().hex[:12]}", f"py-{uuid.uuid4().hex[:8]}"
+    deployment, queue, (worker_a, worker_b) = two_builds(temporal_env, client, prefix, VersioningBehavior.PINNED)
     args = ["s-versioning", "gatedJob", ["versioning"]]
-
-    def build(build_id: str) -> Worker:
-        version = WorkerDeploymentVersion(deployment_name=deployment, build_id=build_id)
-        config = WorkerDeploymentConfig(version=version, use_worker_versioning=True, default_versioning_behavior=VersioningBehavior.PINNED)
-        return _worker(temporal_env, client, prefix, queue, deployment_config=config)[0]
-
-    worker_a, worker_b = build("A"), build("B")
     start = temporal_env.client.start_workflow
     async with worker_a:
         await set_current(temporal_env.client, deployment, "A")
@@ -259,9 +274,39 @@ async def test_versioning_a_run_pinned_to_build_a_dispatches_and_runs_on_build_b
     assert all(r == results[0] for r in results) and await count(client, prefix, "versioning") == 1
     # The dispatch log, flushed as the workers stopped: B's run waited for A's commit; the later
     # run and the reset fast-forwarded.
-    entries: Any = await client.xrange(FireOnceKeys(prefix).log())
-    decisions = Counter(fields[b"decision"].decode() for _, fields in entries if fields[b"scope"] == b"s-versioning")
-    assert decisions == {"dispatched": 1, "committed": 1, "in-flight-waited": 1, "fast-forwarded": 3}
+    assert await decisions(client, prefix, "s-versioning") == {"dispatched": 1, "committed": 1, "in-flight-waited": 1, "fast-forwarded": 3}
+
+
+async def _waiting_for_go(handle: WorkflowHandle[Any, Any]) -> bool:
+    """Whether the run's first job has completed and the workflow task after it too: the run waits for ``go``."""
+    events = list((await handle.fetch_history()).events)
+    done = any(e.HasField("activity_task_completed_event_attributes") for e in events)
+    return done and events[-1].HasField("workflow_task_completed_event_attributes")
+
+
+async def test_versioning_an_auto_upgrade_run_that_moves_from_build_a_to_b_mid_flight_keeps_its_scope_what_it_schedules_on_b_is_guarded(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """A run sets the scope and dispatches its first job on A, then waits for a signal. B is made
+    current; the signal's workflow task runs on B, which replays the run's history (the
+    set_dispatch_scope call included) and schedules the second job under the scope. A later run
+    fast-forwards both steps: 1 dispatch of each."""
+    deployment, queue, (worker_a, worker_b) = two_builds(temporal_env, client, prefix, VersioningBehavior.AUTO_UPGRADE)
+    args, start = ["s-upgrade", "upgrade"], temporal_env.client.start_workflow
+    async with worker_a:
+        await set_current(temporal_env.client, deployment, "A")
+        moved = await start(TwoStepCall.run, args=args, id=f"{queue}-moved", task_queue=queue)
+        await until(lambda: _waiting_for_go(moved), "the first job to complete on A")
+        assert await build_of(moved) == "A"
+        async with worker_b:
+            await set_current(temporal_env.client, deployment, "B")
+            await moved.signal(TwoStepCall.go)
+            results = await result(moved)
+            assert await build_of(moved) == "B"
+            later = await start(TwoStepCall.run, args=args, id=f"{queue}-later", task_queue=queue)
+            await later.signal(TwoStepCall.go)
+            assert await result(later) == results  # both steps fast-forward: the one on B was stored under the scope
+    assert (await count(client, prefix, "upgrade"), await count(client, prefix, "upgrade-report")) == (1, 1)
 
 
 # A Nexus operation crosses into a workflow the handler starts: no header of the caller's goes
@@ -352,9 +397,10 @@ async def _has(runs: Awaitable[list[str]], at_least: int) -> bool:
     return len(await runs) >= at_least
 
 
-# Activity pause (``temporal activity pause | unpause``, the same RPCs here) of a run's guarded
-# activity: the worker hears of it in the reply to a heartbeat and cancels the activity. Every run
-# is a HeartbeatCall (2 s heartbeat timeout, retries); the job heartbeats until its gate opens.
+# Activity pause and reset (``temporal activity pause | unpause | reset``, the same RPCs here) of
+# a run's guarded activity: the worker hears of it in the reply to a heartbeat and cancels the
+# activity. Every run is a HeartbeatCall (2 s heartbeat timeout, retries); the job heartbeats until
+# its gate opens.
 
 
 async def result(handle: WorkflowHandle[Any, Any]) -> Any:
@@ -400,6 +446,15 @@ async def _holder_and_waiters(env: Client, client: Redis, prefix: str, queue: st
     return handles
 
 
+async def _served_by_a_second_dispatch_after_a_release(client: Redis, prefix: str, counter: str, results: list[Any]) -> None:
+    """The first job, stopped, released its lock (the dispatch log says so, where a lock left to its
+    lease would have held the next dispatch for 30 s), and one more dispatch, finished, served every run."""
+    assert all(r == results[0] for r in results)
+    assert (await count(client, prefix, counter), await count(client, prefix, f"{counter}-finished")) == (2, 1)
+    logged = await decisions(client, prefix, f"s-{counter}")
+    assert (logged["dispatched"], logged["released-on-failure"], logged["committed"]) == (2, 1, 1)
+
+
 async def test_activity_pause_of_the_holder_stops_its_job_and_releases_a_waiter_dispatches_and_the_holder_unpaused_fast_forwards(
     temporal_env: Any, client: Redis, prefix: str
 ) -> None:
@@ -417,8 +472,25 @@ async def test_activity_pause_of_the_holder_stops_its_job_and_releases_a_waiter_
 
         await _pause(env, holder, False)
         results = [await result(holder), *served]  # it fast-forwards to the new dispatch's result
-    assert all(r == results[0] for r in results)
-    assert (await count(client, prefix, "pause-holder"), await count(client, prefix, "pause-holder-finished")) == (2, 1)
+    await _served_by_a_second_dispatch_after_a_release(client, prefix, "pause-holder", results)
+
+
+async def test_activity_reset_of_the_holder_stops_its_job_and_releases_its_new_attempt_and_the_waiter_share_one_new_dispatch(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """As a pause, but the holder starts again at once: its new attempt and the waiter share one new dispatch."""
+    worker, queue = _worker(temporal_env, client, prefix)
+    env = temporal_env.client
+    async with worker:
+        holder, waiter = await _holder_and_waiters(env, client, prefix, queue, "reset-holder", 1)
+
+        request = ResetActivityRequest(namespace=env.namespace, execution=WorkflowExecution(workflow_id=holder.id), id="1", identity="fire-once test")
+        await env.workflow_service.reset_activity(request)
+        assert await _last_failure_type(holder) == "ActivityReset"  # its job heard it by heartbeat and stopped
+        await until(lambda: _is(count(client, prefix, "reset-holder"), 2), "the new attempt or the waiter to dispatch on the released lock")
+        await client.set(gate_key(prefix, "reset-holder"), "open")
+        results = [await result(holder), await result(waiter)]
+    await _served_by_a_second_dispatch_after_a_release(client, prefix, "reset-holder", results)
 
 
 async def test_activity_pause_of_a_waiter_in_its_slot_ends_its_wait_and_unpaused_it_gets_the_holders_result(
@@ -438,8 +510,34 @@ async def test_activity_pause_of_a_waiter_in_its_slot_ends_its_wait_and_unpaused
     assert results[0] == results[1] and await count(client, prefix, "pause-wait") == 1
 
 
-# Graceful shutdown of a waiter's worker: the shutdown cancels the activities still running (no
-# graceful_shutdown_timeout), a waiter in its slot among them.
+# Graceful shutdown: the shutdown cancels the activities still running once its
+# graceful_shutdown_timeout (none by default) has run out, the holder's job or a waiter in its slot.
+
+
+async def test_shutdown_of_the_holders_worker_cancels_its_job_after_the_grace_time_the_lock_is_released_and_one_finished_job_serves_every_run(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """The holder's worker shuts down with a 200 ms graceful_shutdown_timeout: the SDK then cancels
+    the job, which stops, and the guard releases its lock. The waiter, on another worker, dispatches
+    on it at once; the holder's retry, on the restarted worker, gets that dispatch's result."""
+    holder_worker, holder_queue = _worker(temporal_env, client, prefix, graceful_shutdown_timeout=timedelta(milliseconds=200))
+    args, env = ["s-shutdown-holder", "heartbeatingGatedJob", ["shutdown-holder"]], temporal_env.client
+    waiter_worker, waiter_queue = _worker(temporal_env, client, prefix)
+    async with waiter_worker:
+        async with holder_worker:
+            holder = await env.start_workflow(HeartbeatCall.run, args=args, id=f"{holder_queue}-holder", task_queue=holder_queue)
+            await until(lambda: _is(count(client, prefix, "shutdown-holder"), 1), "the holder's job to start")
+            waiter = await env.start_workflow(HeartbeatCall.run, args=args, id=f"{waiter_queue}-waiter", task_queue=waiter_queue)
+            await until(lambda: _activity_started(waiter), "the waiter to wait in its slot")
+        # The holder's worker has shut down: the SDK cancelled its job, which stopped unfinished,
+        # and the waiter dispatched on the released lock.
+        assert await _last_failure_type(holder) == "WorkerShutdown"
+        assert await count(client, prefix, "shutdown-holder-finished") == 0
+        await until(lambda: _is(count(client, prefix, "shutdown-holder"), 2), "the waiter to dispatch on the released lock")
+        async with _worker(temporal_env, client, prefix, holder_queue)[0]:
+            await client.set(gate_key(prefix, "shutdown-holder"), "open")
+            results = [await result(holder), await result(waiter)]
+    await _served_by_a_second_dispatch_after_a_release(client, prefix, "shutdown-holder", results)
 
 
 async def test_shutdown_of_a_waiters_worker_ends_its_wait_so_it_retries_at_once_and_the_holders_one_dispatch_serves_it(
