@@ -19,6 +19,8 @@ step "tsc: the TypeScript worker of the cross-language tests"
 npx tsc -p python/tests/ts
 
 step "pytest"
-(cd python && python3 -m pytest -q -p no:cacheprovider)
+# pytest-timeout ends a hung test (pyproject.toml); this bounds what it cannot, such as a fixture
+# teardown that hangs after a failed test.
+(cd python && timeout 1200 python3 -m pytest -q -p no:cacheprovider)
 
 step "done"

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { redactUrl } from './connect';
 import { CliError, EXIT } from './exit-codes';
 
 /**
@@ -43,7 +44,9 @@ export function checkOptionValues(program: Command, args: readonly string[]): vo
   }
   for (const [name, values] of given) {
     if (values.length > 1) {
-      throw new CliError(`option ${name} is given more than once (${values.map((v) => JSON.stringify(v)).join(', ')}): give it once`, EXIT.usage);
+      // A --redis value is a URL that may hold a password: never quote it as given.
+      const shown = values.map((v) => JSON.stringify(name === '--redis' ? redactUrl(v) : v));
+      throw new CliError(`option ${name} is given more than once (${shown.join(', ')}): give it once`, EXIT.usage);
     }
   }
 }

@@ -13,24 +13,24 @@ export interface ConnectOptions {
   readonly source?: '--redis' | 'REDIS_URL';
 }
 
-/** The URL with its password replaced by `***`, for messages. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return '<unparsable URL>';
-  }
-}
-
 /**
- * A URL that does not parse, for a message saying so: everything from `//` to its last `@` (the
- * user and password, wherever the parse failed) as `***`, so that a mistyped host never prints
- * the password beside it.
+ * The URL with its password replaced by `***`, for messages. A URL whose credentials the WHATWG
+ * parser does not see as such (no scheme, `redis:/` with one slash, a password holding `/`, `?`
+ * or `#`) still has them before its last `@`: everything from after `scheme://` (or the start) to
+ * that `@` is then `***`.
  */
-function redactUnparsable(url: string): string {
-  return url.replace(/^([^:/?#]*:\/\/)[^]*@/, '$1***@');
+export function redactUrl(url: string): string {
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    parsed = undefined;
+  }
+  if (parsed !== undefined && parsed.password !== '') {
+    parsed.password = '***';
+    return parsed.toString();
+  }
+  return url.includes('@') ? url.replace(/^((?:[A-Za-z][A-Za-z0-9+.-]*:)?(?:\/\/)?)[^]*@/, '$1***@') : url;
 }
 
 /**
@@ -72,7 +72,13 @@ export function connectNode({ url, timeoutMs, source = '--redis' }: ConnectOptio
   try {
     parsed = new URL(url);
   } catch {
-    throw new CliError(`${source} must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUnparsable(url))})`, EXIT.usage);
+    throw new CliError(`${source} must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
+  }
+  // An `@` the parser did not take as the end of the user and password (no `scheme://`, a password
+  // holding `/`, `?` or `#`) leaves them in the host, path, query or fragment, which the messages
+  // below quote: refuse it here, with everything before the last `@` as `***`.
+  if (url.includes('@') && parsed.username === '' && parsed.password === '') {
+    throw new CliError(`${source} must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
   }
   if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
     throw new CliError(`${source} must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);

@@ -240,6 +240,9 @@ async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisCl
     await refuseEvictingRedis(redis, { allow: options.allowEvictingRedis === true, timeoutMs: connection.timeoutMs, warn: io.err });
     return await run(redis, connection);
   } catch (err) {
+    // The CLI's own refusal already carries its exit code; its message may quote an ID that reads
+    // like a Redis error (`: WRONGTYPE`, `ECONNREFUSED`).
+    if (err instanceof CliError) throw err;
     // The guard's own wording for data it never writes (a WRONGTYPE among others), or Redis's.
     if (err instanceof FireOnceProtocolError)
       throw new CliError(`under ${options.prefix}:v3: ${err.message}; nothing was changed`, EXIT.unexpectedData, { cause: err });

@@ -611,6 +611,8 @@ describe('fire-once CLI against a real Redis', () => {
         ['release', 'ECONNREFUSED', '--step', 'x'],
         ['release', 's', '--step', 'Connection is closed', '--force'],
         ['invalidate', 'Command timed out', '--job-type', 'summary', '--force'],
+        // isWrongType reads `: WRONGTYPE` anywhere in a message: this one quotes the scope.
+        ['invalidate', 'a: WRONGTYPE', '--job-type', 'summary', '--force'],
       ]) {
         const run = await cli([...args, '--prefix', prefix]);
         expect(run.stderr).toMatch(/^fire-once: no (lock|artifact) /);
@@ -630,6 +632,25 @@ describe('fire-once CLI against a real Redis', () => {
           expect(run.code).toBe(2);
         }
       }
+    });
+
+    it('never prints a password that the URL parser does not see as one, nor one given twice', async () => {
+      // These parse, but their password lands in the host, path, query or fragment, which the messages quoted.
+      for (const bad of [
+        'admin:s3cret-u@localhost:6379',
+        'redis:/admin:s3cret-u@localhost:6379',
+        'redis://admin:12/s3cret-u@localhost:6379',
+        'redis://admin:12?s3cret-u@localhost:6379',
+        'redis://admin:12#s3cret-u@localhost:6379',
+      ]) {
+        const run = await runCli(['report', '--redis', bad]);
+        expect(run.stderr).not.toContain('s3cret-u');
+        expect(run.code).toBe(2);
+      }
+      const twice = await runCli(['inspect', 's', '--redis', 'redis://admin:s3cret-u@h:1', '--redis', 'redis://admin:s3cret-u@h:2']);
+      expect(twice.stderr).toContain('option --redis is given more than once');
+      expect(twice.stderr).not.toContain('s3cret-u');
+      expect(twice.code).toBe(2);
     });
 
     it('exits 0 on --help, which lists the exit codes', async () => {

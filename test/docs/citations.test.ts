@@ -26,10 +26,12 @@ const plain = (text: string) =>
 function citations(doc: string): { file: string; name: string }[] {
   const found: { file: string; name: string }[] = [];
   const cite =
-    /([\w.-]+\.(?:test|fault|cluster-test)\.ts|[\w-]+-guarantees\.ts|test_\w+\.py)`?(?:\]\([^)]*\))?((?:\s*›?\s*(?:"[^"\n]+"|\*[^*\n]+\*)[,;]?(?:\s*(?:and|or)\s)?)+)/g;
+    /([\w.-]+\.(?:test|fault|cluster-test)\.ts|[\w-]+-guarantees\.ts|test_\w+\.py)`?(?:\]\([^)]*\))?((?:\s*›?\s*(?:"[^"]+"|\*[^*\n]+\*)(?:\s*\([^()]*\))?[,;]?(?:\s*(?:and|or)\s)?)+)/g;
   for (const [, file, names] of readFileSync(join(root, doc), 'utf8').matchAll(cite)) {
-    for (const [, quoted, starred] of names.matchAll(/"([^"\n]+)"|\*([^*\n]+)\*/g)) {
-      const name = (quoted ?? starred).split('…')[0].trim().replace(/,$/, '');
+    for (const [, quoted, starred] of names.matchAll(/"([^"]+)"|\*([^*\n]+)\*/g)) {
+      const name = plain((quoted ?? starred).split('…')[0])
+        .trim()
+        .replace(/,$/, ''); // a name may wrap a line
       if (name.length >= 12) found.push({ file, name });
     }
   }

@@ -6,7 +6,7 @@
   KEYS[1]  lock of (scope, step): '<prefix>:v3:{<ns>/<scope>}:l:<step>'
 
   ARGV[1]  the lock's value as read
-  ARGV[2]  pub/sub channel to wake waiters on after the delete
+  ARGV[2]  pub/sub channel to wake waiters on, published just before the delete (see below)
 
   Parked waiters are left registered: their own workers see the lock gone and fail them, so that
   they retry and one of them dispatches.
