@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { connectRedis, deletePrefix, testPrefix } from '../test/support/redis';
 import { runScript, startScript, type RunningScript, type ScriptRun } from '../test/support/scripts';
 import { runCli } from '../test/cli/run-cli';
+import { waitUntil } from '../test/support/wait';
+import { dispatchesKey } from './result-cache/activities';
 
 // Each sample's README has a "Run it" recipe: a worker (and for chat-session a job runner) in one
 // shell, a client in another, and what the client prints. This suite follows those recipes as a
@@ -112,6 +114,36 @@ describe('the samples run by hand, as their READMEs say', () => {
     const again = await client('sample-workflows/result-cache/client.ts', { SESSION_ID: sessionId, INVOCATIONS: '2' });
     expectPrinted(again, [new RegExp(`^2 runs for ${sessionId} got 1 distinct result\\(s\\):$`)]);
     expect(again.stdout.split('\n').filter((line) => line.startsWith('  {'))).toEqual([summaries[0], summaries[0]]);
+    await interruptAll();
+  });
+
+  it('result-cache: a worker killed mid-job and started again gives every run the one result within the lease, not at start-to-close', async () => {
+    const KEY_PREFIX = fresh('by-hand-cache-kill');
+    const SESSION_ID = `session-kill-${Date.now()}`;
+    const first = await serve('sample-workflows/result-cache/worker.ts', { KEY_PREFIX });
+    const burst = startScript('sample-workflows/result-cache/client.ts', [], { ...services, SESSION_ID });
+    const burstExit = new Promise<number | null>((resolve) => burst.child.once('close', resolve));
+    running.push(burst);
+    await waitUntil('the job to start', async () => (await redis.exists(dispatchesKey(KEY_PREFIX, SESSION_ID))) === 1);
+    await new Promise((resolve) => setTimeout(resolve, 300)); // the other 4 runs park on its lock
+    const firstExit = new Promise((resolve) => first.child.once('close', resolve));
+    first.child.kill('SIGKILL'); // kill -9: no shutdown, no release
+    const killedAt = Date.now();
+    await firstExit;
+    running.splice(running.indexOf(first), 1);
+    await serve('sample-workflows/result-cache/worker.ts', { KEY_PREFIX });
+    expect(await burstExit).toBe(0);
+    running.splice(running.indexOf(burst), 1);
+    // workflows.ts: startToCloseTimeout 1 minute; the plugin's lease 30 s. Without a heartbeat
+    // timeout the runs wait out the minute (64 s measured); with it, about the lease.
+    expect(Date.now() - killedAt).toBeLessThan(50_000);
+    expect(burst.stdout()).toContain(`5 runs for ${SESSION_ID} got 1 distinct result(s)`);
+    expect(
+      burst
+        .stdout()
+        .split('\n')
+        .filter((line) => line.includes('"dispatch":2')),
+    ).toHaveLength(5);
     await interruptAll();
   });
 
