@@ -5,6 +5,7 @@ import { runScript, startScript, type RunningScript, type ScriptRun } from '../t
 import { runCli } from '../test/cli/run-cli';
 import { waitUntil } from '../test/support/wait';
 import { dispatchesKey } from './result-cache/activities';
+import { dispatchesKey as reportDispatchesKey } from './failure-then-retry/activities';
 
 // Each sample's README has a "Run it" recipe: a worker (and for chat-session a job runner) in one
 // shell, a client in another, and what the client prints. This suite follows those recipes as a
@@ -96,6 +97,28 @@ describe('the samples run by hand, as their READMEs say', () => {
     const KEY_PREFIX = fresh('by-hand-retry');
     await serve('sample-workflows/failure-then-retry/worker.ts', { KEY_PREFIX });
     expectPrinted(await client('sample-workflows/failure-then-retry/client.ts', {}), requests);
+    await interruptAll();
+  });
+
+  it('failure-then-retry: a request whose worker is killed mid-render fails at the heartbeat timeout, not at start-to-close', async () => {
+    const KEY_PREFIX = fresh('by-hand-retry-kill');
+    const REPORT_ID = `report-kill-${Date.now()}`;
+    const first = await serve('sample-workflows/failure-then-retry/worker.ts', { KEY_PREFIX, JOB_MS: '20000' });
+    const request = startScript('sample-workflows/failure-then-retry/client.ts', [], { ...services, REPORT_ID, REQUESTS: '1' });
+    const requestExit = new Promise<number | null>((resolve) => request.child.once('close', resolve));
+    running.push(request);
+    await waitUntil('the render to start', async () => (await redis.exists(reportDispatchesKey(KEY_PREFIX, REPORT_ID))) === 1);
+    const firstExit = new Promise((resolve) => first.child.once('close', resolve));
+    first.child.kill('SIGKILL'); // kill -9: the render stops with no failure reported
+    const killedAt = Date.now();
+    await firstExit;
+    running.splice(running.indexOf(first), 1);
+    await serve('sample-workflows/failure-then-retry/worker.ts', { KEY_PREFIX });
+    expect(await requestExit).toBe(0);
+    running.splice(running.indexOf(request), 1);
+    // workflows.ts: heartbeatTimeout 5 s, startToCloseTimeout 1 minute.
+    expect(Date.now() - killedAt).toBeLessThan(30_000);
+    expect(request.stdout()).toMatch(new RegExp(`^request 1 for ${REPORT_ID}: failed: .*heartbeat`, 'im'));
     await interruptAll();
   });
 
