@@ -77,6 +77,34 @@ describe('the samples run by hand, as their READMEs say', () => {
     return runScript(script, [], { ...services, ...env });
   }
 
+  /**
+   * Start `clientScript`, wait until `started` says its job runs, `kill -9` the worker `served`
+   * (no shutdown, nothing released), and serve `workerScript` again with `env`. Resolves the
+   * client's run once it exits, and how long after the kill that was.
+   */
+  async function killWorkerMidJob(
+    served: RunningScript,
+    workerScript: string,
+    env: Record<string, string>,
+    clientScript: string,
+    clientEnv: Record<string, string>,
+    started: () => Promise<boolean>,
+  ): Promise<{ run: ScriptRun; msAfterKill: number }> {
+    const proc = startScript(clientScript, [], { ...services, ...clientEnv });
+    const exit = new Promise<number | null>((resolve) => proc.child.once('close', resolve));
+    running.push(proc);
+    await waitUntil(`${clientScript}'s job to start`, started);
+    const killed = new Promise((resolve) => served.child.once('close', resolve));
+    served.child.kill('SIGKILL');
+    const killedAt = Date.now();
+    await killed;
+    running.splice(running.indexOf(served), 1);
+    await serve(workerScript, env);
+    const code = await exit;
+    running.splice(running.indexOf(proc), 1);
+    return { run: { code, stdout: proc.stdout(), stderr: proc.stderr() }, msAfterKill: Date.now() - killedAt };
+  }
+
   function fresh(name: string): string {
     const prefix = testPrefix(name);
     prefixes.push(prefix);
@@ -103,22 +131,22 @@ describe('the samples run by hand, as their READMEs say', () => {
   it('failure-then-retry: a request whose worker is killed mid-render fails at the heartbeat timeout, not at start-to-close', async () => {
     const KEY_PREFIX = fresh('by-hand-retry-kill');
     const REPORT_ID = `report-kill-${Date.now()}`;
-    const first = await serve('sample-workflows/failure-then-retry/worker.ts', { KEY_PREFIX, JOB_MS: '20000' });
-    const request = startScript('sample-workflows/failure-then-retry/client.ts', [], { ...services, REPORT_ID, REQUESTS: '1' });
-    const requestExit = new Promise<number | null>((resolve) => request.child.once('close', resolve));
-    running.push(request);
-    await waitUntil('the render to start', async () => (await redis.exists(reportDispatchesKey(KEY_PREFIX, REPORT_ID))) === 1);
-    const firstExit = new Promise((resolve) => first.child.once('close', resolve));
-    first.child.kill('SIGKILL'); // kill -9: the render stops with no failure reported
-    const killedAt = Date.now();
-    await firstExit;
-    running.splice(running.indexOf(first), 1);
-    await serve('sample-workflows/failure-then-retry/worker.ts', { KEY_PREFIX });
-    expect(await requestExit).toBe(0);
-    running.splice(running.indexOf(request), 1);
+    const worker = 'sample-workflows/failure-then-retry/worker.ts';
+    const served = await serve(worker, { KEY_PREFIX, JOB_MS: '20000' });
+    const { run, msAfterKill } = await killWorkerMidJob(
+      served,
+      worker,
+      { KEY_PREFIX },
+      'sample-workflows/failure-then-retry/client.ts',
+      { REPORT_ID, REQUESTS: '1' },
+      async () => {
+        return (await redis.exists(reportDispatchesKey(KEY_PREFIX, REPORT_ID))) === 1;
+      },
+    );
     // workflows.ts: heartbeatTimeout 5 s, startToCloseTimeout 1 minute.
-    expect(Date.now() - killedAt).toBeLessThan(30_000);
-    expect(request.stdout()).toMatch(new RegExp(`^request 1 for ${REPORT_ID}: failed: .*heartbeat`, 'im'));
+    expect(msAfterKill).toBeLessThan(30_000);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(new RegExp(`^request 1 for ${REPORT_ID}: failed: .*heartbeat`, 'im'));
     await interruptAll();
   });
 
@@ -143,30 +171,19 @@ describe('the samples run by hand, as their READMEs say', () => {
   it('result-cache: a worker killed mid-job and started again gives every run the one result within the lease, not at start-to-close', async () => {
     const KEY_PREFIX = fresh('by-hand-cache-kill');
     const SESSION_ID = `session-kill-${Date.now()}`;
-    const first = await serve('sample-workflows/result-cache/worker.ts', { KEY_PREFIX });
-    const burst = startScript('sample-workflows/result-cache/client.ts', [], { ...services, SESSION_ID });
-    const burstExit = new Promise<number | null>((resolve) => burst.child.once('close', resolve));
-    running.push(burst);
-    await waitUntil('the job to start', async () => (await redis.exists(dispatchesKey(KEY_PREFIX, SESSION_ID))) === 1);
-    await new Promise((resolve) => setTimeout(resolve, 300)); // the other 4 runs park on its lock
-    const firstExit = new Promise((resolve) => first.child.once('close', resolve));
-    first.child.kill('SIGKILL'); // kill -9: no shutdown, no release
-    const killedAt = Date.now();
-    await firstExit;
-    running.splice(running.indexOf(first), 1);
-    await serve('sample-workflows/result-cache/worker.ts', { KEY_PREFIX });
-    expect(await burstExit).toBe(0);
-    running.splice(running.indexOf(burst), 1);
+    const worker = 'sample-workflows/result-cache/worker.ts';
+    const served = await serve(worker, { KEY_PREFIX });
+    const { run, msAfterKill } = await killWorkerMidJob(served, worker, { KEY_PREFIX }, 'sample-workflows/result-cache/client.ts', { SESSION_ID }, async () => {
+      if ((await redis.exists(dispatchesKey(KEY_PREFIX, SESSION_ID))) === 0) return false;
+      await new Promise((resolve) => setTimeout(resolve, 300)); // the other 4 runs park on its lock
+      return true;
+    });
     // workflows.ts: startToCloseTimeout 1 minute; the plugin's lease 30 s. Without a heartbeat
     // timeout the runs wait out the minute (64 s measured); with it, about the lease.
-    expect(Date.now() - killedAt).toBeLessThan(50_000);
-    expect(burst.stdout()).toContain(`5 runs for ${SESSION_ID} got 1 distinct result(s)`);
-    expect(
-      burst
-        .stdout()
-        .split('\n')
-        .filter((line) => line.includes('"dispatch":2')),
-    ).toHaveLength(5);
+    expect(msAfterKill).toBeLessThan(50_000);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain(`5 runs for ${SESSION_ID} got 1 distinct result(s)`);
+    expect(run.stdout.split('\n').filter((line) => line.includes('"dispatch":2'))).toHaveLength(5);
     await interruptAll();
   });
 
