@@ -4,6 +4,8 @@ import { connectRedis, deletePrefix, testPrefix } from '../test/support/redis';
 import { runScript, startScript, type RunningScript, type ScriptRun } from '../test/support/scripts';
 import { runCli } from '../test/cli/run-cli';
 import { waitUntil } from '../test/support/wait';
+import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { dispatchesKey } from './result-cache/activities';
 import { dispatchesKey as reportDispatchesKey } from './failure-then-retry/activities';
 
@@ -80,7 +82,7 @@ describe('the samples run by hand, as their READMEs say', () => {
   /**
    * Start `clientScript`, wait until `started` says its job runs, `kill -9` the worker `served`
    * (no shutdown, nothing released), and serve `workerScript` again with `env`. Resolves the
-   * client's run once it exits, and how long after the kill that was.
+   * client's run once it exits.
    */
   async function killWorkerMidJob(
     served: RunningScript,
@@ -89,20 +91,48 @@ describe('the samples run by hand, as their READMEs say', () => {
     clientScript: string,
     clientEnv: Record<string, string>,
     started: () => Promise<boolean>,
-  ): Promise<{ run: ScriptRun; msAfterKill: number }> {
+  ): Promise<{ run: ScriptRun }> {
     const proc = startScript(clientScript, [], { ...services, ...clientEnv });
     const exit = new Promise<number | null>((resolve) => proc.child.once('close', resolve));
     running.push(proc);
     await waitUntil(`${clientScript}'s job to start`, started);
     const killed = new Promise((resolve) => served.child.once('close', resolve));
     served.child.kill('SIGKILL');
-    const killedAt = Date.now();
     await killed;
     running.splice(running.indexOf(served), 1);
     await serve(workerScript, env);
     const code = await exit;
     running.splice(running.indexOf(proc), 1);
-    return { run: { code, stdout: proc.stdout(), stderr: proc.stderr() }, msAfterKill: Date.now() - killedAt };
+    return { run: { code, stdout: proc.stdout(), stderr: proc.stderr() } };
+  }
+
+  /**
+   * How each activity attempt that timed out and was retried ended, in the `runs` runs whose
+   * workflow ID starts with `idPrefix`, as their histories say: `HEARTBEAT`, `START_TO_CLOSE`, ….
+   */
+  async function timeoutsOf(idPrefix: string, runs: number): Promise<string[]> {
+    const connection = await Connection.connect({ address: services.TEMPORAL_ADDRESS });
+    try {
+      const client = new Client({ connection });
+      const query = `WorkflowId STARTS_WITH "${idPrefix}"`;
+      // Visibility lags the runs: wait until it lists them all.
+      await waitUntil(`${runs} runs listed under ${idPrefix}`, async () => (await client.workflow.count(query)).count === runs);
+      const types: string[] = [];
+      for await (const run of client.workflow.list({ query })) {
+        const { events } = await client.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
+        // A retried attempt leaves no event of its own: the started event of the attempt after it
+        // carries its failure (lastFailure).
+        for (const event of events ?? []) {
+          const timedOut = event.activityTaskStartedEventAttributes?.lastFailure?.timeoutFailureInfo?.timeoutType;
+          // An enum number, or its name where the history was read as JSON.
+          if (timedOut != null)
+            types.push(String(typeof timedOut === 'number' ? temporal.api.enums.v1.TimeoutType[timedOut] : timedOut).replace('TIMEOUT_TYPE_', ''));
+        }
+      }
+      return types;
+    } finally {
+      await connection.close();
+    }
   }
 
   function fresh(name: string): string {
@@ -133,7 +163,7 @@ describe('the samples run by hand, as their READMEs say', () => {
     const REPORT_ID = `report-kill-${Date.now()}`;
     const worker = 'sample-workflows/failure-then-retry/worker.ts';
     const served = await serve(worker, { KEY_PREFIX, JOB_MS: '20000' });
-    const { run, msAfterKill } = await killWorkerMidJob(
+    const { run } = await killWorkerMidJob(
       served,
       worker,
       { KEY_PREFIX },
@@ -143,8 +173,7 @@ describe('the samples run by hand, as their READMEs say', () => {
         return (await redis.exists(reportDispatchesKey(KEY_PREFIX, REPORT_ID))) === 1;
       },
     );
-    // workflows.ts: heartbeatTimeout 5 s, startToCloseTimeout 1 minute.
-    expect(msAfterKill).toBeLessThan(30_000);
+    // workflows.ts: heartbeatTimeout 5 s, startToCloseTimeout 1 minute: the failure names the heartbeat.
     expect(run.code).toBe(0);
     expect(run.stdout).toMatch(new RegExp(`^request 1 for ${REPORT_ID}: failed: .*heartbeat`, 'im'));
     await interruptAll();
@@ -168,19 +197,24 @@ describe('the samples run by hand, as their READMEs say', () => {
     await interruptAll();
   });
 
-  it('result-cache: a worker killed mid-job and started again gives every run the one result within the lease, not at start-to-close', async () => {
+  it('result-cache: a worker killed mid-job and started again: its attempts end by their heartbeat timeout, not at start-to-close, and every run gets the one result', async () => {
     const KEY_PREFIX = fresh('by-hand-cache-kill');
     const SESSION_ID = `session-kill-${Date.now()}`;
     const worker = 'sample-workflows/result-cache/worker.ts';
-    const served = await serve(worker, { KEY_PREFIX });
-    const { run, msAfterKill } = await killWorkerMidJob(served, worker, { KEY_PREFIX }, 'sample-workflows/result-cache/client.ts', { SESSION_ID }, async () => {
+    // A short lease, so that the step is free soon after the kill: the test is of the timeout.
+    const env = { KEY_PREFIX, LEASE_MS: '3000' };
+    const served = await serve(worker, env);
+    const { run } = await killWorkerMidJob(served, worker, env, 'sample-workflows/result-cache/client.ts', { SESSION_ID }, async () => {
       if ((await redis.exists(dispatchesKey(KEY_PREFIX, SESSION_ID))) === 0) return false;
       await new Promise((resolve) => setTimeout(resolve, 300)); // the other 4 runs park on its lock
       return true;
     });
-    // workflows.ts: startToCloseTimeout 1 minute; the plugin's lease 30 s. Without a heartbeat
-    // timeout the runs wait out the minute (64 s measured); with it, about the lease.
-    expect(msAfterKill).toBeLessThan(50_000);
+    // workflows.ts: heartbeatTimeout 5 s, startToCloseTimeout 1 minute. The attempt that ran the
+    // job and those parked on it died with the worker: each ends by its heartbeat timeout. Without
+    // one, every run waited out the minute and each ended by START_TO_CLOSE.
+    const timeouts = await timeoutsOf(`${SESSION_ID}-summary-`, 5);
+    expect(timeouts.length).toBeGreaterThan(0);
+    expect(new Set(timeouts)).toEqual(new Set(['HEARTBEAT']));
     expect(run.code).toBe(0);
     expect(run.stdout).toContain(`5 runs for ${SESSION_ID} got 1 distinct result(s)`);
     expect(run.stdout.split('\n').filter((line) => line.includes('"dispatch":2'))).toHaveLength(5);
