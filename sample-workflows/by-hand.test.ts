@@ -3,6 +3,11 @@ import { join } from 'node:path';
 import { connectRedis, deletePrefix, testPrefix } from '../test/support/redis';
 import { runScript, startScript, type RunningScript, type ScriptRun } from '../test/support/scripts';
 import { runCli } from '../test/cli/run-cli';
+import { waitUntil } from '../test/support/wait';
+import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { dispatchesKey } from './result-cache/activities';
+import { dispatchesKey as reportDispatchesKey } from './failure-then-retry/activities';
 
 // Each sample's README has a "Run it" recipe: a worker (and for chat-session a job runner) in one
 // shell, a client in another, and what the client prints. This suite follows those recipes as a
@@ -74,6 +79,62 @@ describe('the samples run by hand, as their READMEs say', () => {
     return runScript(script, [], { ...services, ...env });
   }
 
+  /**
+   * Start `clientScript`, wait until `started` says its job runs, `kill -9` the worker `served`
+   * (no shutdown, nothing released), and serve `workerScript` again with `env`. Resolves the
+   * client's run once it exits.
+   */
+  async function killWorkerMidJob(
+    served: RunningScript,
+    workerScript: string,
+    env: Record<string, string>,
+    clientScript: string,
+    clientEnv: Record<string, string>,
+    started: () => Promise<boolean>,
+  ): Promise<{ run: ScriptRun }> {
+    const proc = startScript(clientScript, [], { ...services, ...clientEnv });
+    const exit = new Promise<number | null>((resolve) => proc.child.once('close', resolve));
+    running.push(proc);
+    await waitUntil(`${clientScript}'s job to start`, started);
+    const killed = new Promise((resolve) => served.child.once('close', resolve));
+    served.child.kill('SIGKILL');
+    await killed;
+    running.splice(running.indexOf(served), 1);
+    await serve(workerScript, env);
+    const code = await exit;
+    running.splice(running.indexOf(proc), 1);
+    return { run: { code, stdout: proc.stdout(), stderr: proc.stderr() } };
+  }
+
+  /**
+   * How each activity attempt that timed out and was retried ended, in the `runs` runs whose
+   * workflow ID starts with `idPrefix`, as their histories say: `HEARTBEAT`, `START_TO_CLOSE`, ….
+   */
+  async function timeoutsOf(idPrefix: string, runs: number): Promise<string[]> {
+    const connection = await Connection.connect({ address: services.TEMPORAL_ADDRESS });
+    try {
+      const client = new Client({ connection });
+      const query = `WorkflowId STARTS_WITH "${idPrefix}"`;
+      // Visibility lags the runs: wait until it lists them all.
+      await waitUntil(`${runs} runs listed under ${idPrefix}`, async () => (await client.workflow.count(query)).count === runs);
+      const types: string[] = [];
+      for await (const run of client.workflow.list({ query })) {
+        const { events } = await client.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
+        // A retried attempt leaves no event of its own: the started event of the attempt after it
+        // carries its failure (lastFailure).
+        for (const event of events ?? []) {
+          const timedOut = event.activityTaskStartedEventAttributes?.lastFailure?.timeoutFailureInfo?.timeoutType;
+          // An enum number, or its name where the history was read as JSON.
+          if (timedOut != null)
+            types.push(String(typeof timedOut === 'number' ? temporal.api.enums.v1.TimeoutType[timedOut] : timedOut).replace('TIMEOUT_TYPE_', ''));
+        }
+      }
+      return types;
+    } finally {
+      await connection.close();
+    }
+  }
+
   function fresh(name: string): string {
     const prefix = testPrefix(name);
     prefixes.push(prefix);
@@ -97,6 +158,27 @@ describe('the samples run by hand, as their READMEs say', () => {
     await interruptAll();
   });
 
+  it('failure-then-retry: a request whose worker is killed mid-render fails at the heartbeat timeout, not at start-to-close', async () => {
+    const KEY_PREFIX = fresh('by-hand-retry-kill');
+    const REPORT_ID = `report-kill-${Date.now()}`;
+    const worker = 'sample-workflows/failure-then-retry/worker.ts';
+    const served = await serve(worker, { KEY_PREFIX, JOB_MS: '20000' });
+    const { run } = await killWorkerMidJob(
+      served,
+      worker,
+      { KEY_PREFIX },
+      'sample-workflows/failure-then-retry/client.ts',
+      { REPORT_ID, REQUESTS: '1' },
+      async () => {
+        return (await redis.exists(reportDispatchesKey(KEY_PREFIX, REPORT_ID))) === 1;
+      },
+    );
+    // workflows.ts: heartbeatTimeout 5 s, startToCloseTimeout 1 minute: the failure names the heartbeat.
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(new RegExp(`^request 1 for ${REPORT_ID}: failed: .*heartbeat`, 'im'));
+    await interruptAll();
+  });
+
   it('result-cache: 5 racing runs share one result, and a later ask returns the stored one', async () => {
     const [first] = printedClaims('result-cache', 1);
     const KEY_PREFIX = fresh('by-hand-cache');
@@ -112,6 +194,30 @@ describe('the samples run by hand, as their READMEs say', () => {
     const again = await client('sample-workflows/result-cache/client.ts', { SESSION_ID: sessionId, INVOCATIONS: '2' });
     expectPrinted(again, [new RegExp(`^2 runs for ${sessionId} got 1 distinct result\\(s\\):$`)]);
     expect(again.stdout.split('\n').filter((line) => line.startsWith('  {'))).toEqual([summaries[0], summaries[0]]);
+    await interruptAll();
+  });
+
+  it('result-cache: a worker killed mid-job and started again: its attempts end by their heartbeat timeout, not at start-to-close, and every run gets the one result', async () => {
+    const KEY_PREFIX = fresh('by-hand-cache-kill');
+    const SESSION_ID = `session-kill-${Date.now()}`;
+    const worker = 'sample-workflows/result-cache/worker.ts';
+    // A short lease, so that the step is free soon after the kill: the test is of the timeout.
+    const env = { KEY_PREFIX, LEASE_MS: '3000' };
+    const served = await serve(worker, env);
+    const { run } = await killWorkerMidJob(served, worker, env, 'sample-workflows/result-cache/client.ts', { SESSION_ID }, async () => {
+      if ((await redis.exists(dispatchesKey(KEY_PREFIX, SESSION_ID))) === 0) return false;
+      await new Promise((resolve) => setTimeout(resolve, 300)); // the other 4 runs park on its lock
+      return true;
+    });
+    // workflows.ts: heartbeatTimeout 5 s, startToCloseTimeout 1 minute. The attempt that ran the
+    // job and those parked on it died with the worker: each ends by its heartbeat timeout. Without
+    // one, every run waited out the minute and each ended by START_TO_CLOSE.
+    const timeouts = await timeoutsOf(`${SESSION_ID}-summary-`, 5);
+    expect(timeouts.length).toBeGreaterThan(0);
+    expect(new Set(timeouts)).toEqual(new Set(['HEARTBEAT']));
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain(`5 runs for ${SESSION_ID} got 1 distinct result(s)`);
+    expect(run.stdout.split('\n').filter((line) => line.includes('"dispatch":2'))).toHaveLength(5);
     await interruptAll();
   });
 

@@ -1,8 +1,7 @@
-import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailure, heartbeat, sleep } from '@temporalio/activity';
 import type { Redis } from 'ioredis';
 import { fireOnce } from '../../src';
 import { DISPATCH_STEP, SUMMARY_JOB, type ChatKeys } from './config';
-import { sleep } from '../shared/redis';
 
 /** One summary job as it travels on the job list. */
 export interface SummaryJob {
@@ -52,6 +51,9 @@ export function createChatActivities(deps: ChatActivityDeps): ChatActivities {
     await redis.rpush(keys.jobs, JSON.stringify(job));
   }
 
+  // It waits up to `timeoutMs` and heartbeats while it waits, so that a cancelled run (or a dead
+  // worker, with the workflow's heartbeatTimeout) stops it then, not at its deadline: the
+  // activity's sleep rejects once the cancellation arrives with a heartbeat's reply.
   async function awaitSummary(sessionId: string, timeoutMs: number): Promise<string> {
     const key = keys.summary(sessionId);
     const deadline = Date.now() + timeoutMs;
@@ -61,6 +63,7 @@ export function createChatActivities(deps: ChatActivityDeps): ChatActivities {
       if (Date.now() > deadline) {
         throw ApplicationFailure.create({ type: 'SummaryTimeout', message: `no summary at ${key} after ${timeoutMs} ms`, nonRetryable: true });
       }
+      heartbeat();
       await sleep(25);
     }
   }

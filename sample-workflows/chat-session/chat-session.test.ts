@@ -5,6 +5,7 @@ import { DISPATCH_STEP, chatKeys, type JobTimings } from './config';
 import { startJobRunner } from './job-runner';
 import { createChatWorker } from './worker';
 import { sendBurst, sendMessage, type Strategy } from './client';
+import { chatTurn } from './workflows';
 
 const BURST = 8;
 
@@ -91,5 +92,29 @@ describe('chat-session: every message is a new run of the same session', () => {
       expect(await readCount(h.redis, keys.dispatches)).toBe(1);
       expect(await decisionOf(prefix, laterHandle.workflowId)).toBe('fast-forwarded');
     });
+  });
+  it('a run cancelled while it waits for its summary ends once the wait has stopped, by the cancellation, not at its deadline', async () => {
+    // No job runner: the summary never comes, and the run waits for it (20 s at most).
+    const { prefix, taskQueue, worker: base } = h.fresh();
+    const worker = await createChatWorker({ ...base, timings: { jobMs: 500, artifactDelayMs: 0 } });
+    await worker.runUntil(async () => {
+      const handle = await h.client.workflow.start(chatTurn, {
+        taskQueue,
+        workflowId: `session-cancel-${Date.now()}`,
+        args: [{ sessionId: 'session-cancel', message: 'hello', summaryTimeoutMs: 20_000 }],
+      });
+      await waitUntil('the wait for the summary to start', async () => {
+        const pending = (await handle.describe()).raw.pendingActivities ?? [];
+        return pending.some((a) => a.activityType?.name === 'awaitSummary' && a.attempt === 1 && a.lastStartedTime != null);
+      });
+      await handle.cancel();
+      await expect(handle.result()).rejects.toThrow();
+      // The wait heard of the cancellation with a heartbeat and stopped: the history has its
+      // cancellation, where a wait that never heard of it failed at its deadline (SummaryTimeout).
+      const events = (await handle.fetchHistory()).events ?? [];
+      expect(events.some((e) => e.activityTaskCanceledEventAttributes)).toBe(true);
+      expect(events.some((e) => e.activityTaskFailedEventAttributes)).toBe(false);
+    });
+    expect(await readCount(h.redis, chatKeys(prefix).dispatches)).toBe(1);
   });
 });

@@ -1,4 +1,4 @@
-import { proxyActivities } from '@temporalio/workflow';
+import { ActivityCancellationType, proxyActivities } from '@temporalio/workflow';
 import { setDispatchScope } from '../../src/workflow';
 import type { ChatActivities } from './activities';
 
@@ -6,8 +6,12 @@ const { dispatchSummary, dispatchSummaryObserved } = proxyActivities<ChatActivit
   startToCloseTimeout: '10 seconds',
 });
 
+// The wait for the summary heartbeats: a dead worker fails it after 5 s, not 2 minutes, and a
+// cancelled run ends once the wait has stopped (it reads Redis no more), not before.
 const { awaitSummary } = proxyActivities<ChatActivities>({
   startToCloseTimeout: '2 minutes',
+  heartbeatTimeout: '5 seconds',
+  cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
   retry: { maximumAttempts: 1 },
 });
 

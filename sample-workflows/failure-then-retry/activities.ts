@@ -1,7 +1,6 @@
-import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailure, heartbeat, sleep } from '@temporalio/activity';
 import type { Redis } from 'ioredis';
 import { fireOnce } from '../../src';
-import { sleep } from '../shared/redis';
 
 /** The job type the stored report is named after. */
 export const REPORT_JOB = 'report';
@@ -42,6 +41,9 @@ export function dispatchesKey(prefix: string, reportId: string): string {
   return `${prefix}:count:dispatches:${encodeURIComponent(reportId)}`;
 }
 
+/** How often a render heartbeats: well inside the workflow's `heartbeatTimeout` (the SDK throttles beats). */
+const HEARTBEAT_EVERY_MS = 1_000;
+
 /**
  * The failure-then-retry activities. The first `failFirst` dispatches throw a non-retryable
  * `ApplicationFailure`, so the run that made them fails. The guard's failure branch then
@@ -50,7 +52,12 @@ export function dispatchesKey(prefix: string, reportId: string): string {
 export function createReportActivities(deps: ReportActivityDeps): ReportActivities {
   async function renderReport(reportId: string): Promise<Report> {
     const dispatch = await deps.redis.incr(dispatchesKey(deps.keyPrefix, reportId));
-    await sleep(deps.jobMs);
+    // The render heartbeats, as Temporal asks of any activity under a heartbeatTimeout: the plugin
+    // heartbeats only a run that waits for it, never the one rendering.
+    for (const end = Date.now() + deps.jobMs; Date.now() < end;) {
+      heartbeat();
+      await sleep(Math.min(HEARTBEAT_EVERY_MS, end - Date.now()));
+    }
     if (dispatch <= deps.failFirst) {
       throw ApplicationFailure.create({
         type: RENDER_FAILED,

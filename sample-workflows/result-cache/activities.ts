@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { heartbeat, sleep } from '@temporalio/activity';
 import type { Redis } from 'ioredis';
 import { fireOnce } from '../../src';
-import { sleep } from '../shared/redis';
 
 /** The job type the stored result is named after. */
 export const SUMMARY_JOB = 'session-summary';
@@ -38,6 +38,9 @@ export function dispatchesKey(prefix: string, sessionId: string): string {
   return `${prefix}:count:dispatches:${encodeURIComponent(sessionId)}`;
 }
 
+/** How often the job heartbeats: well inside the workflow's `heartbeatTimeout` (the SDK throttles beats). */
+const HEARTBEAT_EVERY_MS = 1_000;
+
 /**
  * The result-cache activities. `summarizeSession` uses the default `'result'` artifact mode:
  * the guard stores its return value, runs that find the job in flight wait for it, and later
@@ -46,7 +49,13 @@ export function dispatchesKey(prefix: string, sessionId: string): string {
 export function createSummaryActivities(deps: SummaryActivityDeps): SummaryActivities {
   async function summarizeSession(sessionId: string): Promise<Summary> {
     const dispatch = await deps.redis.incr(dispatchesKey(deps.keyPrefix, sessionId));
-    await sleep(deps.jobMs);
+    // The slow job. It heartbeats, as Temporal asks of any activity under a heartbeatTimeout: the
+    // plugin heartbeats only the runs that wait, never the one running your job. The activity's
+    // sleep also ends at once if the run is cancelled.
+    for (const end = Date.now() + deps.jobMs; Date.now() < end;) {
+      heartbeat();
+      await sleep(Math.min(HEARTBEAT_EVERY_MS, end - Date.now()));
+    }
     return { sessionId, text: `summary of ${sessionId}`, dispatch, jobId: randomUUID() };
   }
 

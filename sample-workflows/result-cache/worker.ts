@@ -19,6 +19,8 @@ export interface SummaryWorkerOptions {
   readonly keyPrefix: string;
   /** How long the summary job takes. */
   readonly jobMs: number;
+  /** The plugin's `leaseMs`: how long a step stays locked after its worker died. Its default (30 s) without. */
+  readonly leaseMs?: number;
   /** A prebuilt bundle; without it the worker bundles `workflows.ts`. */
   readonly workflowBundle?: WorkflowBundle;
 }
@@ -34,7 +36,7 @@ export interface SummaryWorkerOptions {
  */
 export async function createSummaryWorker(options: SummaryWorkerOptions): Promise<Worker> {
   const { redis, keyPrefix } = options;
-  const plugin = new FireOncePlugin({ redis, keyPrefix, pollIntervalMs: 50 });
+  const plugin = new FireOncePlugin({ redis, keyPrefix, pollIntervalMs: 50, ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }) });
   const activities = createSummaryActivities({ redis, keyPrefix, jobMs: options.jobMs });
   return await Worker.create({
     connection: options.connection,
@@ -49,7 +51,15 @@ if (require.main === module) {
   runMain(() => {
     const keyPrefix = process.env.KEY_PREFIX ?? DEFAULT_KEY_PREFIX;
     return serveByHand(
-      (connection, redis) => createSummaryWorker({ connection, redis, taskQueue: TASK_QUEUE, keyPrefix, jobMs: intFromEnv('JOB_MS', 2_000) }),
+      (connection, redis) =>
+        createSummaryWorker({
+          connection,
+          redis,
+          taskQueue: TASK_QUEUE,
+          keyPrefix,
+          jobMs: intFromEnv('JOB_MS', 2_000),
+          ...(process.env.LEASE_MS === undefined ? {} : { leaseMs: intFromEnv('LEASE_MS', 30_000) }),
+        }),
       `result-cache worker on task queue ${TASK_QUEUE}, keys under ${keyPrefix}:; Ctrl-C to stop`,
     );
   });

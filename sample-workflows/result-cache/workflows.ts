@@ -3,9 +3,13 @@ import { setDispatchScope } from '../../src/workflow';
 import type { Summary, SummaryActivities } from './activities';
 
 // Runs that find the job in flight park on its lock (the plugin's default onInFlight) and are
-// completed with its result, so the timeout must cover the whole job, not only this run's share.
+// completed with its result, so startToCloseTimeout must cover the whole job, not only this run's
+// share. heartbeatTimeout bounds what a crashed worker costs: without it, the attempt that ran the
+// job on that worker, and the runs it parked, are retried only at startToCloseTimeout. The worker
+// heartbeats parked runs for you; the job heartbeats itself (activities.ts).
 const { summarizeSession } = proxyActivities<SummaryActivities>({
   startToCloseTimeout: '1 minute',
+  heartbeatTimeout: '5 seconds',
 });
 
 /**
