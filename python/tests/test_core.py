@@ -105,6 +105,26 @@ def test_a_worker_wide_skip_is_refused_and_per_activity_it_stays_allowed() -> No
     assert fire_once(on_in_flight="skip") is not None
 
 
+@pytest.mark.parametrize("value", ["false", 0, 1, None])
+def test_every_boolean_option_refuses_a_value_that_is_no_boolean(value: object) -> None:
+    """``dispatch_log="false"`` (a value read from an environment variable) would switch the log
+    on, being truthy, and ``0`` off: each flag of the plugin and of ``@fire_once`` refuses anything
+    but ``True`` or ``False``, as TypeScript's ``flag()`` does."""
+    from temporal_fire_once import FireOncePlugin, fire_once
+    from temporal_fire_once.worker import WorkerDefaults
+
+    for name in ("publish_wake_ups", "dispatch_log", "allow_evicting_redis"):
+        if value is not None:  # None is the plugin's "not given"
+            with pytest.raises(FireOnceConfigError, match=rf"^{name} must be a boolean \(got {value!r}\)"):
+                FireOncePlugin(Redis(), **{name: value})  # type: ignore[arg-type]
+    for name in ("dispatch_log", "allow_evicting_redis"):
+        with pytest.raises(FireOnceConfigError, match=rf"^{name} must be a boolean \(got {value!r}\)"):
+            WorkerDefaults(**{name: value})  # type: ignore[arg-type]
+    if value is not None:
+        with pytest.raises(FireOnceConfigError, match=rf"^observe_only must be a boolean \(got {value!r}\)"):
+            fire_once(observe_only=value)  # type: ignore[arg-type]
+
+
 async def test_options_that_are_not_guard_options_are_refused_with_a_config_error(redis_url: str) -> None:
     """A dict of options (a JavaScript habit) is neither used nor ignored: ``FireOnceConfigError``
     naming the type, as the TypeScript guard refuses options that are not an object."""
