@@ -125,6 +125,16 @@ def test_every_boolean_option_refuses_a_value_that_is_no_boolean(value: object) 
             fire_once(observe_only=value)  # type: ignore[arg-type]
 
 
+def test_fire_once_context_outside_a_dispatch_is_a_config_error_as_in_typescript() -> None:
+    """Outside a guarded dispatch (an unguarded activity, a fast-forward, ``observe_only``, or no
+    activity at all) there is no lock to describe: ``FireOnceConfigError``, as TypeScript's
+    ``fireOnceContext()`` throws, so the activity ends with the same failure type in both."""
+    from temporal_fire_once import fire_once_context
+
+    with pytest.raises(FireOnceConfigError, match=r"fire_once_context\(\) is only available inside a guarded activity"):
+        fire_once_context()
+
+
 async def test_options_that_are_not_guard_options_are_refused_with_a_config_error(redis_url: str) -> None:
     """A dict of options (a JavaScript habit) is neither used nor ignored: ``FireOnceConfigError``
     naming the type, as the TypeScript guard refuses options that are not an object."""
