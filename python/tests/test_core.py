@@ -125,6 +125,36 @@ def test_every_boolean_option_refuses_a_value_that_is_no_boolean(value: object) 
             fire_once(observe_only=value)  # type: ignore[arg-type]
 
 
+def test_a_hand_wired_interceptor_refuses_what_it_cannot_use_when_it_is_built() -> None:
+    """``FireOnceInterceptor`` is what a worker wired by hand is given, as TypeScript's
+    ``createFireOnceActivityInterceptor`` (defect 1): defaults as a dict were ignored when empty
+    and failed untyped otherwise, and options listed in ``activities`` as a dict were accepted and
+    failed every call of that activity with an ``AttributeError``, which Temporal retries for ever.
+    Each is ``FireOnceConfigError`` naming it, when the interceptor is built."""
+    from temporal_fire_once import FireOnceInterceptor
+    from temporal_fire_once.worker import FireOnceOptions, WorkerDefaults
+
+    guard = FireOnceGuard(Redis())
+    refused: list[tuple[str, Callable[[], object]]] = [
+        (r"guard must be a FireOnceGuard \(got Redis\)", lambda: FireOnceInterceptor(Redis())),  # type: ignore[arg-type]
+        (r"defaults must be a WorkerDefaults.*\(got dict\)", lambda: FireOnceInterceptor(guard, {})),  # type: ignore[arg-type]
+        (r"defaults must be a WorkerDefaults.*\(got dict\)", lambda: FireOnceInterceptor(guard, {"lease_ms": 5_000})),  # type: ignore[arg-type]
+        (r"payload_codec must be a PayloadCodec \(got str\)", lambda: FireOnceInterceptor(guard, None, "codec")),  # type: ignore[arg-type]
+        (r"activities must map activity types to FireOnceOptions \(got list\)", lambda: FireOnceInterceptor(guard, activities=["a"])),  # type: ignore[arg-type]
+        (
+            r"activities\['summarise'\] must be a FireOnceOptions.*\(got dict\)",
+            lambda: FireOnceInterceptor(guard, activities={"summarise": {"job_type": "summary"}}),  # type: ignore[dict-item]
+        ),
+        (r"activities must map activity types to FireOnceOptions.*\(got a key 5\)", lambda: FireOnceInterceptor(guard, activities={5: FireOnceOptions()})),  # type: ignore[dict-item]
+        (r"wake must be a WakeHub or None \(got Redis\)", lambda: FireOnceInterceptor(guard, wake=Redis())),  # type: ignore[arg-type]
+    ]
+    for message, build in refused:
+        with pytest.raises(FireOnceConfigError, match=message):
+            build()
+    wired = FireOnceInterceptor(guard, WorkerDefaults(poll_interval_ms=50), activities={"summarise": FireOnceOptions(job_type="summary")})
+    assert wired.activities["summarise"].job_type == "summary"
+
+
 def test_fire_once_context_outside_a_dispatch_is_a_config_error_as_in_typescript() -> None:
     """Outside a guarded dispatch (an unguarded activity, a fast-forward, ``observe_only``, or no
     activity at all) there is no lock to describe: ``FireOnceConfigError``, as TypeScript's

@@ -52,7 +52,10 @@ class FireOnceInterceptor(Interceptor):
         wake: WakeHub | None = None,
     ) -> None:
         """``wake``: wakes ``'wait'``ers by pub/sub; without it they only poll. The caller
-        closes it (``FireOncePlugin`` makes one and closes it when the worker stops)."""
+        closes it (``FireOncePlugin`` makes one and closes it when the worker stops). Anything
+        it cannot use is ``FireOnceConfigError`` here, naming it, rather than a failure of every
+        guarded call (as TypeScript's ``createFireOnceActivityInterceptor`` checks its input)."""
+        _check_wiring(guard, defaults, payload_codec, activities, wake)
         self.guard = guard
         self.wake = wake
         self.defaults = defaults or WorkerDefaults()
@@ -66,6 +69,31 @@ class FireOnceInterceptor(Interceptor):
 
     def workflow_interceptor_class(self, input: WorkflowInterceptorClassInput) -> type[WorkflowInboundInterceptor] | None:
         return self._workflow.workflow_interceptor_class(input)
+
+
+def _check_wiring(guard: object, defaults: object, codec: object, activities: object, wake: object) -> None:
+    def kind(value: object) -> str:
+        return type(value).__name__
+
+    if not isinstance(guard, FireOnceGuard):
+        raise FireOnceConfigError(f"guard must be a FireOnceGuard (got {kind(guard)})")
+    if defaults is not None and not isinstance(defaults, WorkerDefaults):
+        # A dict would be ignored when empty and fail untyped otherwise: name the mistake.
+        raise FireOnceConfigError(f"defaults must be a WorkerDefaults, e.g. WorkerDefaults(lease_ms=60_000) (got {kind(defaults)})")
+    if codec is not None and not isinstance(codec, PayloadCodec):
+        raise FireOnceConfigError(f"payload_codec must be a PayloadCodec (got {kind(codec)})")
+    if activities is not None:
+        if not isinstance(activities, Mapping):
+            raise FireOnceConfigError(f"activities must map activity types to FireOnceOptions (got {kind(activities)})")
+        for name, options in activities.items():
+            if not isinstance(name, str):
+                raise FireOnceConfigError(f"activities must map activity types to FireOnceOptions, keyed by the type's name (got a key {name!r})")
+            if not isinstance(options, FireOnceOptions):
+                raise FireOnceConfigError(
+                    f"activities[{name!r}] must be a FireOnceOptions, e.g. FireOnceOptions(job_type='summary') (got {kind(options)})"
+                )
+    if wake is not None and not isinstance(wake, WakeHub):
+        raise FireOnceConfigError(f"wake must be a WakeHub or None (got {kind(wake)})")
 
 
 T = TypeVar("T")
