@@ -9,6 +9,7 @@ import asyncio
 import inspect
 import logging
 import time
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, TypeVar
 
@@ -35,6 +36,9 @@ from .options import ArtifactIds, FireOnceOptions, WorkerDefaults
 from .setup import CallSetup
 
 _logger = logging.getLogger("temporal_fire_once")
+# Set while a guard runs an activity: a second guard of the same call (the plugin and a
+# hand-wired interceptor on one worker, or the plugin given twice) sees it.
+_guarding: ContextVar[bool] = ContextVar("temporal_fire_once_guarding", default=False)
 
 
 class FireOnceInterceptor(Interceptor):
@@ -109,10 +113,22 @@ class _GuardedActivity(ActivityInboundInterceptor):
         options = options_of(input.fn) or self._root.activities.get(info.activity_type)
         if options is None:
             return await self.next.execute_activity(input)
+        if _guarding.get():
+            # An inner guard would find the outer one's lock, wait the attempt out and fail it
+            # retryably, for ever. The outer guard releases its lock on this error.
+            raise to_application_error(
+                FireOnceConfigError(
+                    f"activity {info.activity_type!r} is guarded twice on this worker: give it FireOncePlugin or a FireOnceInterceptor, once",
+                    {"activityType": info.activity_type},
+                )
+            )
+        outer = _guarding.set(True)
         try:
             return await self._guarded(input, options, info)
         except FireOnceError as err:
             raise to_application_error(err, {"activityType": info.activity_type}) from None
+        finally:
+            _guarding.reset(outer)
 
     async def _guarded(self, input: ExecuteActivityInput, options: FireOnceOptions, info: activity.Info) -> Any:
         started = time.time()  # the attempt's start-to-close timeout runs from about now
