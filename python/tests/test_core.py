@@ -105,6 +105,66 @@ def test_a_worker_wide_skip_is_refused_and_per_activity_it_stays_allowed() -> No
     assert fire_once(on_in_flight="skip") is not None
 
 
+@pytest.mark.parametrize("value", ["false", 0, 1, None])
+def test_every_boolean_option_refuses_a_value_that_is_no_boolean(value: object) -> None:
+    """``dispatch_log="false"`` (a value read from an environment variable) would switch the log
+    on, being truthy, and ``0`` off: each flag of the plugin and of ``@fire_once`` refuses anything
+    but ``True`` or ``False``, as TypeScript's ``flag()`` does."""
+    from temporal_fire_once import FireOncePlugin, fire_once
+    from temporal_fire_once.worker import WorkerDefaults
+
+    for name in ("publish_wake_ups", "dispatch_log", "allow_evicting_redis"):
+        if value is not None:  # None is the plugin's "not given"
+            with pytest.raises(FireOnceConfigError, match=rf"^{name} must be a boolean \(got {value!r}\)"):
+                FireOncePlugin(Redis(), **{name: value})  # type: ignore[arg-type]
+    for name in ("dispatch_log", "allow_evicting_redis"):
+        with pytest.raises(FireOnceConfigError, match=rf"^{name} must be a boolean \(got {value!r}\)"):
+            WorkerDefaults(**{name: value})  # type: ignore[arg-type]
+    if value is not None:
+        with pytest.raises(FireOnceConfigError, match=rf"^observe_only must be a boolean \(got {value!r}\)"):
+            fire_once(observe_only=value)  # type: ignore[arg-type]
+
+
+def test_a_hand_wired_interceptor_refuses_what_it_cannot_use_when_it_is_built() -> None:
+    """``FireOnceInterceptor`` is what a worker wired by hand is given, as TypeScript's
+    ``createFireOnceActivityInterceptor`` (defect 1): defaults as a dict were ignored when empty
+    and failed untyped otherwise, and options listed in ``activities`` as a dict were accepted and
+    failed every call of that activity with an ``AttributeError``, which Temporal retries for ever.
+    Each is ``FireOnceConfigError`` naming it, when the interceptor is built."""
+    from temporal_fire_once import FireOnceInterceptor
+    from temporal_fire_once.worker import FireOnceOptions, WorkerDefaults
+
+    guard = FireOnceGuard(Redis())
+    refused: list[tuple[str, Callable[[], object]]] = [
+        (r"guard must be a FireOnceGuard \(got Redis\)", lambda: FireOnceInterceptor(Redis())),  # type: ignore[arg-type]
+        (r"defaults must be a WorkerDefaults.*\(got dict\)", lambda: FireOnceInterceptor(guard, {})),  # type: ignore[arg-type]
+        (r"defaults must be a WorkerDefaults.*\(got dict\)", lambda: FireOnceInterceptor(guard, {"lease_ms": 5_000})),  # type: ignore[arg-type]
+        (r"payload_codec must be a PayloadCodec \(got str\)", lambda: FireOnceInterceptor(guard, None, "codec")),  # type: ignore[arg-type]
+        (r"activities must map activity types to FireOnceOptions \(got list\)", lambda: FireOnceInterceptor(guard, activities=["a"])),  # type: ignore[arg-type]
+        (
+            r"activities\['summarise'\] must be a FireOnceOptions.*\(got dict\)",
+            lambda: FireOnceInterceptor(guard, activities={"summarise": {"job_type": "summary"}}),  # type: ignore[dict-item]
+        ),
+        (r"activities must map activity types to FireOnceOptions.*\(got a key 5\)", lambda: FireOnceInterceptor(guard, activities={5: FireOnceOptions()})),  # type: ignore[dict-item]
+        (r"wake must be a WakeHub or None \(got Redis\)", lambda: FireOnceInterceptor(guard, wake=Redis())),  # type: ignore[arg-type]
+    ]
+    for message, build in refused:
+        with pytest.raises(FireOnceConfigError, match=message):
+            build()
+    wired = FireOnceInterceptor(guard, WorkerDefaults(poll_interval_ms=50), activities={"summarise": FireOnceOptions(job_type="summary")})
+    assert wired.activities["summarise"].job_type == "summary"
+
+
+def test_fire_once_context_outside_a_dispatch_is_a_config_error_as_in_typescript() -> None:
+    """Outside a guarded dispatch (an unguarded activity, a fast-forward, ``observe_only``, or no
+    activity at all) there is no lock to describe: ``FireOnceConfigError``, as TypeScript's
+    ``fireOnceContext()`` throws, so the activity ends with the same failure type in both."""
+    from temporal_fire_once import fire_once_context
+
+    with pytest.raises(FireOnceConfigError, match=r"fire_once_context\(\) is only available inside a guarded activity"):
+        fire_once_context()
+
+
 async def test_options_that_are_not_guard_options_are_refused_with_a_config_error(redis_url: str) -> None:
     """A dict of options (a JavaScript habit) is neither used nor ignored: ``FireOnceConfigError``
     naming the type, as the TypeScript guard refuses options that are not an object."""

@@ -8,14 +8,14 @@ import asyncio
 import time
 import uuid
 from datetime import timedelta
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 import pytest
 from redis.asyncio import Redis
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ActivityError, ApplicationError
-from temporalio.worker import Worker
+from temporalio.worker import Interceptor, Worker
 
 from temporal_fire_once import FireOncePlugin
 from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceGuard, FireOnceKeys, GuardOptions
@@ -25,8 +25,11 @@ from .pyactivities import counter_key, make_activities
 from .pyworkflows import CancelledCall, ContinuedCall, GuardedCall, HeartbeatCall, InitScopeCall, LocalCall, ParentCall
 
 
-async def run_worker(env: Any, client: Redis, prefix: str, guard_redis: Redis | None = None, **options: Any) -> tuple[Worker, str]:
-    """A worker whose guard uses ``guard_redis`` (``client`` by default); jobs count on ``client``."""
+async def run_worker(
+    env: Any, client: Redis, prefix: str, guard_redis: Redis | None = None, interceptors: Sequence[Interceptor] = (), **options: Any
+) -> tuple[Worker, str]:
+    """A worker whose guard uses ``guard_redis`` (``client`` by default); jobs count on ``client``.
+    ``interceptors`` are added beside the plugin."""
     collect_garbage()
     queue = f"py-{uuid.uuid4().hex[:8]}"
     worker = Worker(
@@ -35,6 +38,7 @@ async def run_worker(env: Any, client: Redis, prefix: str, guard_redis: Redis | 
         workflows=[GuardedCall, ParentCall, ContinuedCall, CancelledCall, LocalCall, InitScopeCall],
         activities=make_activities(client, prefix),
         plugins=[FireOncePlugin(guard_redis or client, key_prefix=prefix, poll_interval_ms=50, **options)],
+        interceptors=list(interceptors),
     )
     return worker, queue
 
@@ -570,6 +574,26 @@ async def test_with_redis_down_a_guarded_activity_fails_closed_and_retryable(tem
     assert (failure.type, failure.non_retryable) == ("FireOnceStoreUnavailable", False)
     assert await client.get(counter_key(prefix, "down")) is None
     await dead.aclose()
+
+
+async def test_an_activity_guarded_twice_on_one_worker_fails_with_a_config_error_and_dispatches_nothing(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """The plugin and a hand-wired ``FireOnceInterceptor`` on one worker (or the plugin given
+    twice) nest two guards: the inner one found the lock the outer one had just taken, waited on
+    it for the whole attempt and failed with the retryable ``FireOnceInFlight``, attempt after
+    attempt, never dispatching. The inner one now fails the call with the non-retryable
+    ``FireOnceConfigError`` saying so, and the outer one gives the lock back."""
+    from temporal_fire_once import FireOnceInterceptor, WorkerDefaults
+
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    worker, queue = await run_worker(temporal_env, client, prefix, interceptors=[FireOnceInterceptor(guard, WorkerDefaults(poll_interval_ms=50))])
+    async with worker:
+        failure = await activity_failure(temporal_env, queue, queue, ["s-twice", "crossJob", ["twice", 0], None, 1, [3_000]])
+    assert (failure.type, failure.non_retryable) == ("FireOnceConfigError", True)
+    assert "guarded twice" in str(failure)
+    assert await client.get(counter_key(prefix, "twice")) is None
+    assert await client.exists(FireOnceKeys(prefix).lock("s-twice", "crossJob")) == 0
 
 
 async def test_a_dispatch_sees_its_own_lock_and_fencing_token(temporal_env: Any, client: Redis, prefix: str) -> None:

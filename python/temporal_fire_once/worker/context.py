@@ -8,6 +8,8 @@ import asyncio
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from ..core.errors import FireOnceConfigError
+
 
 @dataclass(frozen=True)
 class FireOnceContext:
@@ -28,9 +30,10 @@ _current: ContextVar[FireOnceContext | None] = ContextVar("temporal_fire_once_co
 
 
 def fire_once_context() -> FireOnceContext:
-    """The context of the guarded dispatch running now. Raises ``RuntimeError`` outside one
-    (an unguarded activity, a fast-forward, or ``observe_only``)."""
+    """The context of the guarded dispatch running now. Raises ``FireOnceConfigError`` outside
+    one (an unguarded activity, a fast-forward, or ``observe_only``), as ``fireOnceContext()``
+    throws on the TypeScript side."""
     context = _current.get()
     if context is None:
-        raise RuntimeError("fire_once_context() is only available inside a guarded activity's dispatch")
+        raise FireOnceConfigError("fire_once_context() is only available inside a guarded activity's dispatch")
     return context

@@ -9,6 +9,7 @@ import asyncio
 import inspect
 import logging
 import time
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, TypeVar
 
@@ -35,6 +36,9 @@ from .options import ArtifactIds, FireOnceOptions, WorkerDefaults
 from .setup import CallSetup
 
 _logger = logging.getLogger("temporal_fire_once")
+# Set while a guard runs an activity: a second guard of the same call (the plugin and a
+# hand-wired interceptor on one worker, or the plugin given twice) sees it.
+_guarding: ContextVar[bool] = ContextVar("temporal_fire_once_guarding", default=False)
 
 
 class FireOnceInterceptor(Interceptor):
@@ -52,7 +56,10 @@ class FireOnceInterceptor(Interceptor):
         wake: WakeHub | None = None,
     ) -> None:
         """``wake``: wakes ``'wait'``ers by pub/sub; without it they only poll. The caller
-        closes it (``FireOncePlugin`` makes one and closes it when the worker stops)."""
+        closes it (``FireOncePlugin`` makes one and closes it when the worker stops). Anything
+        it cannot use is ``FireOnceConfigError`` here, naming it, rather than a failure of every
+        guarded call (as TypeScript's ``createFireOnceActivityInterceptor`` checks its input)."""
+        _check_wiring(guard, defaults, payload_codec, activities, wake)
         self.guard = guard
         self.wake = wake
         self.defaults = defaults or WorkerDefaults()
@@ -68,6 +75,31 @@ class FireOnceInterceptor(Interceptor):
         return self._workflow.workflow_interceptor_class(input)
 
 
+def _check_wiring(guard: object, defaults: object, codec: object, activities: object, wake: object) -> None:
+    def kind(value: object) -> str:
+        return type(value).__name__
+
+    if not isinstance(guard, FireOnceGuard):
+        raise FireOnceConfigError(f"guard must be a FireOnceGuard (got {kind(guard)})")
+    if defaults is not None and not isinstance(defaults, WorkerDefaults):
+        # A dict would be ignored when empty and fail untyped otherwise: name the mistake.
+        raise FireOnceConfigError(f"defaults must be a WorkerDefaults, e.g. WorkerDefaults(lease_ms=60_000) (got {kind(defaults)})")
+    if codec is not None and not isinstance(codec, PayloadCodec):
+        raise FireOnceConfigError(f"payload_codec must be a PayloadCodec (got {kind(codec)})")
+    if activities is not None:
+        if not isinstance(activities, Mapping):
+            raise FireOnceConfigError(f"activities must map activity types to FireOnceOptions (got {kind(activities)})")
+        for name, options in activities.items():
+            if not isinstance(name, str):
+                raise FireOnceConfigError(f"activities must map activity types to FireOnceOptions, keyed by the type's name (got a key {name!r})")
+            if not isinstance(options, FireOnceOptions):
+                raise FireOnceConfigError(
+                    f"activities[{name!r}] must be a FireOnceOptions, e.g. FireOnceOptions(job_type='summary') (got {kind(options)})"
+                )
+    if wake is not None and not isinstance(wake, WakeHub):
+        raise FireOnceConfigError(f"wake must be a WakeHub or None (got {kind(wake)})")
+
+
 T = TypeVar("T")
 
 
@@ -81,10 +113,22 @@ class _GuardedActivity(ActivityInboundInterceptor):
         options = options_of(input.fn) or self._root.activities.get(info.activity_type)
         if options is None:
             return await self.next.execute_activity(input)
+        if _guarding.get():
+            # An inner guard would find the outer one's lock, wait the attempt out and fail it
+            # retryably, for ever. The outer guard releases its lock on this error.
+            raise to_application_error(
+                FireOnceConfigError(
+                    f"activity {info.activity_type!r} is guarded twice on this worker: give it FireOncePlugin or a FireOnceInterceptor, once",
+                    {"activityType": info.activity_type},
+                )
+            )
+        outer = _guarding.set(True)
         try:
             return await self._guarded(input, options, info)
         except FireOnceError as err:
             raise to_application_error(err, {"activityType": info.activity_type}) from None
+        finally:
+            _guarding.reset(outer)
 
     async def _guarded(self, input: ExecuteActivityInput, options: FireOnceOptions, info: activity.Info) -> Any:
         started = time.time()  # the attempt's start-to-close timeout runs from about now

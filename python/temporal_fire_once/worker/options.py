@@ -124,8 +124,10 @@ class WorkerDefaults:
         positive_int("lease_ms", self.lease_ms, MAX_LEASE_MS)
         positive_int("max_artifact_bytes", self.max_artifact_bytes, 512 * 1024 * 1024, "bytes")
         positive_int("dispatch_log_max_len", self.dispatch_log_max_len, MAX_LOG_LEN, "entries")
-        if not isinstance(self.allow_evicting_redis, bool):
-            raise FireOnceConfigError(f"allow_evicting_redis must be a boolean (got {self.allow_evicting_redis!r})")
+        for name in ("dispatch_log", "allow_evicting_redis"):
+            # "false" would be truthy, 0 falsy: a flag is a bool, as TypeScript's flag() checks.
+            if not isinstance(getattr(self, name), bool):
+                raise FireOnceConfigError(f"{name} must be a boolean (got {getattr(self, name)!r})")
         if self.key_namespace is not None:
             try:
                 encode_id("namespace", self.key_namespace)
