@@ -30,6 +30,11 @@ export function markGuarded(ctx: object): void {
   guardedContexts.add(ctx);
 }
 
+/** Whether a fire-once interceptor already guards this activity context's call. */
+export function isGuarded(ctx: object): boolean {
+  return guardedContexts.has(ctx);
+}
+
 /**
  * Mark an activity function as fire-once. The `FireOncePlugin` guards it by its registered name;
  * calling it outside any activity (a plain unit test) just runs `fn`. Called inside an activity on

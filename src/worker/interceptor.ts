@@ -16,7 +16,7 @@ import { argsHash, notAPromise } from './args-hash';
 import { decodeArtifact, resultOf } from './artifact';
 import { dispatch } from './dispatch';
 import { toApplicationFailure } from './failures';
-import { markGuarded } from './fire-once';
+import { isGuarded, markGuarded } from './fire-once';
 import { observe, type Observer } from './observe';
 import { ParkedWatch } from './parked';
 import { parkOrWait } from './park';
@@ -104,6 +104,13 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
     if (options === undefined) return {};
     const inbound: ActivityInboundCallsInterceptor = {
       execute: (input, next) => {
+        if (isGuarded(ctx)) {
+          // A second fire-once interceptor on this worker (the plugin's and one wired by hand, or
+          // the plugin given twice) would find the first one's lock and wait every attempt out on
+          // it. The first one gives its lock back on this failure.
+          const twice = `activity ${JSON.stringify(ctx.info.activityType)} is guarded twice on this worker: give it the FireOncePlugin or a fire-once interceptor, once`;
+          return Promise.reject(toApplicationFailure(new FireOnceConfigError(twice), { activityType: ctx.info.activityType }));
+        }
         markGuarded(ctx);
         return runGuarded({ setup, options, ctx, input, next: () => next(input), startedMs: Date.now() }).catch((err: unknown) => {
           throw err instanceof FireOnceError ? toApplicationFailure(err, { activityType: ctx.info.activityType }) : err;

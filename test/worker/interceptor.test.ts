@@ -321,6 +321,23 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     expect(await count()).toBe(0);
   });
 
+  it('refuses an activity guarded twice on one worker with a non-retryable FireOnceConfigError, dispatching nothing and giving the lock back', async () => {
+    // The plugin's interceptor and one wired by hand (or the plugin given twice): the inner one
+    // would find the outer one's lock and wait out every attempt on it, never dispatching.
+    const activities = { job: guarded(async () => 'x') };
+    const factory = () => createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), onInFlight: 'wait', pollIntervalMs: 20 });
+    const twice = new MockActivityEnvironment(
+      { namespace: 'default', activityType: 'job', startToCloseTimeoutMs: 2_000, currentAttemptScheduledTimestampMs: Date.now() },
+      { interceptors: [factory(), factory()] },
+    );
+    const err = await twice.run(activities.job, 's').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApplicationFailure);
+    expect([(err as ApplicationFailure).type, (err as ApplicationFailure).nonRetryable]).toEqual(['FireOnceConfigError', true]);
+    expect((err as ApplicationFailure).message).toMatch(/guarded twice on this worker/);
+    expect(await count()).toBe(0);
+    expect(await redis.exists(guard.keys.lock('s', 'job'))).toBe(0);
+  });
+
   it('guards @FireOnce class methods, bound so Object.entries registers them', async () => {
     class Jobs {
       constructor(private readonly label: string) {}
