@@ -316,6 +316,7 @@ export class FireOnceGuard {
    */
   async commit(lease: Lease, artifact: Buffer, options: CommitOptions = {}): Promise<Committed> {
     checkKnownKeys('commit', options, COMMIT_OPTIONS);
+    this.checkLease('commit', lease);
     const ttl = callDuration('artifactTtlMs', options.artifactTtlMs, this.options.artifactTtlMs);
     const record = artifactArgument(lease.target.argsHash ?? '', artifact);
     return this.store.run(
@@ -336,6 +337,7 @@ export class FireOnceGuard {
    * The waiters parked on a released lock are handed over, to be failed so that they retry.
    */
   async release(lease: Lease): Promise<Settled> {
+    this.checkLease('release', lease);
     return this.store.run(
       () => contextOf(lease.target, lease.lockKey, lease.token),
       this.replicas.write(releaseScript, [lease.lockKey, lease.waitersKey], [lease.token, this.channel(lease.target)], true).then(settled),
@@ -348,6 +350,7 @@ export class FireOnceGuard {
    * if the lock was lost (expired or another holder's); nothing is changed then.
    */
   async extend(lease: Lease, lockTtlMs: number): Promise<boolean> {
+    this.checkLease('extend', lease);
     const ttl = GUARD_OPTIONS.lockTtlMs.check('lockTtlMs', lockTtlMs);
     return this.store.run(
       () => contextOf(lease.target, lease.lockKey, lease.token),
@@ -373,6 +376,7 @@ export class FireOnceGuard {
    * leaves it, for `'fixed'` mode). `ours` is false, and nothing is handed over, if the lock was lost.
    */
   async keep(lease: Lease, lockTtlMs: number | undefined): Promise<Settled> {
+    this.checkLease('keep', lease);
     const ttl = lockTtlMs === undefined ? '' : GUARD_OPTIONS.lockTtlMs.check('lockTtlMs', lockTtlMs);
     return this.store.run(
       () => contextOf(lease.target, lease.lockKey, lease.token),
@@ -386,6 +390,7 @@ export class FireOnceGuard {
    * worker that parked them hands them over instead (PROTOCOL.md section 7). One round trip.
    */
   async handBack(lease: Lease, waiters: readonly Buffer[]): Promise<void> {
+    this.checkLease('handBack', lease);
     if (waiters.length === 0) return;
     const key = lease.waitersKey;
     const replies = await this.store.run(
@@ -437,6 +442,27 @@ export class FireOnceGuard {
     if (record !== null) return record;
     this.known?.delete(artifactKey);
     return undefined;
+  }
+
+  /**
+   * A lease names the keys that commit, release and extend write: refuse one whose keys are not
+   * those this guard builds for its target (a lease of a guard with another `keyPrefix`, or one
+   * edited or made by hand), so that no lease writes into another scope's or prefix's keys.
+   */
+  private checkLease(what: string, lease: Lease): void {
+    const target = lease?.target;
+    const keys = target === undefined ? undefined : this.keysFor(target.namespace);
+    if (
+      keys === undefined ||
+      lease.lockKey !== keys.lock(target.scope, target.step) ||
+      lease.waitersKey !== keys.waiters(target.scope, target.step) ||
+      lease.artifactKey !== this.artifactKey(target)
+    ) {
+      throw new FireOnceConfigError(
+        `${what}: the lease's keys are not this guard's for its target (keyPrefix ${JSON.stringify(this.keys.prefix)}): pass the lease acquire() returned, unchanged, to a guard with the keyPrefix that acquired it`,
+        target === undefined ? {} : contextOf(target, String(lease.lockKey)),
+      );
+    }
   }
 
   private channel(target: DispatchTarget): string {

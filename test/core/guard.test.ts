@@ -161,6 +161,34 @@ describe('FireOnceGuard on Redis alone', () => {
     expect(await redis.exists(held.lease.artifactKey)).toBe(0);
   });
 
+  // A lease names the keys that commit, release and extend write. One from a guard of another
+  // prefix, or edited by hand, would write another scope's artifact or fail to wake its waiters.
+  it("refuses a lease whose keys are not this guard's for its target, and writes nothing", async () => {
+    const held = await guard.acquire({ ...target, scope: 'lease-owner' });
+    if (held.kind !== 'acquired') throw new Error(held.kind);
+    const victim = guard.keys.artifact('victim', target.jobType);
+    const elsewhere = new FireOnceGuard({ redis, keyPrefix: `${prefix}-other` });
+    const forged: Lease = { ...held.lease, artifactKey: victim };
+    const message = (what: string) =>
+      new FireOnceConfigError(
+        `${what}: the lease's keys are not this guard's for its target (keyPrefix ${JSON.stringify(`${prefix}-other`)}): pass the lease acquire() returned, unchanged, to a guard with the keyPrefix that acquired it`,
+      );
+    await expect(elsewhere.commit(held.lease, Buffer.from('r'))).rejects.toThrow(message('commit'));
+    await expect(elsewhere.release(held.lease)).rejects.toThrow(message('release'));
+    await expect(elsewhere.extend(held.lease, 5_000)).rejects.toThrow(message('extend'));
+    await expect(elsewhere.keep(held.lease, 5_000)).rejects.toThrow(message('keep'));
+    await expect(elsewhere.handBack(held.lease, [Buffer.from('w')])).rejects.toThrow(message('handBack'));
+    await expect(guard.commit(forged, Buffer.from('not the victim result'))).rejects.toBeInstanceOf(FireOnceConfigError);
+    await expect(guard.commit({ ...held.lease, waitersKey: guard.keys.waiters('victim', target.step) }, Buffer.from('r'))).rejects.toBeInstanceOf(
+      FireOnceConfigError,
+    );
+    expect(await redis.exists(victim, held.lease.artifactKey, guard.keys.waiters('victim', target.step))).toBe(0);
+    expect(await lockToken(redis, held.lease.lockKey)).toBe(held.lease.token);
+    // The lease itself still works with the guard that acquired it, and with another of its prefix.
+    const same = new FireOnceGuard({ redis, keyPrefix: prefix });
+    expect(await same.commit(held.lease, Buffer.from('r'))).toEqual({ ours: true, stored: true, waiters: [] });
+  });
+
   it('validates options, naming the field', () => {
     expect(() => new FireOnceGuard({ redis, lockTtlMs: -5 })).toThrow(new FireOnceConfigError('lockTtlMs must be a positive integer (got -5)'));
     expect(() => new FireOnceGuard({ redis, artifactTtlMs: NaN })).toThrow('artifactTtlMs must be a positive integer (got NaN)');

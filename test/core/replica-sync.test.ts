@@ -95,7 +95,7 @@ describe('replica sync: WAIT pipelined behind every write', () => {
     const restricted = new Redis(primary.url, { username: 'no-wait', password: 'pw' });
     try {
       const full = guardWith({ replicaSync: false }); // the set-up's own writes need no replica
-      const guard = new FireOnceGuard({ redis: restricted, keyPrefix: testPrefix('replica-sync'), replicaSync: { replicas: 1, timeoutMs: 100 } });
+      const guard = new FireOnceGuard({ redis: restricted, keyPrefix: full.keys.prefix, replicaSync: { replicas: 1, timeoutMs: 100 } });
       const leaseOf = async (scope: string) => {
         const outcome = await full.acquire(target(scope)); // acquired where WAIT is allowed
         if (outcome.kind !== 'acquired') throw new Error(outcome.kind);
