@@ -4,6 +4,7 @@ guard's decisions."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Awaitable, Callable, TypeVar
 
 import pytest
@@ -58,6 +59,13 @@ def test_a_key_whose_ids_encode_id_never_writes_parses_to_none_as_in_typescript(
 def test_ids_the_typescript_side_refuses_are_refused(bad: object) -> None:
     with pytest.raises(FireOnceInvalidId):
         encode_id("scope", bad)
+
+
+@pytest.mark.parametrize("prefix", ["a{b}", "fire-once*", "", "has space", "x" * 65, 7])
+def test_a_prefix_the_guard_refuses_is_refused_by_fire_once_keys_too(prefix: object) -> None:
+    # FireOnceKeys is public: a brace would move every key's Cluster slot to the prefix's hash tag.
+    with pytest.raises(FireOnceConfigError, match=r"^prefix must be 1-64 characters .* \(got " + re.escape(repr(prefix)) + r"\)$"):
+        FireOnceKeys(prefix)  # type: ignore[arg-type]
 
 
 def test_an_id_of_512_bytes_and_one_of_unicode_control_spaces_are_accepted() -> None:

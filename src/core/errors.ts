@@ -256,3 +256,12 @@ defineErrorType(FireOnceLockLost, 'FireOnceLockLost', true);
  */
 export class FireOnceArtifactTooLarge extends FireOnceError {}
 defineErrorType(FireOnceArtifactTooLarge, 'FireOnceArtifactTooLarge', false);
+
+/** A printable rendering of a bad option value. */
+export function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'function') return 'a function';
+  if (value !== null && typeof value === 'object') return 'an object';
+  return String(value);
+}

@@ -1,5 +1,5 @@
 import { idProblem, type IdKind } from '../common/ids';
-import { FireOnceInvalidId } from './errors';
+import { FireOnceConfigError, FireOnceInvalidId, describe } from './errors';
 
 export { MAX_ID_BYTES, type IdKind } from '../common/ids';
 
@@ -69,6 +69,14 @@ export function decodeId(encoded: string): string {
 /** Keys prefixes must be plain: no braces, globs or whitespace. */
 export const KEY_PREFIX_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 
+/** `value` if it is a plain key prefix; otherwise a {@link FireOnceConfigError} naming `label`. */
+export function checkKeyPrefix(label: string, value: unknown): string {
+  if (typeof value !== 'string' || !KEY_PREFIX_PATTERN.test(value)) {
+    throw new FireOnceConfigError(`${label} must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit (got ${describe(value)})`);
+  }
+  return value;
+}
+
 /**
  * The Temporal namespace keys are filed under when none is given.
  *
@@ -131,7 +139,8 @@ export class FireOnceKeys {
     readonly prefix: string,
     readonly namespace: string = DEFAULT_NAMESPACE,
   ) {
-    this.root = `${prefix}:v${PROTOCOL_VERSION}:`;
+    // A brace in the prefix would move every key's Cluster slot to the prefix's hash tag.
+    this.root = `${checkKeyPrefix('prefix', prefix)}:v${PROTOCOL_VERSION}:`;
     this.ns = encodeId('namespace', namespace);
   }
 

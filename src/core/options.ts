@@ -1,5 +1,7 @@
-import { FireOnceConfigError } from './errors';
-import { DEFAULT_NAMESPACE, KEY_PREFIX_PATTERN, encodeId } from './keys';
+import { FireOnceConfigError, describe } from './errors';
+import { DEFAULT_NAMESPACE, checkKeyPrefix, encodeId } from './keys';
+
+export { describe };
 import type { RedisClient } from './scripts';
 
 /** The longest TTL or timeout the options accept: 365 days. Anything longer is a typo. */
@@ -89,15 +91,6 @@ export function defaultsOf<S extends OptionSpecs>(specs: S): Resolved<S> {
   return Object.freeze(Object.fromEntries(Object.entries(specs).map(([name, spec]) => [name, spec.default]))) as Resolved<S>;
 }
 
-/** A printable rendering of a bad option value. */
-export function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'bigint') return `${value}n`;
-  if (typeof value === 'function') return 'a function';
-  if (value !== null && typeof value === 'object') return 'an object';
-  return String(value);
-}
-
 /** An ID-shaped option (a namespace), checked as keys encode it. */
 function idOption(kind: 'namespace', defaultValue: string): OptionSpec<string> {
   return {
@@ -163,12 +156,7 @@ function knownArtifactsCheck(label: string, value: unknown): number {
 export const GUARD_OPTIONS = {
   keyPrefix: {
     default: 'fire-once',
-    check: (label: string, value: unknown): string => {
-      if (typeof value !== 'string' || !KEY_PREFIX_PATTERN.test(value)) {
-        throw new FireOnceConfigError(`${label} must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit (got ${describe(value)})`);
-      }
-      return value;
-    },
+    check: checkKeyPrefix,
   },
   namespace: idOption('namespace', DEFAULT_NAMESPACE),
   lockTtlMs: duration(15 * 60 * 1000),

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { FireOnceInvalidId } from '../../src';
+import { FireOnceConfigError, FireOnceInvalidId } from '../../src';
 import { FireOnceKeys, MAX_ID_BYTES, decodeId, encodeId } from '../../src/core';
 
 describe('encodeId', () => {
@@ -111,6 +111,14 @@ describe('FireOnceKeys', () => {
       }),
       { numRuns: 3_000 },
     );
+  });
+
+  // The guard checks its keyPrefix option; FireOnceKeys is public too (the CLI and tools build
+  // keys with it). A brace would move every key's Cluster slot to the prefix's own hash tag, and a
+  // glob would reach other prefixes' keys in a SCAN pattern.
+  it.each([['a{b}'], ['fire-once*'], [''], ['has space'], ['x'.repeat(65)], [7]])('refuses the prefix %j, as the guard refuses its keyPrefix', (prefix) => {
+    const message = `prefix must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit (got ${typeof prefix === 'string' ? JSON.stringify(prefix) : String(prefix)})`;
+    expect(() => new FireOnceKeys(prefix as string)).toThrow(new FireOnceConfigError(message));
   });
 
   it('parses its own keys back, in any namespace, and nothing else', () => {

@@ -8,13 +8,21 @@ from typing import Literal
 from urllib.parse import unquote
 
 from .._ids import IdKind, id_problem
-from .errors import FireOnceInvalidId
+from .errors import FireOnceConfigError, FireOnceInvalidId
 
 PROTOCOL_VERSION = 3
 """The protocol version: the ``v3`` segment of every key and the value of the protocol marker."""
 
 DEFAULT_NAMESPACE = "default"
 KEY_PREFIX_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
+
+
+def check_key_prefix(label: str, value: object) -> str:
+    """``value`` if it is a plain key prefix (no braces, globs or whitespace), else a
+    :class:`FireOnceConfigError` naming ``label``, as ``checkKeyPrefix`` in TypeScript."""
+    if not isinstance(value, str) or not KEY_PREFIX_PATTERN.fullmatch(value):
+        raise FireOnceConfigError(f"{label} must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit (got {value!r})")
+    return value
 
 _PLAIN = re.compile(r"[A-Za-z0-9._~-]{1,512}")
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-")
@@ -83,7 +91,8 @@ class FireOnceKeys:
     """
 
     def __init__(self, prefix: str, namespace: str = DEFAULT_NAMESPACE) -> None:
-        self.prefix = prefix
+        # A brace in the prefix would move every key's Cluster slot to the prefix's hash tag.
+        self.prefix = check_key_prefix("prefix", prefix)
         self.namespace = namespace
         self.root = f"{prefix}:v{PROTOCOL_VERSION}:"
         self._ns = encode_id("namespace", namespace)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis, RedisCluster
 
 from .errors import FireOnceConfigError
-from .keys import DEFAULT_NAMESPACE, KEY_PREFIX_PATTERN, encode_id
+from .keys import DEFAULT_NAMESPACE, check_key_prefix, encode_id
 
 MAX_DURATION_MS = 365 * 24 * 60 * 60 * 1000
 # The largest dispatch-log cap: FireOnceGuard.log_append and the worker's dispatch_log_max_len.
@@ -70,10 +70,7 @@ class GuardOptions:
     Keys only, never results. ``0`` turns it off."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.key_prefix, str) or not KEY_PREFIX_PATTERN.fullmatch(self.key_prefix):
-            raise FireOnceConfigError(
-                f"key_prefix must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit (got {self.key_prefix!r})"
-            )
+        check_key_prefix("key_prefix", self.key_prefix)
         try:
             encode_id("namespace", self.namespace)
         except Exception as err:
