@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { FireOnceGuard } from '../../src';
+import { FireOnceCorruptArtifact, FireOnceGuard } from '../../src';
 import { DispatchLog, holderId, parseEvent, type DispatchEvent } from '../../src/core';
 import { freePort } from '../../sample-workflows/services';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
@@ -429,6 +429,23 @@ describe('fire-once CLI against a real Redis', () => {
       expect(none.code).toBe(4);
       expect(none.stderr).toContain('nothing to invalidate; local caches were told to drop any copy');
       expect(published).toEqual([guard.keys.artifact('session-done', 'summary'), guard.keys.artifact('session-done', 'summary')]);
+    });
+
+    // FireOnceCorruptArtifact leaves the key as it is and dispatches nothing: invalidate is the
+    // documented way out (docs/operating.md), whatever the key holds, a string or another type.
+    it.each([
+      ['a string no commit writes', 'not an artifact record'],
+      ['a hash', { field: 'value' }],
+    ])('deletes %s at the artifact key, the way out of FireOnceCorruptArtifact; the next invocation runs again', async (_what, value) => {
+      const { prefix, guard } = fresh('cli-invalidate-corrupt');
+      const target = { scope: 'session-bad', step: 'summarise', jobType: 'summary' };
+      const key = guard.keys.artifact(target.scope, target.jobType);
+      await (typeof value === 'string' ? redis.set(key, value) : redis.hset(key, value));
+      await expect(guard.acquire(target)).rejects.toThrow(FireOnceCorruptArtifact);
+      const forced = await cli(['invalidate', target.scope, '--job-type', target.jobType, '--prefix', prefix, '--force']);
+      expect([forced.code, forced.stderr]).toEqual([0, '']);
+      expect(await redis.exists(key)).toBe(0);
+      expect((await guard.acquire(target)).kind).toBe('acquired');
     });
 
     it('says which lock still holds invocations off after the artifact is gone; a committed step has none', async () => {
