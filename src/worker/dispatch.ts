@@ -10,7 +10,7 @@ import type { Observer } from './observe';
 import type { LockMode } from './options';
 import { toApplicationFailure } from './failures';
 import { completerOf } from './park';
-import { completeWaiters, failWaiters, failWaitersWith, settleWaiters, type Completer } from './parked';
+import { completeWaiters, failWaiters, failWaitersWith, settleWaiters, type Completer } from './hand-over';
 
 const ASYNC_RESULT_WARNING =
   "fire-once: the job completes asynchronously, but in 'result' mode the result it is completed with never reaches the guard: nothing is stored, and every other run of this step waits for the lock's TTL, then dispatches again. Give the activity artifact: { external } and have the completer write that key before it completes the activity";

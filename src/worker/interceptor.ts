@@ -18,7 +18,7 @@ import { dispatch } from './dispatch';
 import { toApplicationFailure } from './failures';
 import { isGuarded, markGuarded } from './fire-once';
 import { observe, type Observer } from './observe';
-import { ParkedWatch } from './parked';
+import { ParkedWatch } from './parked-watch';
 import { parkOrWait } from './park';
 import { ACTIVITY_DEFAULT_NAMES, resolveActivityDefaults, type ActivityDefaultOptions, type ActivityDefaults } from './options';
 

@@ -3,7 +3,7 @@ import type { DispatchTarget } from '../core/guard';
 import type { TurnOutcome } from '../core/wait';
 import type { GuardedCall } from './interceptor';
 import type { Observer } from './observe';
-import type { Completer } from './parked';
+import type { Completer } from './hand-over';
 
 /** The most times a waiter finds the lock gone and held again between two round trips before it waits in its slot. */
 const MAX_PARK_TRIES = 5;
