@@ -5,7 +5,7 @@ import { holderId, type Committed, type Lease, type Settled } from '../core/guar
 import { startRenewal, type Renewal } from '../core/renewal';
 import { converterFailure, encodeArtifact, resultOf } from './artifact';
 import { runWithFireOnceContext } from './context';
-import type { GuardedCall } from './interceptor';
+import type { GuardedCall } from './guarded-call';
 import type { Observer } from './observe';
 import type { LockMode } from './options';
 import { toApplicationFailure } from './failures';

@@ -1,7 +1,7 @@
 import { CompleteAsyncError } from '@temporalio/activity';
 import type { DispatchTarget } from '../core/guard';
 import type { TurnOutcome } from '../core/wait';
-import type { GuardedCall } from './interceptor';
+import type { GuardedCall } from './guarded-call';
 import type { Observer } from './observe';
 import type { Completer } from './hand-over';
 
