@@ -48,6 +48,6 @@ export { fireOnceActivityMap, fireOnceOptionsOf } from './worker/fire-once';
 export type { ActivityDefaultOptions, DefaultInFlightPolicy, InFlightPolicy, LockMode, ResolvedPluginOptions } from './worker/options';
 export type { ArtifactIds, ConflictPolicy, ExternalArtifact, ValueFireOnceOptions } from './worker/activity-options';
 export { toApplicationFailure } from './worker/failures';
-export { ParkedWatch } from './worker/parked';
+export { ParkedWatch } from './worker/parked-watch';
 export { METRICS } from './worker/observe';
 export { SCOPE_HEADER } from './common/header';

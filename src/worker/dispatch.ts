@@ -5,12 +5,12 @@ import { holderId, type Committed, type Lease, type Settled } from '../core/guar
 import { startRenewal, type Renewal } from '../core/renewal';
 import { converterFailure, encodeArtifact, resultOf } from './artifact';
 import { runWithFireOnceContext } from './context';
-import type { GuardedCall } from './interceptor';
+import type { GuardedCall } from './guarded-call';
 import type { Observer } from './observe';
 import type { LockMode } from './options';
 import { toApplicationFailure } from './failures';
 import { completerOf } from './park';
-import { completeWaiters, failWaiters, failWaitersWith, settleWaiters, type Completer } from './parked';
+import { completeWaiters, failWaiters, failWaitersWith, settleWaiters, type Completer } from './hand-over';
 
 const ASYNC_RESULT_WARNING =
   "fire-once: the job completes asynchronously, but in 'result' mode the result it is completed with never reaches the guard: nothing is stored, and every other run of this step waits for the lock's TTL, then dispatches again. Give the activity artifact: { external } and have the completer write that key before it completes the activity";

@@ -1,9 +1,9 @@
 import { CompleteAsyncError } from '@temporalio/activity';
 import type { DispatchTarget } from '../core/guard';
 import type { TurnOutcome } from '../core/wait';
-import type { GuardedCall } from './interceptor';
+import type { GuardedCall } from './guarded-call';
 import type { Observer } from './observe';
-import type { Completer } from './parked';
+import type { Completer } from './hand-over';
 
 /** The most times a waiter finds the lock gone and held again between two round trips before it waits in its slot. */
 const MAX_PARK_TRIES = 5;

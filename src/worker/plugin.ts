@@ -12,7 +12,7 @@ import { WakeHub } from '../core/wake';
 import { loadWorkerConverter } from './converter';
 import { fireOnceActivityMap } from './fire-once';
 import { createFireOnceActivityInterceptor } from './interceptor';
-import { ParkedWatch } from './parked';
+import { ParkedWatch } from './parked-watch';
 import { guardOptionsOf, resolvePluginOptions, ttlWarnings, type FireOncePluginOptions, type ResolvedPluginOptions } from './options';
 import { checkWorkerRedis } from './redis-check';
 

@@ -1,7 +1,7 @@
 // Handing a result to parked waiters when it cannot reach them: what the worker's Temporal client
 // is asked to do is recorded (the decision is what is tested; parked.test.ts runs it on Temporal).
 import type { ApplicationFailure, PayloadConverter } from '@temporalio/common';
-import { completeWaiters, type Completer } from '../../src/worker/parked';
+import { completeWaiters, type Completer } from '../../src/worker/hand-over';
 
 describe('completeWaiters', () => {
   it('fails the waiters at once, retryably and naming only its class, when the payload converter cannot read back its result', async () => {

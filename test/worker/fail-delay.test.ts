@@ -1,4 +1,4 @@
-import { failRetryDelay } from '../../src/worker/interceptor';
+import { failRetryDelay } from '../../src/worker/in-flight';
 
 // 'fail' retries after half the holder's run so far, at most the lock's TTL left: no fixed cap.
 describe("'fail' retry delay", () => {

@@ -1,0 +1,75 @@
+import type { Headers } from '@temporalio/common';
+import { SCOPE_HEADER, scopeFromHeader } from '../common/header';
+import { FireOnceConfigError, FireOnceMissingScope } from '../core/errors';
+import type { DispatchTarget, FireOnceGuard } from '../core/guard';
+import { encodeId } from '../core/keys';
+import { argsHash, notAPromise } from './args-hash';
+import type { GuardedCall } from './guarded-call';
+
+/**
+ * Where one call's dispatch goes: its scope (from the `scope` option, or the header the workflow
+ * set), step, job type, key namespace, holder and args hash, and for an external artifact its
+ * checked key. Throws, before anything is locked: `FireOnceMissingScope` without a scope,
+ * `FireOnceConfigError` for an option's function that fails (`userOption`) or an external key the
+ * guard must not take (`externalKey`), `FireOnceInvalidId` for an external artifact's bad scope.
+ */
+export function resolveTarget({ setup, options, ctx, input }: GuardedCall): DispatchTarget {
+  const { activityType, workflowExecution, activityId, namespace } = ctx.info;
+  const scope = options.scope !== undefined ? userOption('scope', activityType, () => options.scope!(input.args, ctx.info)) : scopeFromHeaders(input.headers);
+  if (scope === undefined) {
+    throw new FireOnceMissingScope(
+      `activity ${JSON.stringify(activityType)} has no dispatch scope: call setDispatchScope() in the workflow, or give fireOnce a scope option; a workflow bundle built without the plugin's workflow interceptors (workflowInterceptorModules) carries no scope`,
+      { activityType },
+    );
+  }
+  const step = options.step ?? activityType;
+  const jobType = options.jobType ?? step;
+  const holder = `${workflowExecution?.workflowId ?? ''} ${workflowExecution?.runId ?? ''} ${activityId}`;
+  const hash = userOption('conflictKey', activityType, () => argsHash(options, input.args, setup.payloadConverter));
+  const base = { scope, step, jobType, namespace: setup.defaults.keyNamespace ?? namespace, holder, argsHash: hash };
+  const artifact = options.artifact;
+  if (artifact === undefined || artifact === 'result') return base;
+  // The key is built from the scope: a bad one is refused as the guard would refuse it
+  // (FireOnceInvalidId), before the user's function sees it.
+  encodeId('scope', scope);
+  const key = userOption('artifact.external', activityType, () => artifact.external({ scope, jobType, namespace: base.namespace }));
+  return { ...base, externalArtifactKey: externalKey(setup.guard, key, base) };
+}
+
+/**
+ * Run one of the option functions the user wrote. If it throws, the worker's configuration is at
+ * fault, not the call: a non-retryable `FireOnceConfigError` naming the option, before anything
+ * is locked, instead of an untyped error that Temporal would retry for ever.
+ */
+function userOption<T>(name: 'scope' | 'conflictKey' | 'artifact.external', activityType: string, fn: () => T): T {
+  try {
+    return notAPromise(fn());
+  } catch (err) {
+    const why = err instanceof FireOnceConfigError ? err.message : `threw: ${String(err)}`;
+    throw new FireOnceConfigError(`the ${name} option of activity ${JSON.stringify(activityType)} ${why}`, { activityType }, { cause: err });
+  }
+}
+
+/**
+ * Check the key an `external` option built. Under the guard's prefix it must be in this scope's
+ * slot and this call's namespace, and not a key the guard writes itself: anything else (another
+ * scope's or namespace's key, a lock, a result artifact) would fast-forward on a job that is not
+ * this call's. Keys outside the prefix are the user's own.
+ */
+function externalKey(guard: FireOnceGuard, key: unknown, target: { scope: string; jobType: string; namespace: string }): string {
+  const where = `the external artifact key of ${JSON.stringify(target.jobType)} in scope ${JSON.stringify(target.scope)}`;
+  if (typeof key !== 'string' || key === '') throw new FireOnceConfigError(`${where} must be a non-empty string (got ${JSON.stringify(key)})`);
+  if (!key.startsWith(`${guard.keys.prefix}:`)) return key;
+  const keys = guard.keysFor(target.namespace);
+  const kind = keys.parse(key)?.kind;
+  if (!key.startsWith(`${keys.scopeBase(target.scope)}:`) || (kind !== undefined && kind !== 'external')) {
+    throw new FireOnceConfigError(
+      `${where} is ${JSON.stringify(key)}: under the guard's prefix it must be a key of this scope in namespace ${JSON.stringify(target.namespace)} that the guard does not write, such as ${JSON.stringify(keys.external(target.scope, target.jobType))} (guard.keysFor(namespace).external(scope, jobType))`,
+    );
+  }
+  return key;
+}
+
+function scopeFromHeaders(headers: Headers): string | undefined {
+  return scopeFromHeader(headers[SCOPE_HEADER]);
+}
