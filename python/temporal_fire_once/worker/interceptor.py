@@ -22,8 +22,9 @@ from temporalio.worker import WorkflowInboundInterceptor
 
 from .._header import scope_from_headers
 from ..core.errors import FireOnceConfigError, FireOnceError, FireOnceInFlight, FireOnceKeyConflict, FireOnceMissingScope
-from ..core.guard import Acquired, DispatchTarget, FastForward, FireOnceGuard, Held
+from ..core.guard import FireOnceGuard
 from ..core.keys import encode_id
+from ..core.outcomes import Acquired, DispatchTarget, FastForward, Held
 from ..core.wake import WakeHub
 from ..workflow.interceptor import FireOnceWorkflowInterceptor
 from .args_hash import args_hash
