@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -24,6 +24,14 @@ async def _run(activity: str, args: list[Any], task_queue: str | None = None, at
         retry_policy=retry,
         task_queue=task_queue,
     )
+
+
+async def _call_once(scope: str, ready: Callable[[], bool], activity: str, args: list[Any]) -> str | None:
+    """Sets ``scope``, waits for ``ready()``, calls one activity by name once; the scope it ran under."""
+    set_dispatch_scope(scope)
+    await workflow.wait_condition(ready)
+    await _run(activity, args, attempts=1)
+    return get_dispatch_scope()
 
 
 @workflow.defn
@@ -232,10 +240,29 @@ class ReadOnlyScope:
 
     @workflow.run
     async def run(self, scope: str, activity: str, args: list[Any]) -> str | None:
-        set_dispatch_scope(scope)
-        await workflow.wait_condition(lambda: self._finished)
-        await _run(activity, args, attempts=1)
+        return await _call_once(scope, lambda: self._finished, activity, args)
+
+
+@workflow.defn
+class RescopedCall:
+    """Sets ``scope``, and waits for the ``rescope`` signal, whose handler sets another; then calls
+    one activity by name and returns the scope it ran under. ``scope`` queries the run's scope."""
+
+    def __init__(self) -> None:
+        self._rescoped = False
+
+    @workflow.query
+    def scope(self) -> str | None:
         return get_dispatch_scope()
+
+    @workflow.signal
+    def rescope(self, other: str) -> None:
+        set_dispatch_scope(other)
+        self._rescoped = True
+
+    @workflow.run
+    async def run(self, scope: str, activity: str, args: list[Any]) -> str | None:
+        return await _call_once(scope, lambda: self._rescoped, activity, args)
 
 
 

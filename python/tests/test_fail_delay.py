@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from temporal_fire_once.core import FireOnceInFlight, Held
 from temporal_fire_once.worker.failures import to_application_error
-from temporal_fire_once.worker.interceptor import fail_retry_delay
+from temporal_fire_once.worker.in_flight import fail_retry_delay
 
 NOW = 1_000_000_000_000
 

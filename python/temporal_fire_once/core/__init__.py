@@ -16,12 +16,14 @@ from .errors import (
     FireOnceUnstorableResult,
 )
 from .eviction import SAFE_EVICTION_POLICY, EvictionPolicy, check_eviction_policy, read_eviction_policies
-from .guard import Acquired, AcquireOutcome, Committed, DispatchTarget, FastForward, FireOnceGuard, Held, Lease, Settled, holder_id
+from .guard import FireOnceGuard
 from .keys import DEFAULT_NAMESPACE, PROTOCOL_VERSION, FireOnceKeys, ParsedKey, decode_id, encode_id
 from .options import GuardOptions
+from .outcomes import Acquired, AcquireOutcome, Committed, DispatchTarget, FastForward, Held, Lease, Settled
 from .protocol import claim_protocol
 from .records import ArtifactRecord, LockRecord, format_artifact, parse_artifact, parse_lock
 from .scripts import PROTOCOL_SCRIPTS, LuaScript, scripts_dir
+from .store_calls import holder_id
 
 __all__ = [
     "DEFAULT_NAMESPACE",

@@ -5,107 +5,25 @@ round trip through the protocol's Lua scripts."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import re
 import uuid
-from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
 
 from cachetools import LRUCache
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException, RedisError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import ResponseError
 
-from .errors import FireOnceConfigError, FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable
+from .errors import FireOnceConfigError, FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError
 from .keys import FireOnceKeys, encode_id
 from .options import MAX_LOG_LEN, GuardOptions, check_redis_client, positive_int
+from .outcomes import Acquired, AcquireOutcome, Committed, DispatchTarget, FastForward, Held, Lease, Settled
 from .protocol import claim_protocol
 from .records import check_args_hash, format_artifact, lock_tail, parse_artifact, parse_lock
 from .scripts import ACQUIRE, COMMIT, COMMIT_REFUSED, EXTEND, INVALIDATE, LOG_APPEND, RELEASE, AcquireReply, RedisClient
+from .store_calls import background, error_context, store_call
 
 WAITERS_GRACE_MS = 60_000
 """How long a parked waiter's registration outlives the lock (PROTOCOL.md section 7)."""
 
 T = TypeVar("T")
-# Redis before 7.0 wraps a script's error: "Error running script (...): @user_script:18: WRONGTYPE ...".
-_WRONGTYPE = re.compile(r"(^|: )WRONGTYPE\b")
-
-
-def holder_id(token: str) -> str:
-    """A short hash of a lock token, safe to log (PROTOCOL.md section 9)."""
-    return hashlib.sha256(token.encode()).hexdigest()[:12]
-
-
-@dataclass(frozen=True)
-class DispatchTarget:
-    """What one dispatch is guarded on."""
-
-    scope: str
-    step: str
-    job_type: str
-    namespace: str | None = None
-    external_artifact_key: str | None = None
-    holder: str = ""
-    args_hash: str = ""
-
-
-@dataclass(frozen=True)
-class Lease:
-    """A held lock: what commit, release and extend need."""
-
-    target: DispatchTarget
-    lock_key: str
-    artifact_key: str
-    waiters_key: str
-    token: str
-    fencing_token: int
-
-
-@dataclass(frozen=True)
-class FastForward:
-    """The artifact exists: ``artifact`` is its payload bytes (empty for an external artifact)."""
-
-    artifact: bytes
-    artifact_key: str
-    ttl_ms: int | None = None
-    kind: str = "fast-forward"
-
-
-@dataclass(frozen=True)
-class Acquired:
-    lease: Lease
-    kind: str = "acquired"
-
-
-@dataclass(frozen=True)
-class Held:
-    """Another token holds the lock."""
-
-    ttl_ms: int
-    lock_key: str
-    holder: str
-    same_holder: bool
-    fencing_token: int
-    kind: str = "held"
-
-
-AcquireOutcome = FastForward | Acquired | Held
-
-
-@dataclass(frozen=True)
-class Settled:
-    """Whether the lock was still ours, and the entries of the waiters parked on it (PROTOCOL §4)."""
-
-    ours: bool
-    waiters: tuple[bytes, ...] = ()
-
-
-@dataclass(frozen=True)
-class Committed(Settled):
-    """What a commit found: ``stored`` is False when it was refused and changed nothing, because
-    a holder whose lock expired or was taken writes only where no lock and no other result stand."""
-
-    stored: bool = True
 
 
 class FireOnceGuard:
@@ -152,7 +70,7 @@ class FireOnceGuard:
             if record is not None:
                 return FastForward(self._stored_result(record, target, artifact_key), artifact_key)
         token = str(uuid.uuid4())
-        context = _context(target, lock_key)
+        context = error_context(target, lock_key)
         sent = asyncio.ensure_future(ACQUIRE(self.redis, [artifact_key, lock_key], [token, ttl, mode, lock_tail(target.args_hash, target.holder)]))
         try:
             reply = await self._run(context, lambda: asyncio.shield(sent))
@@ -161,7 +79,7 @@ class FireOnceGuard:
             # land. Undo a lock it takes, once it has answered (never ahead of it), with the
             # waiters that parked on that lock meanwhile; an unknown outcome is undone blindly.
             undo = Lease(target, lock_key, artifact_key, waiters_key, token, 0)
-            sent.add_done_callback(lambda done: _background(self._undo(undo)) if _may_hold(done) else None)
+            sent.add_done_callback(lambda done: background(self._undo(undo)) if _may_hold(done) else None)
             raise
         if isinstance(reply, int):
             return Acquired(Lease(target, lock_key, artifact_key, waiters_key, token, reply))
@@ -186,7 +104,7 @@ class FireOnceGuard:
             return Held(int(reply[1]), lock_key, lock.holder, same, lock.fencing_token)
         if code == AcquireReply.CORRUPT:
             detail = reply[1].decode("utf-8", "replace") if isinstance(reply[1], bytes) else str(reply[1])
-            raise FireOnceCorruptArtifact(f"stored artifact is not one this library wrote: {detail}", _context(target, artifact_key))
+            raise FireOnceCorruptArtifact(f"stored artifact is not one this library wrote: {detail}", error_context(target, artifact_key))
         raise FireOnceProtocolError(f"unexpected reply from {ACQUIRE.command}: {code!r}", context)
 
     async def commit(self, lease: Lease, artifact: bytes, artifact_ttl_ms: int | None = None) -> Committed:
@@ -196,7 +114,7 @@ class FireOnceGuard:
         record = format_artifact(lease.target.args_hash, artifact)
         keys = [lease.artifact_key, lease.lock_key, lease.waiters_key]
         args: list[str | bytes | int] = [lease.token, record, ttl, self._channel(lease.target)]
-        reply = await self._run(_context(lease.target, lease.artifact_key, lease.token), lambda: COMMIT(self.redis, keys, args))
+        reply = await self._run(error_context(lease.target, lease.artifact_key, lease.token), lambda: COMMIT(self.redis, keys, args))
         if reply == COMMIT_REFUSED:
             return Committed(False, stored=False)
         settled = _settled(reply)
@@ -208,7 +126,7 @@ class FireOnceGuard:
         """Compare-and-delete after a failure; ``ours`` is false when refused."""
         keys = [lease.lock_key, lease.waiters_key]
         args = [lease.token, self._channel(lease.target)]
-        settled = _settled(await self._run(_context(lease.target, lease.lock_key, lease.token), lambda: RELEASE(self.redis, keys, args)))
+        settled = _settled(await self._run(error_context(lease.target, lease.lock_key, lease.token), lambda: RELEASE(self.redis, keys, args)))
         await self._hand_back(lease, settled)
         return settled
 
@@ -234,14 +152,14 @@ class FireOnceGuard:
                 pipe.pexpire(key, WAITERS_GRACE_MS)
                 await pipe.execute()
 
-        await self._run(_context(lease.target, key, lease.token), put_back)
+        await self._run(error_context(lease.target, key, lease.token), put_back)
 
     async def extend(self, lease: Lease, lock_ttl_ms: int) -> bool:
         """Compare-and-expire: renew a lease, or hold the lock after a dispatch."""
         ttl = positive_int("lock_ttl_ms", lock_ttl_ms)
         keys = [lease.lock_key, lease.waiters_key]
         reply = await self._run(
-            _context(lease.target, lease.lock_key, lease.token), lambda: EXTEND(self.redis, keys, [lease.token, ttl, ttl + WAITERS_GRACE_MS])
+            error_context(lease.target, lease.lock_key, lease.token), lambda: EXTEND(self.redis, keys, [lease.token, ttl, ttl + WAITERS_GRACE_MS])
         )
         return bool(reply == 1)
 
@@ -294,7 +212,7 @@ class FireOnceGuard:
                 raise
             return record.encode() if isinstance(record, str) else record  # the client is made with decode_responses=False
 
-        record = await self._run(_context(target, artifact_key), read)
+        record = await self._run(error_context(target, artifact_key), read)
         if record is None and self._known is not None:
             self._known.pop(artifact_key, None)
         return record
@@ -302,44 +220,14 @@ class FireOnceGuard:
     def _stored_result(self, record: bytes, target: DispatchTarget, artifact_key: str) -> bytes:
         artifact = parse_artifact(record)
         if artifact is None:
-            raise FireOnceCorruptArtifact("stored artifact is not one this library wrote: not an artifact record", _context(target, artifact_key))
+            raise FireOnceCorruptArtifact("stored artifact is not one this library wrote: not an artifact record", error_context(target, artifact_key))
         if _differs(target.args_hash, artifact.args_hash):
             raise _conflict(target, artifact_key, "the stored artifact was produced")
         return artifact.payload
 
     async def _run(self, context: dict[str, str], call: Callable[[], Awaitable[T]]) -> T:
-        """One store call, failing closed: no answer in ``store_timeout_ms`` or a connection error
-        is ``FireOnceStoreUnavailable``."""
-        try:
-            # asyncio.timeout bounds the call in this task: no extra task per call, as wait_for makes
-            async with asyncio.timeout(self.options.store_timeout_ms / 1000):
-                return await call()
-        except (asyncio.TimeoutError, RedisTimeoutError) as err:
-            raise FireOnceStoreUnavailable(f"Redis did not answer within {self.options.store_timeout_ms} ms", context) from err
-        except RedisConnectionError as err:
-            raise FireOnceStoreUnavailable(f"Redis is unavailable: {err}", context) from err
-        except ResponseError as err:
-            if _WRONGTYPE.search(str(err)) is None:
-                raise FireOnceStoreUnavailable(f"Redis call failed: {err}", context) from err
-            # Data of a type this library never writes does not change on a retry: fail, do not stall.
-            raise FireOnceProtocolError(f"a key of this step holds a Redis type this library never writes there ({err})", context) from err
-        except (RedisError, RedisClusterException) as err:  # the latter: a slot no node serves, mid-resharding
-            raise FireOnceStoreUnavailable(f"Redis call failed: {err}", context) from err
-
-
-_background_tasks: set[asyncio.Task[Any]] = set()
-
-
-def _background(call: Awaitable[Any]) -> None:
-    async def quiet() -> None:
-        try:
-            await call
-        except Exception:
-            pass
-
-    task = asyncio.ensure_future(quiet())
-    _background_tasks.add(task)
-    task.add_done_callback(_background_tasks.discard)
+        """One store call within ``store_timeout_ms``, failing closed (``store_calls``)."""
+        return await store_call(self.options.store_timeout_ms, context, call)
 
 
 def _may_hold(done: asyncio.Future[Any]) -> bool:
@@ -353,7 +241,7 @@ def _differs(mine: str, stored: str) -> bool:
 
 def _conflict(target: DispatchTarget, key: str, what: str) -> FireOnceKeyConflict:
     return FireOnceKeyConflict(
-        f"step {target.step!r} in scope {target.scope!r} was called with other arguments than {what} with", _context(target, key)
+        f"step {target.step!r} in scope {target.scope!r} was called with other arguments than {what} with", error_context(target, key)
     )
 
 
@@ -361,10 +249,3 @@ def _settled(reply: Any) -> Settled:
     if isinstance(reply, int):
         return Settled(reply == 1)
     return Settled(reply[0] == 1, tuple(reply[1:]))
-
-
-def _context(target: DispatchTarget, key: str, token: str | None = None) -> dict[str, str]:
-    context = {"key": key, "scope": target.scope, "step": target.step, "jobType": target.job_type}
-    if token is not None:
-        context["holder"] = holder_id(token)
-    return context

@@ -17,7 +17,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.exceptions import CancelledError
 
 from ..core.errors import FireOnceUnstorableResult
-from ..core.guard import Lease
+from ..core.outcomes import Lease
 from .artifact import encode_artifact
 from .context import FireOnceContext, _current
 from .setup import CallSetup

@@ -10,7 +10,9 @@ from typing import Any
 
 from temporalio import activity
 
-from ..core.guard import FireOnceGuard, Lease, holder_id
+from ..core.guard import FireOnceGuard
+from ..core.outcomes import Lease
+from ..core.store_calls import holder_id
 
 _FIELDS = ("decision", "namespace", "scope", "step", "jobType", "workflowId", "runId", "activityId", "activityType", "attempt")
 _logger = logging.getLogger("temporal_fire_once")

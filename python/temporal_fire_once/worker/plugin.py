@@ -120,8 +120,8 @@ class FireOncePlugin(SimplePlugin):
 
 def _pass_through(runner: WorkflowRunner | None) -> WorkflowRunner:
     """Pass ``temporal_fire_once`` through the workflow sandbox: its workflow side is
-    deterministic (it only reads headers and keeps each run's scope by run ID), so each workflow
-    run need not re-import it."""
+    deterministic (it only reads headers and keeps each run's scope in its own interceptor), so
+    each workflow run need not re-import it."""
     runner = runner or SandboxedWorkflowRunner()
     if not isinstance(runner, SandboxedWorkflowRunner):
         return runner

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 from temporalio.converter import PayloadCodec, PayloadConverter
 
-from ..core.guard import DispatchTarget, FireOnceGuard, Lease
+from ..core.guard import FireOnceGuard
+from ..core.outcomes import DispatchTarget, Lease
 from .log import DispatchLog
 from .options import FireOnceOptions, WorkerDefaults
 

@@ -2,8 +2,9 @@
 into the header of every activity, local activity and child workflow scheduled, and across
 continue-as-new; and from an incoming header into the workflow. Sandbox-safe.
 
-The SDK makes one inbound interceptor per run: it opens the run's scope (``_runs``), which
-``set_dispatch_scope()`` finds by run ID, and hands it to the run's outbound interceptor."""
+The SDK makes one inbound interceptor per workflow instance: it opens the instance's scope
+(``_runs``), which ``set_dispatch_scope()`` finds by the instance's ``workflow.info()``, and hands
+it to the instance's outbound interceptor."""
 
 from __future__ import annotations
 
@@ -58,10 +59,11 @@ class _ScopeOutbound(WorkflowOutboundInterceptor):
 
 class _ScopeInbound(WorkflowInboundInterceptor):
     def init(self, outbound: WorkflowOutboundInterceptor) -> None:
-        # Called once per run, before the workflow's __init__. workflow.info() does not answer yet
-        # (the SDK sets its outbound chain after this), but the outbound interceptor's info() does.
+        # Called once per workflow instance, before the workflow's __init__. workflow.info() does
+        # not answer yet (the SDK sets its outbound chain after this), but the outbound
+        # interceptor's info() does, with the object workflow.info() will give this instance.
         info = outbound.info()
-        self._run = open_run(info.run_id)
+        self._run = open_run(info)
         # The inherited scope, from the start's header, here and not in execute_workflow: the SDK
         # runs the signal and update handlers of the run's first workflow task before that, and
         # they must see it (a child signalled before its first task, as in TypeScript). __init__

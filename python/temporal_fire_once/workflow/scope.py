@@ -8,8 +8,9 @@ from temporalio.exceptions import ApplicationError
 
 from .._ids import id_problem
 
-# Kept per run by the run's own interceptor (see _runs), so a scope never leaks between runs; and,
-# unlike the workflow instance, it exists while a ``@workflow.init`` ``__init__`` runs. The host's
+# Kept per workflow instance by the instance's own interceptor (see _runs), so a scope never leaks
+# between runs, nor between two instances of one run; and, unlike the workflow object, it exists
+# while a ``@workflow.init`` ``__init__`` runs. The host's
 # table, also where the sandbox re-imports this module: only ``from ._runs import`` passes through
 # (``from . import _runs`` loads the submodule past the sandbox's importer, hence afresh).
 with workflow.unsafe.imports_passed_through():
@@ -48,7 +49,7 @@ def set_dispatch_scope(scope: str) -> None:
             non_retryable=True,
         )
     check_scope(scope)
-    run = find_run(workflow.info().run_id)
+    run = find_run(workflow.info())
     if run is None:
         workflow.logger.warning(
             "fire-once: set_dispatch_scope() on a worker without FireOnceWorkflowInterceptor (or FireOncePlugin): the scope reaches no activity"
@@ -60,7 +61,7 @@ def set_dispatch_scope(scope: str) -> None:
 def get_dispatch_scope() -> str | None:
     """The dispatch scope set in (or inherited by) this workflow, or ``None`` (also on a worker
     without :class:`FireOnceWorkflowInterceptor`, where no scope is carried)."""
-    run = find_run(workflow.info().run_id)
+    run = find_run(workflow.info())
     return None if run is None else run.scope
 
 

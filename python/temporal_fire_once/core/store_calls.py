@@ -1,0 +1,68 @@
+"""Every Redis call of the guard (``src/core/store-calls.ts``): bounded by ``store_timeout_ms`` and
+failing closed, with the context its errors carry; and the calls nobody waits for, such as the undo
+of an acquire that timed out."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from typing import Any, Awaitable, Callable, TypeVar
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .errors import FireOnceProtocolError, FireOnceStoreUnavailable
+from .outcomes import DispatchTarget
+
+T = TypeVar("T")
+# Redis before 7.0 wraps a script's error: "Error running script (...): @user_script:18: WRONGTYPE ...".
+_WRONGTYPE = re.compile(r"(^|: )WRONGTYPE\b")
+
+
+async def store_call(timeout_ms: int, context: dict[str, str], call: Callable[[], Awaitable[T]]) -> T:
+    """One store call, failing closed: no answer in ``store_timeout_ms`` or a connection error
+    is ``FireOnceStoreUnavailable``; ``context`` goes into the error."""
+    try:
+        # asyncio.timeout bounds the call in this task: no extra task per call, as wait_for makes
+        async with asyncio.timeout(timeout_ms / 1000):
+            return await call()
+    except (asyncio.TimeoutError, RedisTimeoutError) as err:
+        raise FireOnceStoreUnavailable(f"Redis did not answer within {timeout_ms} ms", context) from err
+    except RedisConnectionError as err:
+        raise FireOnceStoreUnavailable(f"Redis is unavailable: {err}", context) from err
+    except ResponseError as err:
+        if _WRONGTYPE.search(str(err)) is None:
+            raise FireOnceStoreUnavailable(f"Redis call failed: {err}", context) from err
+        # Data of a type this library never writes does not change on a retry: fail, do not stall.
+        raise FireOnceProtocolError(f"a key of this step holds a Redis type this library never writes there ({err})", context) from err
+    except (RedisError, RedisClusterException) as err:  # the latter: a slot no node serves, mid-resharding
+        raise FireOnceStoreUnavailable(f"Redis call failed: {err}", context) from err
+
+
+_background_tasks: set[asyncio.Task[Any]] = set()
+
+
+def background(call: Awaitable[Any]) -> None:
+    async def quiet() -> None:
+        try:
+            await call
+        except Exception:
+            pass
+
+    task = asyncio.ensure_future(quiet())
+    _background_tasks.add(task)
+    task.add_done_callback(_background_tasks.discard)
+
+
+def holder_id(token: str) -> str:
+    """A short hash of a lock token, safe to log (PROTOCOL.md section 9)."""
+    return hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
+def error_context(target: DispatchTarget, key: str, token: str | None = None) -> dict[str, str]:
+    context = {"key": key, "scope": target.scope, "step": target.step, "jobType": target.job_type}
+    if token is not None:
+        context["holder"] = holder_id(token)
+    return context

@@ -1,0 +1,112 @@
+"""The target of one guarded call (``resolveTarget`` in ``src/worker/interceptor.ts``): its scope,
+step, job type, namespace, holder and args hash, and the external artifact key its ``artifact``
+option builds. The option functions the user wrote run here, before anything is locked: one that
+raises or returns an awaitable, arguments the payload converter cannot serialise, or an external
+key the guard cannot use, is a non-retryable ``FireOnceConfigError`` naming it."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, TypeVar
+
+from temporalio import activity
+from temporalio.worker import ExecuteActivityInput
+
+from .._header import scope_from_headers
+from ..core.errors import FireOnceConfigError, FireOnceMissingScope
+from ..core.guard import FireOnceGuard
+from ..core.keys import encode_id
+from ..core.outcomes import DispatchTarget
+from .args_hash import args_hash
+from .options import ArtifactIds, FireOnceOptions
+
+T = TypeVar("T")
+
+
+def resolve_target(
+    input: ExecuteActivityInput, options: FireOnceOptions, info: activity.Info, guard: FireOnceGuard, key_namespace: str | None
+) -> DispatchTarget:
+    """The target of this call, from its input, its options and the worker's ``key_namespace``."""
+    scope_fn = options.scope
+    scope = _user_option("scope", info, lambda: scope_fn(input.args, info)) if scope_fn is not None else scope_from_headers(input.headers)
+    if scope is None:
+        raise FireOnceMissingScope(
+            f"activity {info.activity_type!r} has no dispatch scope: call set_dispatch_scope() in the workflow, or give fire_once a scope option",
+            {"activityType": info.activity_type},
+        )
+    step = options.step or info.activity_type
+    job_type = options.job_type or step
+    holder = f"{info.workflow_id or ''} {info.workflow_run_id or ''} {info.activity_id}"
+    hashed = ""
+    if options.on_conflict != "ignore":
+        key_fn = options.conflict_key
+        values = list(input.args) if key_fn is None else [_user_option("conflict_key", info, lambda: key_fn(input.args))]
+        hashed = _args_hash(values, "the arguments" if key_fn is None else "the value of the conflict_key option", info)
+    namespace = key_namespace or info.namespace
+    external = None
+    artifact = options.artifact
+    if artifact != "result":
+        # The key is built from the scope: a bad one is refused as the guard would refuse it
+        # (FireOnceInvalidId), before the user's function sees it.
+        encode_id("scope", scope)
+        key = _user_option("artifact.external", info, lambda: artifact.external(ArtifactIds(scope, job_type, namespace)))
+        external = _external_key(guard, key, scope, job_type, namespace, info)
+    return DispatchTarget(scope, step, job_type, namespace, external, holder, hashed)
+
+
+def _args_hash(values: list[Any], what: str, info: activity.Info) -> str:
+    """The args hash of ``values``. If the payload converter cannot serialise them, the worker's
+    code is at fault, not the call: a non-retryable ``FireOnceConfigError`` naming ``what`` and the
+    error's class (never its message, which may quote the value), before anything is locked."""
+    try:
+        return args_hash(values, activity.payload_converter())
+    except Exception as err:
+        raise FireOnceConfigError(
+            f"{what} of activity {info.activity_type!r} cannot be serialised by the payload converter ({type(err).__name__})",
+            {"activityType": info.activity_type},
+        ) from None
+
+
+def _external_key(guard: FireOnceGuard, key: object, scope: str, job_type: str, namespace: str, info: activity.Info) -> str:
+    """Check the key an ``external`` option built. Under the guard's prefix it must be in this
+    scope's slot and this call's namespace, and not a key the guard writes itself: anything else
+    (another scope's or namespace's key, a lock, a result artifact) would fast-forward on a job
+    that is not this call's. Keys outside the prefix are the user's own."""
+    where = f"the external artifact key of {job_type!r} in scope {scope!r}"
+    context = {"activityType": info.activity_type}
+    if not isinstance(key, str) or key == "":
+        raise FireOnceConfigError(f"{where} must be a non-empty string (got {key!r})", context)
+    if not key.startswith(f"{guard.keys.prefix}:"):
+        return key
+    keys = guard.keys_for(namespace)
+    parsed = keys.parse(key)
+    if not key.startswith(f"{keys.scope_base(scope)}:") or (parsed is not None and parsed.kind != "external"):
+        raise FireOnceConfigError(
+            f"{where} is {key!r}: under the guard's prefix it must be a key of this scope in namespace {namespace!r} that the "
+            f"guard does not write, such as {keys.external(scope, job_type)!r} "
+            "(FireOnceKeys(prefix).for_namespace(ids.namespace).external(ids.scope, ids.job_type))",
+            context,
+        )
+    return key
+
+
+def _user_option(name: str, info: activity.Info, fn: Callable[[], T]) -> T:
+    """Run an option function the user wrote; if it raises or returns an awaitable, the worker's
+    configuration is at fault: a non-retryable ``FireOnceConfigError`` naming the option, before
+    anything is locked."""
+    try:
+        value = fn()
+    except Exception as err:
+        raise FireOnceConfigError(
+            f"the {name} option of activity {info.activity_type!r} raised: {type(err).__name__}: {err}", {"activityType": info.activity_type}
+        ) from err
+    if inspect.isawaitable(value):
+        # An async function: its awaitable is no scope, key or conflict value (as in TypeScript,
+        # where an async conflictKey hashed alike for every call). Closed, so it is not left unawaited.
+        if inspect.iscoroutine(value):
+            value.close()
+        raise FireOnceConfigError(
+            f"the {name} option of activity {info.activity_type!r} returned an awaitable: it must return the value itself (a plain function, not an async one)",
+            {"activityType": info.activity_type},
+        )
+    return value
