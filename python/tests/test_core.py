@@ -4,6 +4,7 @@ guard's decisions."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from typing import Awaitable, Callable, TypeVar
 
@@ -274,6 +275,34 @@ async def test_commit_fast_forwards_and_release_refuses_a_stale_token(client: Re
     assert isinstance(record, bytes) and parse_artifact(record) is not None
     with pytest.raises(FireOnceKeyConflict):
         await guard.acquire(DispatchTarget("s", "step", "job", args_hash="h2"))
+
+
+async def test_a_lease_whose_keys_are_not_the_guards_own_is_refused_and_nothing_written(client: Redis, prefix: str) -> None:
+    # A lease names the keys commit, release and extend write, as in TypeScript (reliability.md 90).
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    held = await guard.acquire(DispatchTarget("lease-owner", "step", "job"))
+    assert isinstance(held, Acquired)
+    elsewhere = FireOnceGuard(client, GuardOptions(key_prefix=f"{prefix}-other"))
+    message = (
+        "{}: the lease's keys are not this guard's for its target (key_prefix '" + prefix + "-other'): "
+        "pass the lease acquire() returned, unchanged, to a guard with the key_prefix that acquired it"
+    )
+    for what, call in (
+        ("commit", lambda: elsewhere.commit(held.lease, b"r")),
+        ("release", lambda: elsewhere.release(held.lease)),
+        ("extend", lambda: elsewhere.extend(held.lease, 5_000)),
+    ):
+        with pytest.raises(FireOnceConfigError) as refused:
+            await call()
+        assert str(refused.value) == message.format(what)
+    victim = guard.keys.artifact("victim", "job")
+    with pytest.raises(FireOnceConfigError):
+        await guard.commit(dataclasses.replace(held.lease, artifact_key=victim), b"not the victim's result")
+    assert await client.exists(victim, held.lease.artifact_key) == 0
+    lock = await client.get(held.lease.lock_key)
+    assert isinstance(lock, bytes) and lock.startswith(held.lease.token.encode())
+    same = FireOnceGuard(client, GuardOptions(key_prefix=prefix))  # another guard of the lease's prefix takes it
+    assert (await same.commit(held.lease, b"r")).stored
 
 
 async def test_a_late_holder_never_replaces_the_newer_holders_result(client: Redis, prefix: str) -> None:

@@ -110,6 +110,7 @@ class FireOnceGuard:
     async def commit(self, lease: Lease, artifact: bytes, artifact_ttl_ms: int | None = None) -> Committed:
         """Store the artifact; in the same step delete the lock if still ours. A late holder
         writes only into an empty slot: ``stored`` is False otherwise, and nothing changed."""
+        self._check_lease("commit", lease)
         ttl = self.options.artifact_ttl_ms if artifact_ttl_ms is None else positive_int("artifact_ttl_ms", artifact_ttl_ms)
         record = format_artifact(lease.target.args_hash, artifact)
         keys = [lease.artifact_key, lease.lock_key, lease.waiters_key]
@@ -124,6 +125,7 @@ class FireOnceGuard:
 
     async def release(self, lease: Lease) -> Settled:
         """Compare-and-delete after a failure; ``ours`` is false when refused."""
+        self._check_lease("release", lease)
         keys = [lease.lock_key, lease.waiters_key]
         args = [lease.token, self._channel(lease.target)]
         settled = _settled(await self._run(error_context(lease.target, lease.lock_key, lease.token), lambda: RELEASE(self.redis, keys, args)))
@@ -156,6 +158,7 @@ class FireOnceGuard:
 
     async def extend(self, lease: Lease, lock_ttl_ms: int) -> bool:
         """Compare-and-expire: renew a lease, or hold the lock after a dispatch."""
+        self._check_lease("extend", lease)
         ttl = positive_int("lock_ttl_ms", lock_ttl_ms)
         keys = [lease.lock_key, lease.waiters_key]
         reply = await self._run(
@@ -190,6 +193,23 @@ class FireOnceGuard:
             return self.keys_for(target.namespace).artifact(target.scope, target.job_type)
         encode_id("jobType", target.job_type)
         return target.external_artifact_key
+
+    def _check_lease(self, what: str, lease: Lease) -> None:
+        """A lease names the keys commit, release and extend write: refuse one whose keys are not
+        those this guard builds for its target (a lease of a guard with another key prefix, or one
+        edited or made by hand), so that no lease writes into another scope's or prefix's keys."""
+        target = lease.target
+        keys = self.keys_for(target.namespace)
+        if (
+            lease.lock_key != keys.lock(target.scope, target.step)
+            or lease.waiters_key != keys.waiters(target.scope, target.step)
+            or lease.artifact_key != self.artifact_key(target)
+        ):
+            raise FireOnceConfigError(
+                f"{what}: the lease's keys are not this guard's for its target (key_prefix {self.keys.prefix!r}): "
+                "pass the lease acquire() returned, unchanged, to a guard with the key_prefix that acquired it",
+                error_context(target, lease.lock_key),
+            )
 
     def _channel(self, target: DispatchTarget) -> str:
         return self.keys_for(target.namespace).wake_channel(target.scope) if self.options.publish_wake_ups else ""
