@@ -23,8 +23,9 @@ export { SAFE_EVICTION_POLICY, checkEvictionPolicy, readEvictionPolicies } from 
 export type { EvictionCheckOptions, EvictionPolicy } from './core/deployment/eviction';
 
 // The core guard's parts.
-export { holderId, WAITERS_GRACE_MS } from './core/guard';
-export type { AcquireOptions, CommitOptions, Committed, Settled } from './core/guard';
+export { WAITERS_GRACE_MS } from './core/guard';
+export { holderId } from './core/outcomes';
+export type { AcquireOptions, CommitOptions, Committed, Settled } from './core/outcomes';
 export { GUARD_DEFAULTS } from './core/options';
 export type { ResolvedGuardOptions } from './core/options';
 export type { FireOnceErrorContext } from './core/errors';

@@ -18,7 +18,8 @@ export type { FireOnceContext } from './worker/context';
 
 // The core guard, Redis only.
 export { FireOnceGuard } from './core/guard';
-export type { AcquireOutcome, DispatchTarget, Lease } from './core/guard';
+export type { AcquireOutcome, Lease } from './core/outcomes';
+export type { DispatchTarget } from './core/target';
 export type { FireOnceGuardOptions } from './core/options';
 
 // Failure types: each one's `type` is the ApplicationFailure type a workflow sees.

@@ -1,4 +1,4 @@
-import { holderId } from '../core/guard';
+import { holderId } from '../core/outcomes';
 import type { FireOnceKeys } from '../core/keys';
 import { parseArtifact, parseLock } from '../core/records';
 import type { RedisClient } from '../core/scripts';

@@ -1,16 +1,19 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import {
-  FireOnceConfigError,
-  FireOnceCorruptArtifact,
-  FireOnceKeyConflict,
-  FireOnceProtocolError,
-  FireOnceStoreUnavailable,
-  type FireOnceErrorContext,
-} from './errors';
+import { FireOnceConfigError, FireOnceCorruptArtifact, FireOnceProtocolError, FireOnceStoreUnavailable } from './errors';
 import { FireOnceKeys, encodeId } from './keys';
-import { GUARD_OPTIONS, callDuration, checkKnownKeys, describe, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
-import { artifactArgument, checkArgsHash, lockTail, parseArtifact, parseLock } from './records';
+import { GUARD_OPTIONS, callDuration, checkKnownKeys, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
+import {
+  ACQUIRE_OPTIONS,
+  COMMIT_OPTIONS,
+  type AcquireOptions,
+  type AcquireOutcome,
+  type CommitOptions,
+  type Committed,
+  type Lease,
+  type Settled,
+} from './outcomes';
+import { artifactArgument, checkArgsHash, lockTail, parseLock } from './records';
 import {
   ACQUIRE_REPLY,
   acquireScript,
@@ -25,131 +28,7 @@ import {
 } from './scripts';
 import { ReplicaSync, type Written } from './replica-sync';
 import { StoreCalls } from './store-calls';
-
-/** What one dispatch is guarded on. */
-export interface DispatchTarget {
-  /** The session or job the dispatch belongs to; shared by every invocation that must not repeat it. */
-  readonly scope: string;
-  /** The step whose dispatch fires once; names the lock. */
-  readonly step: string;
-  /** The job type whose result artifact ends the step; names the artifact. */
-  readonly jobType: string;
-  /**
-   * The namespace the keys are filed under; the guard's `namespace` option when absent. The
-   * Temporal adapter passes the activity's namespace, so namespaces never share a lock or result.
-   */
-  readonly namespace?: string;
-  /**
-   * A key written by someone else (the job) once the job's artifact is durable. When set, the
-   * guard only tests that key exists and never writes an artifact itself.
-   */
-  readonly externalArtifactKey?: string;
-  /**
-   * Who asks: a later attempt of the same call has the same holder, so it is never mistaken for a
-   * conflicting stranger. The Temporal adapter uses workflow ID, run ID and activity ID.
-   */
-  readonly holder?: string;
-  /**
-   * A hash of the call's arguments (base64url, no spaces or colons). A later call with the same
-   * scope and step but another hash gets `FireOnceKeyConflict`. Omit it to skip the check.
-   */
-  readonly argsHash?: string;
-}
-
-// Every field of each type, so that one added to the type and not here fails to compile instead
-// of being refused at run time.
-const TARGET_FIELDS: readonly string[] = Object.keys({
-  scope: true,
-  step: true,
-  jobType: true,
-  namespace: true,
-  externalArtifactKey: true,
-  holder: true,
-  argsHash: true,
-} satisfies Record<keyof DispatchTarget, true>);
-const ACQUIRE_OPTIONS: readonly string[] = Object.keys({ lockTtlMs: true, readTtl: true } satisfies Record<keyof AcquireOptions, true>);
-const COMMIT_OPTIONS: readonly string[] = Object.keys({ artifactTtlMs: true } satisfies Record<keyof CommitOptions, true>);
-
-/**
- * Throws {@link FireOnceConfigError} for a target that is not an object or has a field of another
- * name: a misspelt `namespace` would file the call under the guard's own namespace, sharing its
- * locks and results, and a misspelt `argsHash` would skip the conflict check.
- */
-export function checkTarget(where: string, target: unknown): void {
-  if (target === null || typeof target !== 'object') throw new FireOnceConfigError(`${where}: target must be an object (got ${describe(target)})`);
-  for (const field of Object.keys(target)) {
-    if (!TARGET_FIELDS.includes(field)) throw new FireOnceConfigError(`${where}: unknown target field ${JSON.stringify(field)}`);
-  }
-}
-
-/** A held lock: what {@link FireOnceGuard.commit} and {@link FireOnceGuard.release} need. */
-export interface Lease {
-  readonly target: DispatchTarget;
-  readonly lockKey: string;
-  readonly artifactKey: string;
-  readonly waitersKey: string;
-  /** The random token the lock holds. Secret to its owner: log {@link holderId} instead. */
-  readonly token: string;
-  /**
-   * The fencing token: strictly greater than every earlier holder's of this `(scope, step)`.
-   * Send it with every write to a downstream system, which rejects writes with a lower one.
-   */
-  readonly fencingToken: number;
-}
-
-/** The decision of {@link FireOnceGuard.acquire}. */
-export type AcquireOutcome =
-  | {
-      readonly kind: 'fast-forward';
-      /** The stored result (the payload the commit stored), or empty for an external artifact. */
-      readonly artifact: Buffer;
-      readonly artifactKey: string;
-      /** The artifact's TTL left in ms: always for an external artifact, else with `readTtl`. */
-      readonly ttlMs?: number;
-    }
-  | { readonly kind: 'acquired'; readonly lease: Lease }
-  | {
-      readonly kind: 'held';
-      readonly ttlMs: number;
-      readonly lockKey: string;
-      /** The holder identity stored with the lock. */
-      readonly holder: string;
-      /** True when the holder is an earlier attempt of this very call. */
-      readonly sameHolder: boolean;
-      readonly fencingToken: number;
-    };
-
-/** What a commit or a release found: whether the lock was still ours, and who was parked on it. */
-export interface Settled {
-  /** Commit: the lock still held this lease's token and is now deleted. Release: it was, and is deleted. */
-  readonly ours: boolean;
-  /** Entries of the waiters parked on the lock (`parseWaiter`), now handed to the caller to complete or fail. */
-  readonly waiters: readonly Buffer[];
-}
-
-/** What a commit found: {@link Settled}, and whether the artifact was written. */
-export interface Committed extends Settled {
-  /**
-   * False: the commit was refused and changed nothing, because another holder's lock stands, or
-   * no lock stands and another result is stored (a later dispatch's). A late holder never
-   * replaces the newest holder's result; `waiters` is empty then.
-   */
-  readonly stored: boolean;
-}
-
-/** Per-call overrides of the guard's TTLs. */
-export interface AcquireOptions {
-  /** The lock's initial TTL: a lease to be renewed, or a fixed TTL. */
-  readonly lockTtlMs?: number;
-  /** Read the artifact's TTL left on a fast-forward (for a cache that must not outlive it). */
-  readonly readTtl?: boolean;
-}
-
-/** Options of one {@link FireOnceGuard.commit}. */
-export interface CommitOptions {
-  /** How long the artifact lives; the guard's `artifactTtlMs` when left out. */
-  readonly artifactTtlMs?: number;
-}
+import { checkTarget, conflict, contextOf, differs, storedPayload, type DispatchTarget } from './target';
 
 /**
  * How long a parked waiter's registration outlives the lock, so its worker can notice the lock is gone.
@@ -161,19 +40,6 @@ export interface CommitOptions {
  * ```
  */
 export const WAITERS_GRACE_MS = 60_000;
-
-/**
- * A short hash of a lock token, safe to log.
- *
- * @example
- * ```ts
- * import { holderId } from 'temporal-fire-once/core';
- * holderId('a-secret-lock-token'); // 12 hex characters, safe to log
- * ```
- */
-export function holderId(token: string): string {
-  return createHash('sha256').update(token).digest('hex').slice(0, 12);
-}
 
 /**
  * The fire-once guard on Redis alone, with no Temporal in it: the artifact check, the lock, the
@@ -470,28 +336,6 @@ export class FireOnceGuard {
   }
 }
 
-/** The payload of a stored artifact record, once its args hash is checked against the call's. */
-export function storedPayload(record: Buffer, target: DispatchTarget, artifactKey: string): Buffer {
-  const artifact = parseArtifact(record);
-  if (artifact === undefined) {
-    throw new FireOnceCorruptArtifact('stored artifact is not one this library wrote: not an artifact record', contextOf(target, artifactKey));
-  }
-  if (differs(target.argsHash ?? '', artifact.argsHash)) throw conflict(target, artifactKey, 'the stored artifact was produced');
-  return artifact.payload;
-}
-
-/** Two args hashes disagree only when both calls recorded one. */
-export function differs(mine: string, stored: string): boolean {
-  return mine !== '' && stored !== '' && mine !== stored;
-}
-
-export function conflict(target: DispatchTarget, key: string, what: string): FireOnceKeyConflict {
-  return new FireOnceKeyConflict(
-    `step ${JSON.stringify(target.step)} in scope ${JSON.stringify(target.scope)} was called with other arguments than ${what} with`,
-    contextOf(target, key),
-  );
-}
-
 const NO_REPLICAS = { wanted: 0, acked: 0 } as const;
 
 function shortfall(what: string, wanted: number, acked: number, timeoutMs: number, waitError?: Error): string {
@@ -507,14 +351,4 @@ function settled({ reply }: Pick<Written<SettleReply>, 'reply'>): Settled {
   if (typeof reply === 'number') return { ours: reply === 1, waiters: [] };
   const [ours, ...waiters] = reply;
   return { ours: ours === 1, waiters };
-}
-
-export function contextOf(target: DispatchTarget, key: string, token?: string): FireOnceErrorContext {
-  return {
-    key,
-    scope: target.scope,
-    step: target.step,
-    jobType: target.jobType,
-    ...(token === undefined ? {} : { holder: holderId(token) }),
-  };
 }

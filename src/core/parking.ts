@@ -1,5 +1,6 @@
 import { FireOnceCorruptArtifact, FireOnceProtocolError } from './errors';
-import { WAITERS_GRACE_MS, checkTarget, conflict, contextOf, differs, storedPayload, type DispatchTarget, type FireOnceGuard } from './guard';
+import { WAITERS_GRACE_MS, type FireOnceGuard } from './guard';
+import { checkTarget, conflict, contextOf, differs, storedPayload, type DispatchTarget } from './target';
 import { checkArgsHash, formatWaiter, parseArtifact, parseLock } from './records';
 import { PARK_REPLY, REAP_REPLY, parkScript, reapScript } from './scripts';
 import { StoreCalls } from './store-calls';

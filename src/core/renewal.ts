@@ -1,5 +1,6 @@
 import { FireOnceLockLost } from './errors';
-import { holderId, type FireOnceGuard, type Lease } from './guard';
+import type { FireOnceGuard } from './guard';
+import { holderId, type Lease } from './outcomes';
 import { MAX_DURATION_MS, positiveInteger } from './options';
 
 /** A running lease renewal. */

@@ -1,5 +1,7 @@
 import { FireOnceConfigError, FireOnceInFlight } from './errors';
-import type { AcquireOptions, AcquireOutcome, DispatchTarget, FireOnceGuard } from './guard';
+import type { FireOnceGuard } from './guard';
+import type { AcquireOptions, AcquireOutcome } from './outcomes';
+import type { DispatchTarget } from './target';
 import { checkKnownKeys, describe, positiveInteger } from './options';
 import type { WakeHub } from './wake';
 

@@ -1,7 +1,7 @@
 import { CompleteAsyncError } from '@temporalio/activity';
 import type { Payload } from '@temporalio/common';
 import { FireOnceArtifactTooLarge, FireOnceStoreUnavailable, FireOnceUnstorableResult } from '../core/errors';
-import { holderId, type Committed, type Lease, type Settled } from '../core/guard';
+import { holderId, type Committed, type Lease, type Settled } from '../core/outcomes';
 import { startRenewal, type Renewal } from '../core/renewal';
 import { converterFailure, encodeArtifact, resultOf } from './artifact';
 import { runWithFireOnceContext } from './context';

@@ -2,7 +2,7 @@ import type { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure, ensureApplicationFailure, type PayloadCodec, type PayloadConverter } from '@temporalio/common';
 import { FireOnceError } from '../core/errors';
-import { differs } from '../core/guard';
+import { differs } from '../core/target';
 import type { ParkingSpot, ReapOutcome } from '../core/parking';
 import { parseWaiter } from '../core/records';
 import { converterFailure, decodeArtifact, encodeArtifact, resultOf } from './artifact';

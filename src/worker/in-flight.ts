@@ -1,5 +1,6 @@
 import { FireOnceInFlight } from '../core/errors';
-import type { AcquireOutcome, DispatchTarget } from '../core/guard';
+import type { AcquireOutcome } from '../core/outcomes';
+import type { DispatchTarget } from '../core/target';
 import { waitForTurn, type TurnOutcome } from '../core/wait';
 import type { GuardedCall } from './guarded-call';
 import type { Observer } from './observe';

@@ -1,7 +1,7 @@
 import type { Context } from '@temporalio/activity';
 import type { MetricCounter, MetricHistogram, MetricMeter } from '@temporalio/common';
 import type { Decision, DispatchLog } from '../core/dispatch-log';
-import type { DispatchTarget } from '../core/guard';
+import type { DispatchTarget } from '../core/target';
 
 /**
  * Metric names, stable and documented in docs/operating.md. Tags: `activity_type`, `step`,

@@ -1,5 +1,5 @@
 import { CompleteAsyncError } from '@temporalio/activity';
-import type { DispatchTarget } from '../core/guard';
+import type { DispatchTarget } from '../core/target';
 import type { TurnOutcome } from '../core/wait';
 import type { GuardedCall } from './guarded-call';
 import type { Observer } from './observe';

@@ -1,7 +1,8 @@
 import type { Headers } from '@temporalio/common';
 import { SCOPE_HEADER, scopeFromHeader } from '../common/header';
 import { FireOnceConfigError, FireOnceMissingScope } from '../core/errors';
-import type { DispatchTarget, FireOnceGuard } from '../core/guard';
+import type { FireOnceGuard } from '../core/guard';
+import type { DispatchTarget } from '../core/target';
 import { encodeId } from '../core/keys';
 import { argsHash, notAPromise } from './args-hash';
 import type { GuardedCall } from './guarded-call';

@@ -1,5 +1,5 @@
 import { FireOnceError, FireOnceKeyConflict } from '../core/errors';
-import type { DispatchTarget } from '../core/guard';
+import type { DispatchTarget } from '../core/target';
 import { decodeArtifact, resultOf } from './artifact';
 import { dispatch } from './dispatch';
 import type { GuardedCall } from './guarded-call';

@@ -1,5 +1,6 @@
-"""What the guard is given and what it answers (the types of ``src/core/guard.ts``): the target of
-a dispatch, the lease on its lock, and what an acquire, a commit or a release found."""
+"""What the guard is given and what it answers (the types of ``src/core/target.ts`` and
+``src/core/outcomes.ts``): the target of a dispatch, the lease on its lock, and what an acquire,
+a commit or a release found."""
 
 from __future__ import annotations
 
