@@ -147,12 +147,27 @@ export class FireOncePlugin extends SimplePlugin {
 
   /**
    * Delete the stored result of `(scope, jobType)` so the next invocation dispatches again. Every
-   * worker's local cache drops it too. `namespace` is the Temporal namespace whose result it is
-   * (the plugin's `keyNamespace`, or `'default'`, when absent). Resolves whether an artifact existed.
+   * worker's local cache drops it too, and the dispatch log records `invalidated`. `namespace` is
+   * the Temporal namespace whose result it is; when absent, the plugin's `keyNamespace`, else the
+   * one namespace its workers run in. A plugin with neither (no worker yet, or workers in several
+   * namespaces) refuses with `FireOnceConfigError` rather than guess. Resolves whether an
+   * artifact existed.
    */
   async invalidate(scope: string, jobType: string, namespace?: string): Promise<boolean> {
-    this.cache?.delete(this.guard.keysFor(namespace).artifact(scope, jobType));
-    return this.guard.invalidate(scope, jobType, namespace);
+    const ns = namespace ?? this.fireOnceOptions.keyNamespace ?? this.onlyNamespace();
+    this.cache?.delete(this.guard.keysFor(ns).artifact(scope, jobType));
+    const existed = await this.guard.invalidate(scope, jobType, ns);
+    this.dispatchLog?.record({ decision: 'invalidated', namespace: ns, scope, step: '', jobType });
+    return existed;
+  }
+
+  /** The namespace of this plugin's workers, when they all run in one. */
+  private onlyNamespace(): string {
+    if (this.namespaces.size === 1) return [...this.namespaces][0];
+    const workers = this.namespaces.size === 0 ? 'has no worker yet' : `has workers in ${[...this.namespaces].map((ns) => JSON.stringify(ns)).join(' and ')}`;
+    throw new FireOnceConfigError(
+      `invalidate: say whose result: keys are filed under each activity's namespace (keyNamespace is unset) and this plugin ${workers}; pass the namespace, e.g. plugin.invalidate(scope, jobType, 'default')`,
+    );
   }
 
   /**
