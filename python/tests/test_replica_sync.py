@@ -1,0 +1,257 @@
+"""``replica_sync`` on a real primary with one replica, both spawned here (the Python side of
+``test/core/replica-sync.test.ts``). The replica is frozen with SIGSTOP, as a hung or partitioned
+replica would be: the primary still counts it as attached, but it acknowledges nothing, so every
+``WAIT`` falls short. Nothing is mocked; no assertion reads a clock."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import AsyncIterator, Awaitable, Callable, Iterator
+
+import pytest
+import redis
+from redis.asyncio import Redis
+
+from temporal_fire_once.core import (
+    Acquired,
+    DispatchTarget,
+    FastForward,
+    FireOnceConfigError,
+    FireOnceGuard,
+    FireOnceStoreUnavailable,
+    GuardOptions,
+    Lease,
+)
+from temporal_fire_once.core.options import ReplicaSyncSetting
+from temporal_fire_once.worker import FireOncePlugin
+
+from .conftest import redis_server
+
+
+@dataclass(frozen=True)
+class ReplicaSet:
+    primary: str
+    replica: str
+    replica_pid: int
+
+
+def _until(check: Callable[[], bool], what: str, tries: int = 400) -> None:
+    """Poll ``check`` (a blocking call each time) until it holds; fail naming ``what``."""
+    for _ in range(tries):
+        if check():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"gave up waiting for {what}")
+
+
+async def _eventually(check: Callable[[], Awaitable[bool]], what: str, tries: int = 400) -> None:
+    for _ in range(tries):
+        if await check():
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail(f"gave up waiting for {what}")
+
+
+def _acknowledged(primary: redis.Redis) -> bool:
+    return int(primary.execute_command("WAIT", 1, 200)) == 1
+
+
+@pytest.fixture(scope="module")
+def replica_set() -> Iterator[ReplicaSet]:
+    with ExitStack() as stack:
+        primary_url, replica_url = stack.enter_context(redis_server()), stack.enter_context(redis_server())
+        primary, replica = redis.Redis.from_url(primary_url), redis.Redis.from_url(replica_url)
+        stack.callback(primary.close)
+        stack.callback(replica.close)
+        replica.execute_command("REPLICAOF", "127.0.0.1", str(primary.connection_pool.connection_kwargs["port"]))
+        _until(lambda: _acknowledged(primary), "the replica to acknowledge")
+        yield ReplicaSet(primary_url, replica_url, int(replica.info("server")["process_id"]))
+
+
+@pytest.fixture
+def frozen(replica_set: ReplicaSet) -> Iterator[None]:
+    """The replica stopped (SIGSTOP) for the test, resumed after it even if it fails."""
+    os.kill(replica_set.replica_pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(replica_set.replica_pid, signal.SIGCONT)
+        with redis.Redis.from_url(replica_set.primary) as primary:
+            _until(lambda: _acknowledged(primary), "the resumed replica to acknowledge")
+
+
+@pytest.fixture
+async def primary(replica_set: ReplicaSet) -> AsyncIterator[Redis]:
+    conn: Redis = Redis.from_url(replica_set.primary)
+    yield conn
+    await conn.aclose()
+
+
+@pytest.fixture
+async def prefix(primary: Redis) -> AsyncIterator[str]:
+    name = f"pyrs-{uuid.uuid4().hex[:10]}"
+    yield name
+    keys = [key async for key in primary.scan_iter(match=f"{name}:*")]
+    if keys:
+        await primary.delete(*keys)
+
+
+def _target(scope: str) -> DispatchTarget:
+    return DispatchTarget(scope, "dispatch", "job")
+
+
+async def _wait_calls(conn: Redis) -> int:
+    stats = await conn.info("commandstats")
+    return int(stats.get("cmdstat_wait", {}).get("calls", 0))
+
+
+async def _lease(guard: FireOnceGuard, scope: str) -> Lease:
+    outcome = await guard.acquire(_target(scope))
+    assert isinstance(outcome, Acquired), outcome
+    return outcome.lease
+
+
+async def test_auto_the_default_waits_for_the_attached_replica(primary: Redis, prefix: str, replica_set: ReplicaSet) -> None:
+    assert GuardOptions().replica_sync == "auto"
+    assert GuardOptions().replica_sync_setting == ReplicaSyncSetting("auto", 200)
+    # Room for a loaded machine's replica to answer.
+    guard = FireOnceGuard(primary, GuardOptions(key_prefix=prefix, replica_sync={"replicas": "auto", "timeout_ms": 4_000}))
+    before = await _wait_calls(primary)
+    lease = await _lease(guard, "synced")
+    assert await _wait_calls(primary) == before + 1
+    replica: Redis = Redis.from_url(replica_set.replica)
+    try:
+        assert await replica.get(lease.lock_key) == await primary.get(lease.lock_key) is not None
+    finally:
+        await replica.aclose()
+    assert (await guard.commit(lease, b"done")).ours
+    assert await _wait_calls(primary) == before + 2
+
+
+async def test_with_the_replica_frozen_an_acquire_fails_closed_and_undoes_its_lock(primary: Redis, prefix: str, frozen: None) -> None:
+    guard = FireOnceGuard(primary, GuardOptions(key_prefix=prefix))  # the defaults: 'auto', 200 ms
+    with pytest.raises(FireOnceStoreUnavailable) as caught:
+        await guard.acquire(_target("cut-off"))
+    assert caught.value.retryable
+    assert caught.value.message == "only 0 of 1 replica(s) acknowledged the lock within 200 ms (replica_sync)"
+    lock_key = guard.keys.lock("cut-off", "dispatch")
+    await _eventually(lambda: _gone(primary, lock_key), "the unreplicated lock to be undone")
+
+
+async def test_replica_sync_false_dispatches_on_an_unreplicated_lock(primary: Redis, prefix: str, frozen: None) -> None:
+    # The old asynchronous behaviour: the hazard docs/production-redis.md describes.
+    unsynced = FireOnceGuard(primary, GuardOptions(key_prefix=prefix, replica_sync=False))
+    assert isinstance(await unsynced.acquire(_target("unsynced")), Acquired)
+    plugin = FireOncePlugin(primary, key_prefix=prefix, replica_sync=False)
+    assert plugin.guard.options.replica_sync_setting == ReplicaSyncSetting(0, 200)
+
+
+async def test_a_commit_or_release_whose_wait_falls_short_still_reports_what_the_script_did(
+    primary: Redis, prefix: str, replica_set: ReplicaSet
+) -> None:
+    # Taken while the replica is attached, with room for it to answer on a loaded machine.
+    patient = FireOnceGuard(primary, GuardOptions(key_prefix=prefix, replica_sync={"replicas": 1, "timeout_ms": 4_000}))
+    committing, releasing = await _lease(patient, "commit"), await _lease(patient, "release")
+    guard = FireOnceGuard(primary, GuardOptions(key_prefix=prefix, replica_sync={"replicas": 1, "timeout_ms": 100}))
+    os.kill(replica_set.replica_pid, signal.SIGSTOP)
+    try:
+        before = await _wait_calls(primary)
+        committed = await guard.commit(committing, b"result")
+        assert (committed.ours, committed.stored) == (True, True)
+        assert (await guard.release(releasing)).ours
+        assert await _wait_calls(primary) >= before + 2  # each waited, and fell short
+    finally:
+        os.kill(replica_set.replica_pid, signal.SIGCONT)
+    found = await guard.acquire(_target("commit"))
+    assert isinstance(found, FastForward) and found.artifact == b"result"
+    assert not await primary.exists(releasing.lock_key)
+
+
+async def test_a_renewal_the_replica_does_not_acknowledge_fails(primary: Redis, prefix: str, replica_set: ReplicaSet) -> None:
+    patient = FireOnceGuard(primary, GuardOptions(key_prefix=prefix, replica_sync={"replicas": 1, "timeout_ms": 4_000}))
+    lease = await _lease(patient, "renewed")
+    guard = FireOnceGuard(primary, GuardOptions(key_prefix=prefix, replica_sync={"replicas": 1, "timeout_ms": 100}))
+    os.kill(replica_set.replica_pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(FireOnceStoreUnavailable) as caught:
+            await guard.extend(lease, 60_000)
+        # The lock was lost to nobody: a renewal without replicas is what fails.
+        assert await primary.pttl(lease.lock_key) > 0
+    finally:
+        os.kill(replica_set.replica_pid, signal.SIGCONT)
+    assert caught.value.message == "only 0 of 1 replica(s) acknowledged the lease renewal within 100 ms (replica_sync)"
+
+
+async def test_a_wait_the_user_may_not_send_fails_the_acquire_and_the_renewal_but_not_a_commit_or_release(
+    primary: Redis, prefix: str, replica_set: ReplicaSet
+) -> None:
+    await primary.execute_command("ACL", "SETUSER", "no-wait", "reset", "on", ">pw", "~*", "&*", "+@all", "-wait")
+    restricted: Redis = Redis.from_url(replica_set.primary, username="no-wait", password="pw")
+    try:
+        guard = FireOnceGuard(restricted, GuardOptions(key_prefix=prefix))
+        with pytest.raises(FireOnceStoreUnavailable, match="NOPERM|no permissions"):
+            await guard.acquire(_target("no-wait"))
+        await _eventually(lambda: _gone(primary, guard.keys.lock("no-wait", "dispatch")), "the lock to be undone")
+
+        full = FireOnceGuard(primary, GuardOptions(key_prefix=prefix, replica_sync=False))  # the set-up needs no replica
+        refused = FireOnceGuard(restricted, GuardOptions(key_prefix=prefix, replica_sync={"replicas": 1, "timeout_ms": 100}))
+        committed = await refused.commit(await _lease(full, "commit"), b"result")
+        assert (committed.ours, committed.stored) == (True, True)
+        assert (await refused.release(await _lease(full, "release"))).ours
+        with pytest.raises(FireOnceStoreUnavailable, match=r"lease renewal.*WAIT failed"):
+            await refused.extend(await _lease(full, "extend"), 60_000)
+    finally:
+        await restricted.aclose()
+
+
+async def test_auto_sends_no_wait_when_no_replica_is_attached() -> None:
+    with redis_server() as url:
+        lone: Redis = Redis.from_url(url)
+        try:
+            guard = FireOnceGuard(lone, GuardOptions(key_prefix="alone"))
+            lease = await _lease(guard, "alone")
+            assert (await guard.commit(lease, b"done")).ours
+            assert "cmdstat_wait" not in await lone.info("commandstats")
+        finally:
+            await lone.aclose()
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("yes", "replica_sync must be 'auto', False or {'replicas': n or 'auto', 'timeout_ms': ms} (got 'yes')"),
+        (True, "replica_sync must be 'auto', False or {'replicas': n or 'auto', 'timeout_ms': ms} (got True)"),
+        ({"replicas": "all"}, "replica_sync.replicas must be a positive integer (got 'all')"),
+        ({"replicas": 0}, "replica_sync.replicas must be a positive integer (got 0)"),
+        ({"replicas": 1, "timeout_ms": 120_000}, "replica_sync.timeout_ms must be at most 60000 ms (got 120000)"),
+        ({"replicas": 1, "timeout": 5}, "replica_sync: unknown option 'timeout'"),
+        (
+            {"replicas": 1, "timeout_ms": 5_000},
+            "replica_sync.timeout_ms (5000 ms) must be below store_timeout_ms (5000 ms), which bounds each write and its WAIT together",
+        ),
+    ],
+)
+def test_a_bad_replica_sync_is_refused_naming_it(value: object, message: str) -> None:
+    with pytest.raises(FireOnceConfigError) as caught:
+        GuardOptions(replica_sync=value)  # type: ignore[arg-type]
+    assert caught.value.message == message
+
+
+def test_the_wait_is_half_a_store_timeout_shorter_than_the_default_unless_told() -> None:
+    assert GuardOptions(store_timeout_ms=150).replica_sync_setting == ReplicaSyncSetting("auto", 75)
+    assert GuardOptions(store_timeout_ms=150, replica_sync={"replicas": 2}).replica_sync_setting == ReplicaSyncSetting(2, 75)
+    told = GuardOptions(store_timeout_ms=150, replica_sync={"replicas": 1, "timeout_ms": 100})
+    assert told.replica_sync_setting == ReplicaSyncSetting(1, 100)
+    assert GuardOptions(store_timeout_ms=1_000).replica_sync_setting == ReplicaSyncSetting("auto", 200)
+    with pytest.raises(FireOnceConfigError, match=r"replica_sync.timeout_ms \(150 ms\) must be below store_timeout_ms \(150 ms\)"):
+        GuardOptions(store_timeout_ms=150, replica_sync={"replicas": 1, "timeout_ms": 150})
+
+
+async def _gone(conn: Redis, key: str) -> bool:
+    return int(await conn.exists(key)) == 0
