@@ -47,7 +47,7 @@ async def read_eviction_policies(redis: RedisClient, timeout_ms: int = 5_000) ->
     be reached within ``timeout_ms``."""
     try:
         async with asyncio.timeout(timeout_ms / 1000):
-            return list(await asyncio.gather(*(_read_policy(redis, address, target) for address, target in await _primaries(redis))))
+            return list(await asyncio.gather(*(_read_policy(redis, address, target) for address, target in await primaries(redis))))
     except TimeoutError as err:
         raise FireOnceStoreUnavailable(f"Redis did not answer within {timeout_ms} ms while its eviction policy was read") from err
     except (RedisError, OSError) as err:
@@ -94,9 +94,10 @@ def describe_eviction_risk(unsafe: list[EvictionPolicy]) -> str:
     )
 
 
-async def _primaries(redis: RedisClient) -> list[tuple[str, dict[str, Any]]]:
+async def primaries(redis: RedisClient) -> list[tuple[str, dict[str, Any]]]:
     """Each node whose settings decide what happens to the guard's keys, with the arguments that
-    send a command to it alone: the one node of a ``Redis``, or every master of a Cluster."""
+    send a command to it alone: the one node of a ``Redis``, or every master of a Cluster. The
+    replica count of ``replica_sync`` reads the same nodes."""
     if isinstance(redis, RedisCluster):
         await redis.initialize()
         return [(node.name, {"target_nodes": node}) for node in redis.get_primaries()]

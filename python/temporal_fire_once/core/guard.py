@@ -11,12 +11,13 @@ from typing import Any, Awaitable, Callable, TypeVar
 from cachetools import LRUCache
 from redis.exceptions import ResponseError
 
-from .errors import FireOnceConfigError, FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError
+from .errors import FireOnceConfigError, FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable
 from .keys import FireOnceKeys, encode_id
 from .options import MAX_LOG_LEN, GuardOptions, check_redis_client, positive_int
 from .outcomes import Acquired, AcquireOutcome, Committed, DispatchTarget, FastForward, Held, Lease, Settled
 from .protocol import claim_protocol
 from .records import check_args_hash, format_artifact, lock_tail, parse_artifact, parse_lock
+from .replica_sync import ReplicaSync
 from .scripts import ACQUIRE, COMMIT, COMMIT_REFUSED, EXTEND, INVALIDATE, LOG_APPEND, RELEASE, AcquireReply, RedisClient
 from .store_calls import background, error_context, store_call
 
@@ -45,6 +46,7 @@ class FireOnceGuard:
         self.redis = redis
         self.options = options or GuardOptions()
         self.keys = FireOnceKeys(self.options.key_prefix, self.options.namespace)
+        self._replicas = ReplicaSync(redis, self.options.replica_sync_setting)
         # Artifact keys seen to exist, most recent first (known_artifacts); keys only, never results.
         self._known: LRUCache[str, bool] | None = LRUCache(self.options.known_artifacts) if self.options.known_artifacts > 0 else None
 
@@ -82,7 +84,9 @@ class FireOnceGuard:
             sent.add_done_callback(lambda done: background(self._undo(undo)) if _may_hold(done) else None)
             raise
         if isinstance(reply, int):
-            return Acquired(Lease(target, lock_key, artifact_key, waiters_key, token, reply))
+            lease = Lease(target, lock_key, artifact_key, waiters_key, token, reply)
+            await self._confirm(lease, ttl)
+            return Acquired(lease)
         if isinstance(reply, bytes):
             found = FastForward(self._stored_result(reply, target, artifact_key), artifact_key)
             self._remember(artifact_key)
@@ -115,7 +119,10 @@ class FireOnceGuard:
         record = format_artifact(lease.target.args_hash, artifact)
         keys = [lease.artifact_key, lease.lock_key, lease.waiters_key]
         args: list[str | bytes | int] = [lease.token, record, ttl, self._channel(lease.target)]
-        reply = await self._run(error_context(lease.target, lease.artifact_key, lease.token), lambda: COMMIT(self.redis, keys, args))
+        # The script's reply stands even if the replicas fall short: the lock they may still hold
+        # keeps later invocations waiting until its TTL, never dispatching.
+        written = await self._run(error_context(lease.target, lease.artifact_key, lease.token), lambda: self._replicas.write(COMMIT, keys, args))
+        reply = written.reply
         if reply == COMMIT_REFUSED:
             return Committed(False, stored=False)
         settled = _settled(reply)
@@ -128,9 +135,30 @@ class FireOnceGuard:
         self._check_lease("release", lease)
         keys = [lease.lock_key, lease.waiters_key]
         args = [lease.token, self._channel(lease.target)]
-        settled = _settled(await self._run(error_context(lease.target, lease.lock_key, lease.token), lambda: RELEASE(self.redis, keys, args)))
+        written = await self._run(error_context(lease.target, lease.lock_key, lease.token), lambda: self._replicas.write(RELEASE, keys, args))
+        settled = _settled(written.reply)  # as a commit's, whatever the replicas acknowledged
         await self._hand_back(lease, settled)
         return settled
+
+    async def _confirm(self, lease: Lease, lock_ttl_ms: int) -> None:
+        """After an acquire took the lock: wait for the replicas (``replica_sync``). A lock they did
+        not acknowledge in time would be lost by a failover, and its job dispatched again: undo it
+        and fail, retryable; so too when the wait fails (WAIT denied, the connection lost) or times out."""
+        context = error_context(lease.target, lease.lock_key)
+        try:
+            written = await self._run(
+                context, lambda: self._replicas.confirm(lease.lock_key, lease.waiters_key, lease.token, lock_ttl_ms, lock_ttl_ms + WAITERS_GRACE_MS)
+            )
+        except BaseException:
+            background(self._undo(lease))
+            raise
+        if written is not None and written.acked < written.wanted:
+            background(self._undo(lease))
+            raise FireOnceStoreUnavailable(self._shortfall("lock", written.wanted, written.acked), context)
+
+    def _shortfall(self, what: str, wanted: int, acked: int, wait_error: Exception | None = None) -> str:
+        why = "" if wait_error is None else f": WAIT failed ({wait_error})"
+        return f"only {acked} of {wanted} replica(s) acknowledged the {what} within {self.options.replica_sync_setting.timeout_ms} ms (replica_sync){why}"
 
     async def _undo(self, lease: Lease) -> None:
         """Compare-and-delete a lock nobody holds, putting back the waiters it takes."""
@@ -161,10 +189,12 @@ class FireOnceGuard:
         self._check_lease("extend", lease)
         ttl = positive_int("lock_ttl_ms", lock_ttl_ms)
         keys = [lease.lock_key, lease.waiters_key]
-        reply = await self._run(
-            error_context(lease.target, lease.lock_key, lease.token), lambda: EXTEND(self.redis, keys, [lease.token, ttl, ttl + WAITERS_GRACE_MS])
-        )
-        return bool(reply == 1)
+        context = error_context(lease.target, lease.lock_key, lease.token)
+        written = await self._run(context, lambda: self._replicas.write(EXTEND, keys, [lease.token, ttl, ttl + WAITERS_GRACE_MS]))
+        if written.reply == 1 and written.acked < written.wanted:
+            # A renewal no replica has would not survive a failover: it counts as a failed renewal.
+            raise FireOnceStoreUnavailable(self._shortfall("lease renewal", written.wanted, written.acked, written.wait_error), context)
+        return bool(written.reply == 1)
 
     async def invalidate(self, scope: str, job_type: str, namespace: str | None = None) -> bool:
         """Delete the artifact of (scope, job type) and publish its key to local caches."""

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal, Mapping, Union
 
 from redis.asyncio import Redis, RedisCluster
 
@@ -13,6 +14,28 @@ from .keys import DEFAULT_NAMESPACE, check_key_prefix, encode_id
 MAX_DURATION_MS = 365 * 24 * 60 * 60 * 1000
 # The largest dispatch-log cap: FireOnceGuard.log_append and the worker's dispatch_log_max_len.
 MAX_LOG_LEN = 100_000_000
+REPLICA_SYNC_TIMEOUT_MS = 200
+"""How long ``WAIT`` waits for the replicas when ``replica_sync`` does not say."""
+
+ReplicaSyncOption = Union[Literal["auto", False], Mapping[str, object]]
+"""How the guard makes sure its writes reached the replicas, as ``replica_sync`` takes it:
+
+- ``'auto'``: wait for every replica the primary has (the fewest any Cluster master has), counted
+  with ``INFO replication`` at the first write and again each minute; none attached, no wait.
+- ``{'replicas': n or 'auto', 'timeout_ms': ms}``: wait for that many replicas (or ``'auto'``, as
+  above), for at most ``timeout_ms`` (default 200, or half of ``store_timeout_ms`` when that is
+  400 or less); it must be below ``store_timeout_ms``.
+- ``False``: never wait (replication stays asynchronous).
+"""
+
+
+@dataclass(frozen=True)
+class ReplicaSyncSetting:
+    """The ``replica_sync`` option once checked."""
+
+    replicas: int | Literal["auto"]
+    """``'auto'``, or a fixed count (0: never wait)."""
+    timeout_ms: int
 
 
 def positive_int(label: str, value: object, maximum: int = MAX_DURATION_MS, unit: str = "ms") -> int:
@@ -68,6 +91,15 @@ class GuardOptions:
     """How many artifact keys the guard remembers having seen exist (committed or fast-forwarded
     to); a repeat of one is read with a plain ``GET`` before the script (PROTOCOL.md section 6).
     Keys only, never results. ``0`` turns it off."""
+    replica_sync: ReplicaSyncOption = field(default="auto", hash=False)
+    """Make sure every write reached the replicas: ``WAIT`` pipelined behind each commit, release
+    and renewal, and sent after an acquire that took the lock (a fast-forward writes nothing, and
+    waits for nothing). An acquire the replicas did not acknowledge in time is undone and fails
+    with the retryable ``FireOnceStoreUnavailable``, so nothing is dispatched on a lock a failover
+    could lose; a renewal counts as failed; a commit's result is still delivered. See
+    :data:`ReplicaSyncOption` for the values."""
+    replica_sync_setting: ReplicaSyncSetting = field(init=False, repr=False, compare=False)
+    """``replica_sync`` resolved: what the guard waits for, and how long."""
 
     def __post_init__(self) -> None:
         check_key_prefix("key_prefix", self.key_prefix)
@@ -84,3 +116,36 @@ class GuardOptions:
             raise FireOnceConfigError(f"known_artifacts must be 0 (off) or a positive integer (got {self.known_artifacts!r})")
         if self.known_artifacts > 0:
             positive_int("known_artifacts", self.known_artifacts, 1_000_000, "keys")
+        object.__setattr__(self, "replica_sync_setting", resolve_replica_sync(self.replica_sync, self.store_timeout_ms))
+
+
+def resolve_replica_sync(value: object, store_timeout_ms: int) -> ReplicaSyncSetting:
+    """``replica_sync`` checked (``checkReplicaSync`` and ``resolveGuardOptions`` in
+    ``src/core/options.ts``), with the wait bounded by the store timeout, which bounds each write
+    and its ``WAIT`` together: at or past it, the store timeout would always answer first."""
+    label = "replica_sync"
+    if value == "auto" and isinstance(value, str):
+        setting = ReplicaSyncSetting("auto", REPLICA_SYNC_TIMEOUT_MS)
+    elif value is False:
+        return ReplicaSyncSetting(0, REPLICA_SYNC_TIMEOUT_MS)
+    elif isinstance(value, Mapping):
+        unknown = [key for key in value if key not in ("replicas", "timeout_ms")]
+        if unknown:
+            raise FireOnceConfigError(f"{label}: unknown option {', '.join(repr(key) for key in unknown)}")
+        replicas = value.get("replicas")
+        timeout_ms = value.get("timeout_ms")
+        setting = ReplicaSyncSetting(
+            "auto" if replicas == "auto" else positive_int(f"{label}.replicas", replicas, 16, "replicas"),
+            REPLICA_SYNC_TIMEOUT_MS if timeout_ms is None else positive_int(f"{label}.timeout_ms", timeout_ms, 60_000),
+        )
+        if timeout_ms is not None and setting.timeout_ms >= store_timeout_ms:
+            raise FireOnceConfigError(
+                f"{label}.timeout_ms ({setting.timeout_ms} ms) must be below store_timeout_ms ({store_timeout_ms} ms), "
+                "which bounds each write and its WAIT together"
+            )
+    else:
+        raise FireOnceConfigError(f"{label} must be 'auto', False or {{'replicas': n or 'auto', 'timeout_ms': ms}} (got {value!r})")
+    if setting.timeout_ms < store_timeout_ms:
+        return setting
+    # The default wait under a store timeout this short: half of it.
+    return ReplicaSyncSetting(setting.replicas, max(1, store_timeout_ms // 2))

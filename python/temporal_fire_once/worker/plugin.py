@@ -16,7 +16,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from ..core.eviction import EvictionPolicy, check_eviction_policy
 from ..core.guard import FireOnceGuard
-from ..core.options import GuardOptions
+from ..core.options import GuardOptions, ReplicaSyncOption
 from ..core.scripts import RedisClient
 from ..core.wake import WakeHub
 from ..workflow.interceptor import FireOnceWorkflowInterceptor
@@ -44,6 +44,7 @@ class FireOncePlugin(SimplePlugin):
         store_timeout_ms: int | None = None,
         publish_wake_ups: bool | None = None,
         known_artifacts: int | None = None,
+        replica_sync: ReplicaSyncOption | None = None,
         on_in_flight: DefaultInFlightPolicy | None = None,
         poll_interval_ms: int | None = None,
         lock_mode: LockMode | None = None,
