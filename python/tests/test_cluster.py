@@ -118,3 +118,37 @@ async def test_the_eviction_check_reads_every_master_and_names_the_one_that_can_
         await cluster.config_set("maxmemory-policy", "noeviction", target_nodes=evicting)
     assert caught.value.message.startswith(f"Redis at {evicting.name} has maxmemory-policy allkeys-lru: under memory pressure")
     assert caught.value.message.count("has maxmemory-policy") == 1
+
+
+async def test_replica_sync_waits_on_the_master_of_the_scope_and_auto_sends_no_wait_without_replicas(cluster: RedisCluster) -> None:
+    """The WAIT goes in the script's pipeline to the master that owns the scope, never to another
+    node (where it would count none of the script's writes). These masters have no replicas: 'auto'
+    waits for none, and a fixed count of 1 falls short and undoes the lock."""
+    from temporal_fire_once.core import FireOnceStoreUnavailable
+
+    async def wait_calls() -> dict[str, int]:
+        stats = await cluster.info("commandstats", target_nodes=RedisCluster.PRIMARIES)
+        return {name: int(info.get("cmdstat_wait", {}).get("calls", 0)) for name, info in stats.items()}
+
+    prefix = f"pyc-{uuid.uuid4().hex[:8]}"
+    target = DispatchTarget("waited", "step", "job")
+    before = await wait_calls()
+    auto = FireOnceGuard(cluster, GuardOptions(key_prefix=prefix))
+    outcome = await auto.acquire(target)
+    assert isinstance(outcome, Acquired) and (await auto.commit(outcome.lease, b"done")).ours
+    assert await wait_calls() == before
+    assert await auto.invalidate("waited", "job")
+
+    one = FireOnceGuard(cluster, GuardOptions(key_prefix=prefix, replica_sync={"replicas": 1, "timeout_ms": 50}))
+    with pytest.raises(FireOnceStoreUnavailable, match=r"^only 0 of 1 replica\(s\) acknowledged the lock within 50 ms \(replica_sync\)$"):
+        await one.acquire(target)
+    owner = cluster.get_node_from_key(one.keys.lock("waited", "step"))
+    assert owner is not None
+    after = await wait_calls()
+    # One WAIT on the owner, or two if the owner had to be sent the script by EVAL first.
+    assert {name for name, calls in before.items() if after[name] > calls} == {owner.name}
+    for _ in range(100):
+        if not await cluster.exists(one.keys.lock("waited", "step")):
+            break
+        await asyncio.sleep(0.05)
+    assert not await cluster.exists(one.keys.lock("waited", "step")), "the unreplicated lock should be undone"
