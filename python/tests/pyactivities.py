@@ -160,17 +160,17 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         context = fire_once_context()
         return {"lockKey": context.lock_key, "fencing": context.fencing_token, "lost": context.lost.is_set()}
 
-    @fire_once(lease_ms=600)
+    @fire_once(lease_ms=1_000)
     @activity.defn(name="unrenewedJob")
     async def unrenewed_job(counter_id: str, renewals_id: str) -> dict[str, Any]:
-        """Runs until its 600 ms lease is reported lost (at most 5 s), then three renewal periods
+        """Runs until its 1 s lease is reported lost (at most 5 s), then three renewal periods
         more; returns whether it was lost, and the renewals counted (by the test) by then."""
         await redis.incr(counter_key(prefix, counter_id))
         lost = fire_once_context().lost
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(lost.wait(), 5)
         renewals = int(await redis.get(counter_key(prefix, renewals_id)) or 0)
-        await asyncio.sleep(0.6)
+        await asyncio.sleep(1.0)
         return {"lost": lost.is_set(), "renewalsWhenLost": renewals}
 
     def broken_scope(args: Any, info: Any) -> str:

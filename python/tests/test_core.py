@@ -87,6 +87,11 @@ def test_option_errors_name_the_field() -> None:
         GuardOptions(known_artifacts=2_000_000)
     with pytest.raises(FireOnceConfigError, match="lease_ms must be at most 600000"):
         fire_once(lease_ms=600_001)
+    for short in (1, 30, 999):  # a "30 seconds" typed as 30: renewals cannot keep such a lease
+        with pytest.raises(FireOnceConfigError, match=rf"^lease_ms must be at least 1000 ms \(got {short}\): the lock is renewed"):
+            fire_once(lease_ms=short)
+        with pytest.raises(FireOnceConfigError, match=rf"^lease_ms must be at least 1000 ms \(got {short}\)"):
+            FireOncePlugin(Redis(), lease_ms=short)
     with pytest.raises(FireOnceConfigError, match=r"artifact.external must be a function \(ids\) -> key \(got 'a-key'\)"):
         fire_once(artifact=ExternalArtifact(external="a-key"))  # type: ignore[arg-type]
     with pytest.raises(FireOnceConfigError, match=r"on_in_flight must be one of wait, fail \(got 'later'\)"):
