@@ -105,6 +105,17 @@ def test_option_errors_name_the_field() -> None:
         fire_once(step=" ")
 
 
+def test_fire_once_twice_on_one_function_is_refused_not_half_applied() -> None:
+    from temporal_fire_once import fire_once
+
+    async def summarise() -> str:
+        return "s"
+
+    inner = fire_once(job_type="inner", step="inner-step")(summarise)
+    with pytest.raises(FireOnceConfigError, match=r"^fire_once: summarise is already decorated with @fire_once; give every option in one"):
+        fire_once(job_type="outer")(inner)
+
+
 def test_a_worker_wide_skip_is_refused_and_per_activity_it_stays_allowed() -> None:
     """``'skip'`` returns ``None`` without running: worker-wide it would reach every guarded
     activity, and hand ``None`` to workflows awaiting a value. It is set per activity."""

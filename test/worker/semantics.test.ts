@@ -230,6 +230,16 @@ describe('production semantics (MockActivityEnvironment, real Redis)', () => {
     expect(new FireOncePlugin({ redis, leaseMs: 1_000 }).fireOnceOptions.leaseMs).toBe(1_000);
   });
 
+  it('refuses fireOnce() of a function already marked fire-once, whose options the outer call would drop', () => {
+    async function summarise(): Promise<string> {
+      return 's';
+    }
+    const inner = fireOnce(summarise, { jobType: 'inner-jt', step: 'inner-step' });
+    expect(() => fireOnce(inner, { jobType: 'outer-jt' })).toThrow(
+      new FireOnceConfigError('fireOnce(summarise): the function is already marked fire-once; give every option in one fireOnce() call'),
+    );
+  });
+
   it('warns at plugin construction when a lease is too short for a renewal to land within storeTimeoutMs', () => {
     const warnings: string[] = [];
     const spy = jest.spyOn(process, 'emitWarning').mockImplementation(((w: string) => void warnings.push(w)) as never);
