@@ -95,6 +95,16 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         return await gated(counter_id, heartbeat=False)
 
     @fire_once()
+    @activity.defn(name="heldJob")
+    async def held_job(counter_id: str, size: int) -> Any:
+        """Runs until its gate is set, then returns ``size`` bytes of padding, or, for a negative
+        ``size``, a value no payload converter can serialise (the TypeScript ``heldJob``'s twin)."""
+        await gated(counter_id, heartbeat=False)
+        if size < 0:
+            return object()
+        return {"counterId": counter_id, "by": "python", "pad": "x" * size}
+
+    @fire_once()
     @activity.defn(name="heartbeatingGatedJob")
     async def heartbeating_gated_job(counter_id: str) -> dict[str, Any]:
         return await gated(counter_id, heartbeat=True)
@@ -234,6 +244,7 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         skip_while_busy,
         long_job,
         gated_job,
+        held_job,
         heartbeating_gated_job,
         cancellable_job,
         external_job,
