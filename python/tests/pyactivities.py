@@ -95,6 +95,16 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         return await gated(counter_id, heartbeat=False)
 
     @fire_once()
+    @activity.defn(name="heldJob")
+    async def held_job(counter_id: str, size: int) -> Any:
+        """Runs until its gate is set, then returns ``size`` bytes of padding, or, for a negative
+        ``size``, a value no payload converter can serialise (the TypeScript ``heldJob``'s twin)."""
+        await gated(counter_id, heartbeat=False)
+        if size < 0:
+            return object()
+        return {"counterId": counter_id, "by": "python", "pad": "x" * size}
+
+    @fire_once()
     @activity.defn(name="heartbeatingGatedJob")
     async def heartbeating_gated_job(counter_id: str) -> dict[str, Any]:
         return await gated(counter_id, heartbeat=True)
@@ -160,17 +170,17 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         context = fire_once_context()
         return {"lockKey": context.lock_key, "fencing": context.fencing_token, "lost": context.lost.is_set()}
 
-    @fire_once(lease_ms=600)
+    @fire_once(lease_ms=1_000)
     @activity.defn(name="unrenewedJob")
     async def unrenewed_job(counter_id: str, renewals_id: str) -> dict[str, Any]:
-        """Runs until its 600 ms lease is reported lost (at most 5 s), then three renewal periods
+        """Runs until its 1 s lease is reported lost (at most 5 s), then three renewal periods
         more; returns whether it was lost, and the renewals counted (by the test) by then."""
         await redis.incr(counter_key(prefix, counter_id))
         lost = fire_once_context().lost
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(lost.wait(), 5)
         renewals = int(await redis.get(counter_key(prefix, renewals_id)) or 0)
-        await asyncio.sleep(0.6)
+        await asyncio.sleep(1.0)
         return {"lost": lost.is_set(), "renewalsWhenLost": renewals}
 
     def broken_scope(args: Any, info: Any) -> str:
@@ -234,6 +244,7 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         skip_while_busy,
         long_job,
         gated_job,
+        held_job,
         heartbeating_gated_job,
         cancellable_job,
         external_job,

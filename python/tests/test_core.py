@@ -25,6 +25,7 @@ from temporal_fire_once.core import (
     FireOnceStoreUnavailable,
     GuardOptions,
     Held,
+    Settled,
     ParsedKey,
     encode_id,
     parse_artifact,
@@ -87,6 +88,11 @@ def test_option_errors_name_the_field() -> None:
         GuardOptions(known_artifacts=2_000_000)
     with pytest.raises(FireOnceConfigError, match="lease_ms must be at most 600000"):
         fire_once(lease_ms=600_001)
+    for short in (1, 30, 999):  # a "30 seconds" typed as 30: renewals cannot keep such a lease
+        with pytest.raises(FireOnceConfigError, match=rf"^lease_ms must be at least 1000 ms \(got {short}\): the lock is renewed"):
+            fire_once(lease_ms=short)
+        with pytest.raises(FireOnceConfigError, match=rf"^lease_ms must be at least 1000 ms \(got {short}\)"):
+            FireOncePlugin(Redis(), lease_ms=short)
     with pytest.raises(FireOnceConfigError, match=r"artifact.external must be a function \(ids\) -> key \(got 'a-key'\)"):
         fire_once(artifact=ExternalArtifact(external="a-key"))  # type: ignore[arg-type]
     with pytest.raises(FireOnceConfigError, match=r"on_in_flight must be one of wait, fail \(got 'later'\)"):
@@ -98,6 +104,17 @@ def test_option_errors_name_the_field() -> None:
         fire_once(job_type=5)  # type: ignore[arg-type]
     with pytest.raises(FireOnceConfigError, match=r"^step must not be empty"):
         fire_once(step=" ")
+
+
+def test_fire_once_twice_on_one_function_is_refused_not_half_applied() -> None:
+    from temporal_fire_once import fire_once
+
+    async def summarise() -> str:
+        return "s"
+
+    inner = fire_once(job_type="inner", step="inner-step")(summarise)
+    with pytest.raises(FireOnceConfigError, match=r"^fire_once: summarise is already decorated with @fire_once; give every option in one"):
+        fire_once(job_type="outer")(inner)
 
 
 def test_a_worker_wide_skip_is_refused_and_per_activity_it_stays_allowed() -> None:
@@ -156,6 +173,7 @@ def test_a_hand_wired_interceptor_refuses_what_it_cannot_use_when_it_is_built() 
         ),
         (r"activities must map activity types to FireOnceOptions.*\(got a key 5\)", lambda: FireOnceInterceptor(guard, activities={5: FireOnceOptions()})),  # type: ignore[dict-item]
         (r"wake must be a WakeHub or None \(got Redis\)", lambda: FireOnceInterceptor(guard, wake=Redis())),  # type: ignore[arg-type]
+        (r"client must be a temporalio Client or None \(got Redis\)", lambda: FireOnceInterceptor(guard, client=Redis())),  # type: ignore[arg-type]
     ]
     for message, build in refused:
         with pytest.raises(FireOnceConfigError, match=message):
@@ -291,6 +309,7 @@ async def test_a_lease_whose_keys_are_not_the_guards_own_is_refused_and_nothing_
         ("commit", lambda: elsewhere.commit(held.lease, b"r")),
         ("release", lambda: elsewhere.release(held.lease)),
         ("extend", lambda: elsewhere.extend(held.lease, 5_000)),
+        ("keep", lambda: elsewhere.keep(held.lease, 5_000)),
     ):
         with pytest.raises(FireOnceConfigError) as refused:
             await call()
@@ -419,6 +438,28 @@ async def test_a_python_holder_leaves_waiters_parked_by_a_typescript_worker_to_i
     assert 0 < await client.pttl(lease.waiters_key) <= 60_000
     reaped = await REAP(client, spot, ["r"])
     assert reaped[0] == 1 and reaped[2:] == [b"task-token-of-a-ts-waiter"]  # DONE: the artifact, then the waiters
+
+
+async def test_keep_holds_the_lock_and_takes_the_waiters_parked_on_it(client: Redis, prefix: str) -> None:
+    """PROTOCOL.md section 6 step 3: a result in hand but not stored keeps the lock with ``extend
+    ... take``, and the waiters it takes are the holder's to hand that result to."""
+    from temporal_fire_once.core.scripts import PARK
+
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    held = await guard.acquire(DispatchTarget("s", "step", "job"), 60_000)
+    assert isinstance(held, Acquired)
+    lease = held.lease
+    spot = [lease.artifact_key, lease.lock_key, lease.waiters_key]
+    await PARK(client, spot, ["r", b"w::token-1", 60_000])
+    kept = await guard.keep(lease, None)  # 'fixed' mode: the lock's TTL is left as it is
+    assert kept == Settled(True, (b"w::token-1",))
+    assert await client.exists(lease.waiters_key) == 0 and 50_000 < await client.pttl(lease.lock_key) <= 60_000
+    assert await guard.keep(lease, 5_000) == Settled(True)  # nothing parked: nothing taken; the TTL set
+    assert 0 < await client.pttl(lease.lock_key) <= 5_000
+    await PARK(client, spot, ["r", b"w::token-2", 60_000])
+    await client.delete(lease.lock_key)  # lost: nothing is taken
+    assert await guard.keep(lease, 5_000) == Settled(False)
+    assert await client.lrange(lease.waiters_key, 0, -1) == [b"w::token-2"]
 
 
 def _slow_acquire(monkeypatch: pytest.MonkeyPatch, lands_after: float, answers_after: float, on_landing: Callable[[], Awaitable[object]] | None = None) -> None:

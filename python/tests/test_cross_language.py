@@ -8,13 +8,14 @@ import asyncio
 import json
 import os
 import uuid
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable
 
 import pytest
 from redis.asyncio import Redis
 from temporalio.api.common.v1 import Payload
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.converter import DataConverter
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, Worker
 
 from temporal_fire_once import FireOncePlugin
@@ -22,7 +23,7 @@ from temporal_fire_once.core import FireOnceKeys, parse_artifact
 
 from .codec import ENCODING, AesGcmCodec
 from .conftest import REPO, collect_garbage
-from .pyactivities import counter_key, make_activities
+from .pyactivities import counter_key, gate_key, make_activities
 from .pyworkflows import GuardedCall
 from .ts_worker import TsWorker, start_ts_worker
 
@@ -205,3 +206,53 @@ async def test_codec_encoded_artifacts_written_by_one_language_are_read_by_the_o
     payload = Payload()
     payload.ParseFromString(record.payload)
     assert payload.metadata["encoding"] == ENCODING and first["nonce"].encode() not in stored
+
+
+async def until(check: Any) -> None:
+    """Poll ``check`` until it holds; pytest-timeout bounds the wait."""
+    while not await check():
+        await asyncio.sleep(0.05)
+
+
+async def run_with_typescript_waiters(env: Any, redis: Redis, scope: str, size: int, **plugin_options: Any) -> list[Any]:
+    """One run of ``heldJob`` dispatched by a Python worker that cannot store results over 1000
+    bytes, and three more that a TypeScript worker parks on its lock (its default, 'park'); the
+    job ends once all three are parked. The four runs' results, or their errors."""
+    queue = f"py-{uuid.uuid4().hex[:8]}"
+    args = [scope, "heldJob", [scope, size]]
+    waiters_key = FireOnceKeys(PREFIX).waiters(scope, "heldJob")
+    collect_garbage()
+    plugin = FireOncePlugin(redis, key_prefix=PREFIX, poll_interval_ms=50, max_artifact_bytes=1000, **plugin_options)
+    async with Worker(env.client, task_queue=queue, activities=make_activities(redis, PREFIX), plugins=[plugin]):
+        holder = await env.client.start_workflow("tsGuardedCall", args=[*args, queue], id=wf_id(), task_queue=TS_QUEUE)
+        await until(lambda: redis.exists(counter_key(PREFIX, scope)))
+        waiters = [await env.client.start_workflow("tsGuardedCall", args=args, id=wf_id(), task_queue=TS_QUEUE) for _ in range(3)]
+        await until(lambda: _equals(redis.llen(waiters_key), 3))
+        await redis.set(gate_key(PREFIX, scope), 1)
+        return await asyncio.gather(*(run.result() for run in [holder, *waiters]), return_exceptions=True)
+
+
+async def _equals(value: Awaitable[Any], expected: Any) -> bool:
+    return bool(await value == expected)
+
+
+async def test_typescript_waiters_parked_on_a_python_holder_get_a_result_too_large_to_store(
+    temporal_env: Any, ts_worker: TsWorker, client: Redis
+) -> None:
+    # 5000 bytes over max_artifact_bytes=1000: the holder keeps the lock (3 s) and stores nothing.
+    results = await run_with_typescript_waiters(temporal_env, client, "s-hold-large", 5000, lock_ttl_ms=3000)
+    assert await client.get(counter_key(PREFIX, "s-hold-large")) == b"1"
+    assert results[0]["by"] == "python" and len(results[0]["pad"]) == 5000
+    assert all(result == results[0] for result in results)
+
+
+async def test_typescript_waiters_parked_on_a_python_holder_fail_for_good_on_a_result_its_converter_refuses(
+    temporal_env: Any, ts_worker: TsWorker, client: Redis
+) -> None:
+    # 'fixed' mode: the lock keeps the TTL it was taken with (15 s); the job returns object().
+    results = await run_with_typescript_waiters(temporal_env, client, "s-hold-refused", -1, lock_mode="fixed", lock_ttl_ms=15_000)
+    assert await client.get(counter_key(PREFIX, "s-hold-refused")) == b"1"
+    for result in results:
+        assert isinstance(result, WorkflowFailureError), result
+        assert isinstance(result.cause, ActivityError) and isinstance(result.cause.cause, ApplicationError)
+        assert (result.cause.cause.type, result.cause.cause.non_retryable) == ("FireOnceUnstorableResult", True)

@@ -49,14 +49,16 @@ export function parseTimeout(text: string): number {
 /**
  * Start of a report window in epoch ms: a duration back from `nowMs`, an ISO 8601 time, or
  * `all` for the whole log. An ISO date must exist in the calendar (`2026-02-30` is refused, not
- * read as 2 March) and a time must not be before 1970: stream IDs start there.
+ * read as 2 March) and a time must not be before 1970: stream IDs start there. A time without an
+ * offset is UTC, as a date alone is and as the report prints times, never the host's zone: a cron
+ * check's window must not move with `TZ`.
  */
 export function parseSince(text: string, nowMs: number): number {
   if (text === 'all') return 0;
   const date = /^(\d{4})-(\d{2})-(\d{2})/.exec(text);
   if (date !== null) {
     const bad = (why: string) => new CliError(`--since ${JSON.stringify(text)} ${why}`, EXIT.usage);
-    const ms = Date.parse(text);
+    const ms = Date.parse(/T[\d:.]+$/.test(text) ? `${text}Z` : text);
     if (Number.isNaN(ms)) throw bad('is not a duration, an ISO 8601 time or "all"');
     const [year, month, day] = [Number(date[1]), Number(date[2]), Number(date[3])];
     const day0 = new Date(Date.UTC(year, month - 1, day));

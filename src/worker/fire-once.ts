@@ -68,6 +68,10 @@ function markFireOnce<F extends AnyFunction>(fn: F, options: FireOnceOptions): F
     throw new FireOnceConfigError(`fireOnce: expected an activity function (got ${typeof fn})`);
   }
   const where = `fireOnce(${fn.name || 'anonymous'})`;
+  if (fireOnceOptionsOf(fn) !== undefined) {
+    // The outer call's options would replace the inner's without a word.
+    throw new FireOnceConfigError(`${where}: the function is already marked fire-once; give every option in one fireOnce() call`);
+  }
   checkActivityOptions(options as FireOnceOptions<never>, where);
   const frozen = Object.freeze({ ...options });
   const wrapped = function (this: unknown, ...args: Parameters<F>) {

@@ -51,6 +51,21 @@ export const POLICIES: readonly InFlightPolicy[] = ['park', 'wait', 'fail', 'ski
 export const LOCK_MODES: readonly LockMode[] = ['lease', 'fixed'];
 /** The longest lease: a lease is meant to be short; use `'fixed'` beyond this. */
 export const MAX_LEASE_MS = 10 * 60 * 1000;
+/**
+ * The shortest lease. It is renewed every third of it: a shorter one runs out under a Redis round
+ * trip or a pause of the worker (a GC, a busy event loop), and the job is dispatched again.
+ */
+export const MIN_LEASE_MS = 1_000;
+
+const leaseDuration: OptionSpec<number>['check'] = (label, value) => {
+  const ms = positiveInteger('ms', MAX_LEASE_MS)(label, value);
+  if (ms < MIN_LEASE_MS) {
+    throw new FireOnceConfigError(
+      `${label} must be at least ${MIN_LEASE_MS} ms (got ${ms}): the lock is renewed every third of it, and a shorter lease runs out under a Redis round trip or a pause of the worker, so the job is dispatched again`,
+    );
+  }
+  return ms;
+};
 
 /** A Temporal namespace name, checked as keys encode it. */
 const namespaceName: OptionSpec<string>['check'] = (label, value) => {
@@ -80,7 +95,7 @@ export const ACTIVITY_DEFAULT_OPTIONS = {
   onInFlight: defaultPolicy(),
   pollIntervalMs: duration(250, 60_000),
   lockMode: oneOf(LOCK_MODES, 'lease'),
-  leaseMs: duration(30_000, MAX_LEASE_MS),
+  leaseMs: { default: 30_000, check: leaseDuration },
   maxArtifactBytes: { default: 1024 * 1024, check: positiveInteger('bytes', 512 * 1024 * 1024) },
   keyNamespace: optional(namespaceName),
 } as const;
@@ -259,6 +274,11 @@ export function ttlWarnings(options: ResolvedPluginOptions): string[] {
   if (options.artifactTtlMs < lockTtl) {
     warnings.push(
       `artifactTtlMs (${options.artifactTtlMs}) is shorter than ${lockField} (${lockTtl}): artifacts can expire while their lock still stands, and later invocations then redo the work`,
+    );
+  }
+  if (options.lockMode === 'lease' && (options.leaseMs * 2) / 3 < options.storeTimeoutMs) {
+    warnings.push(
+      `leaseMs (${options.leaseMs}) leaves a renewal sent at a third of it less than storeTimeoutMs (${options.storeTimeoutMs}) to land before the lock expires: a slow Redis can let the lock lapse mid-job; make leaseMs at least 1.5 times storeTimeoutMs`,
     );
   }
   if (options.resumeWindowMs !== undefined && options.artifactTtlMs < options.resumeWindowMs) {

@@ -90,6 +90,17 @@ describe('fire-once CLI against a real Redis', () => {
       expect(human.stdout).toMatch(/wf-b1 .* run-b1/);
     });
 
+    // The report prints every time in UTC and reads a date alone as UTC midnight: a date and time
+    // without an offset is UTC too, so that a cron check's window does not move with the host's TZ.
+    it.each(['Etc/GMT+1', 'Asia/Tokyo'])('reads an ISO --since without an offset as UTC under TZ=%s; an offset is kept', async (tz) => {
+      const { prefix } = fresh('cli-since-tz');
+      const from = async (since: string) =>
+        json<{ from: string }>((await cli(['report', '--prefix', prefix, '--since', since, '--json'], { TZ: tz })).stdout).from;
+      expect(await from('2026-01-02T09:00:00')).toBe('2026-01-02T09:00:00.000Z');
+      expect(await from('2026-01-02T09:00')).toBe('2026-01-02T09:00:00.000Z');
+      expect(await from('2026-01-02T09:00:00+01:00')).toBe('2026-01-02T08:00:00.000Z');
+    });
+
     it('exits 0 with no duplicate, filters by --job-type, and reads only the --since window', async () => {
       const { prefix, guard } = fresh('cli-window');
       const now = Number((await redis.time())[0]) * 1000;

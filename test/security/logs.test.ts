@@ -169,7 +169,7 @@ describe('security: no payloads in logs or errors', () => {
           throw signal.reason;
         }, scopeOf),
       },
-      { leaseMs: 90 },
+      { leaseMs: 1_000 },
     );
     expect(((await run('job', args('s'))).error as { type?: string }).type).toBe('FireOnceLockLost');
     await expectNothingLeaked();

@@ -1,7 +1,7 @@
 import { ApplicationFailure, RawValue, defaultPayloadConverter, type Payload, type PayloadCodec } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
-import { FireOnceGuard, FireOncePlugin, fireOnce, fireOnceContext } from '../../src';
+import { FireOnceConfigError, FireOnceGuard, FireOncePlugin, fireOnce, fireOnceContext } from '../../src';
 import { createFireOnceActivityInterceptor, fireOnceActivityMap, type FireOnceInterceptorConfig } from '../../src/core';
 import { useGuardFixture } from '../support/redis';
 import { storedPayload, writeLock } from '../support/records';
@@ -151,7 +151,7 @@ describe('production semantics (MockActivityEnvironment, real Redis)', () => {
           await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
           throw signal.reason;
         },
-        { scope: ([s]) => s, leaseMs: 90 },
+        { scope: ([s]) => s, leaseMs: 1_000 },
       ),
     };
     const err = await run(activities, 'job', ['s']).catch((e: unknown) => e);
@@ -218,6 +218,40 @@ describe('production semantics (MockActivityEnvironment, real Redis)', () => {
     expect(new FireOncePlugin({ redis, replicaSync: false }).guard.options.replicaSync).toEqual({ replicas: 0, timeoutMs: 200 });
     const plugin = new FireOncePlugin({ redis, keyPrefix: 'p1', storeTimeoutMs: 2_000, publishWakeUps: false, replicaSync: { replicas: 2, timeoutMs: 50 } });
     expect(plugin.guard.options).toMatchObject({ keyPrefix: 'p1', storeTimeoutMs: 2_000, publishWakeUps: false, replicaSync: { replicas: 2, timeoutMs: 50 } });
+  });
+
+  // A lease is renewed every third of it: one shorter than a second runs out under a Redis round
+  // trip or a pause of the worker, and the job is dispatched again (6 dispatches for 6 runs at 1 ms,
+  // 2 at a "30 seconds" typed as 30).
+  it.each([1, 30, 999])('refuses a leaseMs of %d, shorter than a second, on the plugin and per activity', (leaseMs) => {
+    const message = `leaseMs must be at least 1000 ms (got ${leaseMs}): the lock is renewed every third of it, and a shorter lease runs out under a Redis round trip or a pause of the worker, so the job is dispatched again`;
+    expect(() => new FireOncePlugin({ redis, leaseMs })).toThrow(new FireOnceConfigError(message));
+    expect(() => fireOnce(async () => 'r', { leaseMs })).toThrow(new FireOnceConfigError(`fireOnce(anonymous): ${message}`));
+    expect(new FireOncePlugin({ redis, leaseMs: 1_000 }).fireOnceOptions.leaseMs).toBe(1_000);
+  });
+
+  it('refuses fireOnce() of a function already marked fire-once, whose options the outer call would drop', () => {
+    async function summarise(): Promise<string> {
+      return 's';
+    }
+    const inner = fireOnce(summarise, { jobType: 'inner-jt', step: 'inner-step' });
+    expect(() => fireOnce(inner, { jobType: 'outer-jt' })).toThrow(
+      new FireOnceConfigError('fireOnce(summarise): the function is already marked fire-once; give every option in one fireOnce() call'),
+    );
+  });
+
+  it('warns at plugin construction when a lease is too short for a renewal to land within storeTimeoutMs', () => {
+    const warnings: string[] = [];
+    const spy = jest.spyOn(process, 'emitWarning').mockImplementation(((w: string) => void warnings.push(w)) as never);
+    try {
+      new FireOncePlugin({ redis, leaseMs: 6_000, storeTimeoutMs: 5_000 });
+      new FireOncePlugin({ redis, leaseMs: 7_500, storeTimeoutMs: 5_000 });
+    } finally {
+      spy.mockRestore();
+    }
+    expect(warnings).toEqual([
+      'leaseMs (6000) leaves a renewal sent at a third of it less than storeTimeoutMs (5000) to land before the lock expires: a slow Redis can let the lock lapse mid-job; make leaseMs at least 1.5 times storeTimeoutMs',
+    ]);
   });
 
   it('warns at plugin construction when artifacts would expire before their lock or the resume window', () => {

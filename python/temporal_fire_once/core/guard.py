@@ -196,6 +196,18 @@ class FireOnceGuard:
             raise FireOnceStoreUnavailable(self._shortfall("lease renewal", written.wanted, written.acked, written.wait_error), context)
         return bool(written.reply == 1)
 
+    async def keep(self, lease: Lease, lock_ttl_ms: int | None) -> Settled:
+        """Hold the lock after a dispatch whose result is in hand but not stored (over
+        ``max_artifact_bytes``, refused by the codec or the converter), and take the waiters parked
+        on it in the same step (``extend`` with ``take``), for the caller to hand that outcome to:
+        they waited for this very job. ``lock_ttl_ms`` sets the lock's TTL; ``None`` leaves it
+        (``'fixed'`` mode). ``ours`` is false, and nothing is taken, if the lock was lost."""
+        self._check_lease("keep", lease)
+        ttl: int | str = "" if lock_ttl_ms is None else positive_int("lock_ttl_ms", lock_ttl_ms)
+        keys = [lease.lock_key, lease.waiters_key]
+        reply = await self._run(error_context(lease.target, lease.lock_key, lease.token), lambda: EXTEND(self.redis, keys, [lease.token, ttl, 0, "take"]))
+        return _settled(reply)
+
     async def invalidate(self, scope: str, job_type: str, namespace: str | None = None) -> bool:
         """Delete the artifact of (scope, job type) and publish its key to local caches."""
         keys = self.keys_for(namespace)

@@ -13,6 +13,8 @@ _LOCK = re.compile(rb"([^ ]+) (\d+) ([^ ]*) (.*)", re.DOTALL)
 _MAX_FENCING = 2**53 - 1
 """The largest fencing token a reader accepts: JavaScript carries no larger integer exactly."""
 _MAGIC = b"3:"
+# A task token is a protobuf message, which never starts with a 'w' (wire type 7 does not exist).
+_WAITER_MAGIC = b"w:"
 _MAX_HASH = 64
 _ARGS_HASH = re.compile(rf"[A-Za-z0-9_-]{{0,{_MAX_HASH}}}")
 
@@ -38,6 +40,15 @@ class LockRecord:
 class ArtifactRecord:
     args_hash: str
     payload: bytes
+
+
+@dataclass(frozen=True)
+class WaiterEntry:
+    """A parked waiter's entry: its args hash (``''`` when it checked none, or parked before
+    entries carried one) and its activity task token, which completes or fails it."""
+
+    args_hash: str
+    token: bytes
 
 
 def lock_tail(args_hash: str, holder: str) -> str:
@@ -82,3 +93,18 @@ def parse_artifact(value: bytes) -> ArtifactRecord | None:
     if end < 0 or end - 2 > _MAX_HASH:
         return None
     return ArtifactRecord(value[2:end].decode("latin-1"), value[end + 1 :])
+
+
+def parse_waiter(entry: bytes) -> WaiterEntry:
+    """A waiter list's entry, ``w:<argsHash>:<task token>``, back (``parseWaiter`` in
+    ``src/core/records.ts``); an entry without the ``w:`` is a bare task token (0.2.3 and earlier).
+
+    >>> parse_waiter(b"w:h1:token")
+    WaiterEntry(args_hash='h1', token=b'token')
+    >>> parse_waiter(b"\\ntoken").args_hash
+    ''
+    """
+    end = entry.find(b":", 2) if entry.startswith(_WAITER_MAGIC) else -1
+    if end < 0 or end - 2 > _MAX_HASH:
+        return WaiterEntry("", entry)
+    return WaiterEntry(entry[2:end].decode("latin-1"), entry[end + 1 :])

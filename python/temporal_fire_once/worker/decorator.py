@@ -7,6 +7,7 @@ from typing import Any, Callable, Literal, Sequence, TypeVar
 
 from temporalio import activity
 
+from ..core.errors import FireOnceConfigError
 from .options import ConflictPolicy, ExternalArtifact, FireOnceOptions, InFlightPolicy, LockMode
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,6 +46,11 @@ def fire_once(
     options = FireOnceOptions(**{name: value for name, value in locals().items() if value is not None})
 
     def mark(fn: F) -> F:
+        if options_of(fn) is not None:
+            # The outer decorator's options would replace the inner's without a word.
+            raise FireOnceConfigError(
+                f"fire_once: {getattr(fn, '__name__', 'the activity')} is already decorated with @fire_once; give every option in one @fire_once(...)"
+            )
         setattr(fn, _ATTR, options)
         return fn
 

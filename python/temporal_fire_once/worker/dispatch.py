@@ -2,7 +2,8 @@
 runs; on failure (cancellation included) release by compare-and-delete and re-raise; a call
 cancelled before it runs releases and raises without running; on success
 commit the artifact, which takes over from the lock in one atomic step, or hold the lock for
-``lock_ttl_ms`` (external artifacts)."""
+``lock_ttl_ms`` (external artifacts, and a result that cannot be stored: then the waiters parked
+on the lock get that result, or its failure, from this holder)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,19 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 from temporalio import activity
 from temporalio.api.common.v1 import Payload
-from temporalio.exceptions import CancelledError
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError, CancelledError
 
 from ..core.errors import FireOnceUnstorableResult
 from ..core.outcomes import Lease
 from .artifact import encode_artifact
 from .context import FireOnceContext, _current
+from .failures import to_application_error
+from .hand_over import HandOver, complete_waiters, fail_waiters_with, settle_waiters
 from .setup import CallSetup
 
 _logger = logging.getLogger("temporal_fire_once")
@@ -118,20 +122,31 @@ async def dispatch(call: CallSetup, lease: Lease, run: Callable[[], Awaitable[An
 
 
 async def _commit(call: CallSetup, lease: Lease, renewal: Renewal | None, result: Any) -> Any:
+    activity_type = activity.info().activity_type
     try:
         payload: Payload = call.payload_converter.to_payloads([result])[0]
     except Exception as err:
-        await _hold(call, lease, renewal)
-        raise FireOnceUnstorableResult(
-            f"the result of {activity.info().activity_type} cannot be serialised by the payload converter ({type(err).__name__}); "
-            "the lock is kept until its TTL",
+        unstorable = FireOnceUnstorableResult(
+            f"the result of {activity_type} cannot be serialised by the payload converter ({type(err).__name__}); the lock is kept until its TTL",
             {"key": lease.lock_key, "jobType": lease.target.job_type},
-        ) from None  # the converter's message may quote the result
+        )
+        # Parked waiters would get nothing either: they fail as the holder does, for good.
+        failure = to_application_error(unstorable, {"activityType": activity_type})
+        await _hold(call, lease, renewal, lambda client, tokens: fail_waiters_with(client, tokens, failure))
+        raise unstorable from None  # the converter's message may quote the result
+
+    # Stored or not, the result in hand is what any waiter parked on this dispatch gets.
+    async def hand_result(client: Client, tokens: Sequence[bytes]) -> None:
+        await complete_waiters(client, tokens, payload)
+
     try:
         data = await encode_artifact(payload, call.payload_codec)
     except Exception as err:
         _logger.error("fire-once: the payload codec failed on the result; result delivered, not stored: %s", err)
-        await _hold(call, lease, renewal)
+        # The waiters' completions would run the same codec: they fail with its error, retryably,
+        # as Temporal fails the holder's own attempt when it encodes the result it returns.
+        refused = err if isinstance(err, ApplicationError) else ApplicationError(str(err), type=type(err).__name__)
+        await _hold(call, lease, renewal, lambda client, tokens: fail_waiters_with(client, tokens, refused))
         return result
     if len(data) > call.defaults.max_artifact_bytes:
         _logger.error(
@@ -139,7 +154,7 @@ async def _commit(call: CallSetup, lease: Lease, renewal: Renewal | None, result
             len(data),
             call.defaults.max_artifact_bytes,
         )
-        await _hold(call, lease, renewal)
+        await _hold(call, lease, renewal, hand_result)
         return result
     try:
         settled = await call.guard.commit(lease, data, call.options.artifact_ttl_ms)
@@ -159,16 +174,45 @@ async def _commit(call: CallSetup, lease: Lease, renewal: Renewal | None, result
     return result
 
 
-async def _hold(call: CallSetup, lease: Lease, renewal: Renewal | None) -> None:
-    """Keep the lock for ``lock_ttl_ms`` after a dispatch that stored no artifact of ours."""
-    if renewal is None:
-        return  # 'fixed' mode: the lock already has lock_ttl_ms
-    ttl = call.options.lock_ttl_ms or call.guard.options.lock_ttl_ms
+async def _hold(call: CallSetup, lease: Lease, renewal: Renewal | None, hand_over: HandOver | None = None) -> None:
+    """Keep the lock for ``lock_ttl_ms`` after a dispatch that stored no artifact of ours: the
+    job's own artifact (or nothing) must take over before anyone may dispatch again. With
+    ``hand_over`` (a result in hand but not stored), the waiters parked on the lock are taken in
+    the same step (``keep``) and given that outcome; otherwise they stay parked, for the job's own
+    artifact (``src/worker/dispatch.ts`` ``hold``). Never raises."""
+    # 'fixed' mode: the lock already has lock_ttl_ms, so its TTL is left as it is.
+    ttl = None if renewal is None else (call.options.lock_ttl_ms or call.guard.options.lock_ttl_ms)
+    client = _completer(call) if hand_over is not None else None
     try:
-        if not await call.guard.extend(lease, ttl):
-            _logger.warning("fire-once: lock lost before it could be held after the dispatch")
+        if client is None or hand_over is None:
+            # No client to complete them: the waiters stay parked, as after a hold of the job's own artifact.
+            if ttl is not None and not await call.guard.extend(lease, ttl):
+                _logger.warning("fire-once: lock lost before it could be held after the dispatch")
+            return
+        settled = await call.guard.keep(lease, ttl)
     except Exception as err:
         _logger.error("fire-once: could not hold the lock after the dispatch; it expires with its lease: %s", err)
+        return
+    if not settled.ours:
+        _logger.warning("fire-once: lock lost before it could be held after the dispatch")
+        return
+    if settled.waiters:
+        # Taken off their list: hand them over even if this attempt is cancelled meanwhile.
+        handing = settle_waiters(client, settled.waiters, lease.target.args_hash, lease.target.step, hand_over)
+        try:
+            await asyncio.shield(handing)
+        except Exception as err:
+            _logger.error("fire-once: handing over parked waiters failed: %s", err)
+
+
+def _completer(call: CallSetup) -> Client | None:
+    """The client that can complete the waiters parked on this call's lock, if any. Only workers
+    without ``key_namespace`` park (TypeScript's), so the waiters are of the namespace the keys
+    are filed under: a holder of another Temporal namespace that shares them cannot complete them."""
+    key_namespace = call.defaults.key_namespace
+    if key_namespace is not None and key_namespace != activity.info().namespace:
+        return None
+    return call.client
 
 
 async def _release(call: CallSetup, lease: Lease) -> None:

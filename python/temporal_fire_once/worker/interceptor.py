@@ -12,6 +12,7 @@ from contextvars import ContextVar
 from typing import Any, Mapping
 
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.common import RawValue
 from temporalio.converter import PayloadCodec
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, WorkflowInterceptorClassInput
@@ -51,14 +52,19 @@ class FireOnceInterceptor(Interceptor):
         payload_codec: PayloadCodec | None = None,
         activities: Mapping[str, FireOnceOptions] | None = None,
         wake: WakeHub | None = None,
+        client: Client | None = None,
     ) -> None:
         """``wake``: wakes ``'wait'``ers by pub/sub; without it they only poll. The caller
-        closes it (``FireOncePlugin`` makes one and closes it when the worker stops). Anything
+        closes it (``FireOncePlugin`` makes one and closes it when the worker stops). ``client``:
+        the worker's client (``FireOncePlugin`` passes it), which completes the TypeScript waiters
+        parked on a lock held after a result that could not be stored; without it, an ``async def``
+        activity's own (``activity.client()``), and a sync one leaves them parked. Anything
         it cannot use is ``FireOnceConfigError`` here, naming it, rather than a failure of every
         guarded call (as TypeScript's ``createFireOnceActivityInterceptor`` checks its input)."""
-        _check_wiring(guard, defaults, payload_codec, activities, wake)
+        _check_wiring(guard, defaults, payload_codec, activities, wake, client)
         self.guard = guard
         self.wake = wake
+        self.client = client
         self.defaults = defaults or WorkerDefaults()
         self.payload_codec = payload_codec
         self.activities = dict(activities or {})
@@ -72,7 +78,7 @@ class FireOnceInterceptor(Interceptor):
         return self._workflow.workflow_interceptor_class(input)
 
 
-def _check_wiring(guard: object, defaults: object, codec: object, activities: object, wake: object) -> None:
+def _check_wiring(guard: object, defaults: object, codec: object, activities: object, wake: object, client: object) -> None:
     def kind(value: object) -> str:
         return type(value).__name__
 
@@ -95,6 +101,8 @@ def _check_wiring(guard: object, defaults: object, codec: object, activities: ob
                 )
     if wake is not None and not isinstance(wake, WakeHub):
         raise FireOnceConfigError(f"wake must be a WakeHub or None (got {kind(wake)})")
+    if client is not None and not isinstance(client, Client):
+        raise FireOnceConfigError(f"client must be a temporalio Client or None (got {kind(client)})")
 
 
 class _GuardedActivity(ActivityInboundInterceptor):
@@ -135,7 +143,8 @@ class _GuardedActivity(ActivityInboundInterceptor):
             # Measuring must never fail a call: one the guard would refuse runs, unlogged.
             _logger.warning("fire-once: observeOnly: the guard would refuse this call (%s: %s); it runs, unlogged", type(err).__name__, err)
             return await self.next.execute_activity(input)
-        call = CallSetup(root.guard, root.defaults, options, activity.payload_converter(), root.payload_codec, target, root.log)
+        client = root.client or _activity_client()
+        call = CallSetup(root.guard, root.defaults, options, activity.payload_converter(), root.payload_codec, target, root.log, client)
         if options.observe_only:
             call.decision("dispatched")
             return await self.next.execute_activity(input)
@@ -154,6 +163,14 @@ class _GuardedActivity(ActivityInboundInterceptor):
             return None
         context = {"key": outcome.artifact_key, **call.ids}
         return RawValue(await decode_artifact(outcome.artifact, root.payload_codec, context))
+
+
+def _activity_client() -> Client | None:
+    """The client of an ``async def`` activity; ``None`` for a sync one, or in a test environment without one."""
+    try:
+        return activity.client()
+    except RuntimeError:
+        return None
 
 
 def _is_sync(input: ExecuteActivityInput) -> bool:

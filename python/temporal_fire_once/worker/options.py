@@ -20,6 +20,17 @@ DefaultInFlightPolicy = Literal["wait", "fail"]
 LockMode = Literal["lease", "fixed"]
 ConflictPolicy = Literal["fail", "ignore"]
 MAX_LEASE_MS = 10 * 60 * 1000
+MIN_LEASE_MS = 1_000
+"""The shortest lease, as in TypeScript: it is renewed every third of it, and a shorter one runs
+out under a Redis round trip or a pause of the worker, so the job is dispatched again."""
+
+
+def _lease_ms(value: object) -> None:
+    if positive_int("lease_ms", value, MAX_LEASE_MS) < MIN_LEASE_MS:
+        raise FireOnceConfigError(
+            f"lease_ms must be at least {MIN_LEASE_MS} ms (got {value}): the lock is renewed every third of it, "
+            "and a shorter lease runs out under a Redis round trip or a pause of the worker, so the job is dispatched again"
+        )
 
 
 @dataclass(frozen=True)
@@ -75,7 +86,7 @@ class FireOnceOptions:
         if self.lock_mode is not None:
             one_of("lock_mode", self.lock_mode, ("lease", "fixed"))
         if self.lease_ms is not None:
-            positive_int("lease_ms", self.lease_ms, MAX_LEASE_MS)
+            _lease_ms(self.lease_ms)
         if self.lock_ttl_ms is not None:
             positive_int("lock_ttl_ms", self.lock_ttl_ms)
         if self.artifact_ttl_ms is not None:
@@ -121,7 +132,7 @@ class WorkerDefaults:
         one_of("on_in_flight", self.on_in_flight, ("wait", "fail"))
         positive_int("poll_interval_ms", self.poll_interval_ms, 60_000)
         one_of("lock_mode", self.lock_mode, ("lease", "fixed"))
-        positive_int("lease_ms", self.lease_ms, MAX_LEASE_MS)
+        _lease_ms(self.lease_ms)
         positive_int("max_artifact_bytes", self.max_artifact_bytes, 512 * 1024 * 1024, "bytes")
         positive_int("dispatch_log_max_len", self.dispatch_log_max_len, MAX_LOG_LEN, "entries")
         for name in ("dispatch_log", "allow_evicting_redis"):

@@ -68,10 +68,10 @@ class FireOncePlugin(SimplePlugin):
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         config = super().configure_worker(config)
-        codec = config["client"].data_converter.payload_codec
+        client = config["client"]
         if self._wake is None and self.guard.options.publish_wake_ups:
             self._wake = WakeHub(self.guard.redis)
-        interceptor = FireOnceInterceptor(self.guard, self.defaults, codec, wake=self._wake)
+        interceptor = FireOnceInterceptor(self.guard, self.defaults, client.data_converter.payload_codec, wake=self._wake, client=client)
         config["interceptors"] = [*config.get("interceptors", []), interceptor]
         return config
 

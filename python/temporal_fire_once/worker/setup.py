@@ -1,10 +1,11 @@
-"""What one guarded call needs: the guard, the resolved options, the converter and codec, and
-where its decisions are logged."""
+"""What one guarded call needs: the guard, the resolved options, the converter and codec, where
+its decisions are logged, and the Temporal client that completes parked waiters."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from temporalio.client import Client
 from temporalio.converter import PayloadCodec, PayloadConverter
 
 from ..core.guard import FireOnceGuard
@@ -22,6 +23,7 @@ class CallSetup:
     payload_codec: PayloadCodec | None
     target: DispatchTarget
     log: DispatchLog | None = None
+    client: Client | None = None  # completes the waiters a hold hands over (PROTOCOL.md section 7)
     lock_mode: str = field(init=False)
     lease_ms: int = field(init=False)
 

@@ -1,7 +1,7 @@
 // The TypeScript worker process of the cross-language tests (python/tests/test_cross_language.py).
 // Env: TEMPORAL_ADDRESS, REDIS_URL, KEY_PREFIX, TASK_QUEUE, and CODEC_TASK_QUEUE with CODEC_KEY
 // (64 hex digits) for a second worker whose payload codec is the AES-GCM one of the converter
-// tests. Both guard `crossJob`, which INCRs the counter the Python activity INCRs.
+// tests. Both guard `crossJob` and `heldJob`, which INCR the counter the Python activities INCR.
 import { randomUUID } from 'node:crypto';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { Redis } from 'ioredis';
@@ -20,6 +20,11 @@ async function main(): Promise<void> {
       await redis.incr(`${prefix}:counter:${counterId}`);
       await sleep(ms);
       return { counterId, nonce: randomUUID(), by: 'typescript' };
+    }),
+    // Python's heldJob under the same step: runs here only if a Python holder's waiters dispatch again.
+    heldJob: fireOnce(async (counterId: string, size: number) => {
+      await redis.incr(`${prefix}:counter:${counterId}`);
+      return { counterId, by: 'typescript', pad: 'y'.repeat(Math.max(size, 0)) };
     }),
   };
   const build = (taskQueue: string, codecKey?: string) =>
