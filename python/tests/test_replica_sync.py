@@ -159,7 +159,7 @@ async def test_a_commit_or_release_whose_wait_falls_short_still_reports_what_the
 ) -> None:
     # Taken while the replica is attached, with room for it to answer on a loaded machine.
     patient = FireOnceGuard(primary, GuardOptions(key_prefix=prefix, replica_sync={"replicas": 1, "timeout_ms": 4_000}))
-    committing, releasing = await _lease(patient, "commit"), await _lease(patient, "release")
+    committing, releasing, keeping = await _lease(patient, "commit"), await _lease(patient, "release"), await _lease(patient, "keep")
     guard = FireOnceGuard(primary, GuardOptions(key_prefix=prefix, replica_sync={"replicas": 1, "timeout_ms": 100}))
     os.kill(replica_set.replica_pid, signal.SIGSTOP)
     try:
@@ -167,7 +167,8 @@ async def test_a_commit_or_release_whose_wait_falls_short_still_reports_what_the
         committed = await guard.commit(committing, b"result")
         assert (committed.ours, committed.stored) == (True, True)
         assert (await guard.release(releasing)).ours
-        assert await _wait_calls(primary) >= before + 2  # each waited, and fell short
+        assert (await guard.keep(keeping, 60_000)).ours
+        assert await _wait_calls(primary) >= before + 3  # each waited, and fell short
     finally:
         os.kill(replica_set.replica_pid, signal.SIGCONT)
     found = await guard.acquire(_target("commit"))
@@ -206,6 +207,10 @@ async def test_a_wait_the_user_may_not_send_fails_the_acquire_and_the_renewal_bu
         committed = await refused.commit(await _lease(full, "commit"), b"result")
         assert (committed.ours, committed.stored) == (True, True)
         assert (await refused.release(await _lease(full, "release"))).ours
+        kept_lease = await _lease(full, "keep")
+        await primary.rpush(kept_lease.waiters_key, b"waiter-of-keep")
+        kept = await refused.keep(kept_lease, 60_000)
+        assert (kept.ours, kept.waiters) == (True, (b"waiter-of-keep",))
         with pytest.raises(FireOnceStoreUnavailable, match=r"lease renewal.*WAIT failed"):
             await refused.extend(await _lease(full, "extend"), 60_000)
     finally:

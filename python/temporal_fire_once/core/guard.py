@@ -205,8 +205,10 @@ class FireOnceGuard:
         self._check_lease("keep", lease)
         ttl: int | str = "" if lock_ttl_ms is None else positive_int("lock_ttl_ms", lock_ttl_ms)
         keys = [lease.lock_key, lease.waiters_key]
-        reply = await self._run(error_context(lease.target, lease.lock_key, lease.token), lambda: EXTEND(self.redis, keys, [lease.token, ttl, 0, "take"]))
-        return _settled(reply)
+        written = await self._run(
+            error_context(lease.target, lease.lock_key, lease.token), lambda: self._replicas.write(EXTEND, keys, [lease.token, ttl, 0, "take"])
+        )
+        return _settled(written.reply)  # as a commit's, whatever the replicas acknowledged
 
     async def invalidate(self, scope: str, job_type: str, namespace: str | None = None) -> bool:
         """Delete the artifact of (scope, job type) and publish its key to local caches."""
