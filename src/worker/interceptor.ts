@@ -9,7 +9,7 @@ import { ParkingLot } from '../core/parking';
 import type { WakeHub } from '../core/wake';
 import { checkActivityOptions, type FireOnceOptions } from './activity-options';
 import { toApplicationFailure } from './failures';
-import { isGuarded, markGuarded } from './fire-once';
+import { isGuarded, markGuarded, markUnlisted } from './fire-once';
 import type { InterceptorSetup } from './guarded-call';
 import { ACTIVITY_DEFAULT_NAMES, resolveActivityDefaults, type ActivityDefaultOptions } from './options';
 import { ParkedWatch } from './parked-watch';
@@ -81,7 +81,10 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
   };
   return (ctx) => {
     const options = config.activities.get(ctx.info.activityType);
-    if (options === undefined) return {};
+    if (options === undefined) {
+      markUnlisted(ctx); // so that a fire-once activity it did not list says why it is refused
+      return {};
+    }
     const inbound: ActivityInboundCallsInterceptor = {
       execute: (input, next) => {
         if (isGuarded(ctx)) {

@@ -321,6 +321,24 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     expect(await count()).toBe(0);
   });
 
+  it("names the cause when the worker's fire-once interceptor did not list the activity: a plugin after FireOncePlugin added it", async () => {
+    // The plugin maps the guarded activities when it configures the worker; a plugin listed after
+    // it (or given to the NativeConnection) adds its activities later, unseen.
+    const activities = { job: guarded(async () => 'x') };
+    const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap({}), onInFlight: 'wait', pollIntervalMs: 20 });
+    const env = new MockActivityEnvironment(
+      { namespace: 'default', activityType: 'job', startToCloseTimeoutMs: 2_000, currentAttemptScheduledTimestampMs: Date.now() },
+      { interceptors: [factory] },
+    );
+    const err = await env.run(activities.job, 's').catch((e: unknown) => e);
+    expect([(err as ApplicationFailure).type, (err as ApplicationFailure).nonRetryable]).toEqual(['FireOnceConfigError', true]);
+    expect((err as ApplicationFailure).message).toBe(
+      'activity "job" is marked fire-once, but the fire-once interceptor of this worker did not find it among the worker\'s activities when the worker was configured: ' +
+        'a plugin listed after FireOncePlugin (or given to the NativeConnection) added it; list FireOncePlugin after that plugin, or give the activity in WorkerOptions.activities. Refusing to dispatch unguarded',
+    );
+    expect(await count()).toBe(0);
+  });
+
   it('refuses an activity guarded twice on one worker with a non-retryable FireOnceConfigError, dispatching nothing and giving the lock back', async () => {
     // The plugin's interceptor and one wired by hand (or the plugin given twice): the inner one
     // would find the outer one's lock and wait out every attempt on it, never dispatching.
