@@ -106,6 +106,28 @@ def test_option_errors_name_the_field() -> None:
         fire_once(step=" ")
 
 
+def test_the_plugin_warns_of_ttls_that_redo_the_work_or_lapse_a_lease_as_typescript_does() -> None:
+    import warnings
+
+    from temporal_fire_once import FireOncePlugin
+
+    with pytest.warns(UserWarning) as caught:
+        FireOncePlugin(Redis(), artifact_ttl_ms=10_000, lease_ms=20_000)
+        FireOncePlugin(Redis(), lease_ms=6_000, store_timeout_ms=5_000)
+        FireOncePlugin(Redis(), lock_mode="fixed", lock_ttl_ms=60_000, artifact_ttl_ms=30_000)
+    assert [str(w.message) for w in caught] == [
+        "fire-once: artifact_ttl_ms (10000) is shorter than lease_ms (20000): artifacts can expire while their lock still stands, "
+        "and later invocations then redo the work",
+        "fire-once: lease_ms (6000) leaves a renewal sent at a third of it less than store_timeout_ms (5000) to land before the lock "
+        "expires: a slow Redis can let the lock lapse mid-job; make lease_ms at least 1.5 times store_timeout_ms",
+        "fire-once: artifact_ttl_ms (30000) is shorter than lock_ttl_ms (60000): artifacts can expire while their lock still stands, "
+        "and later invocations then redo the work",
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        FireOncePlugin(Redis())  # the defaults warn of nothing
+
+
 def test_fire_once_twice_on_one_function_is_refused_not_half_applied() -> None:
     from temporal_fire_once import fire_once
 

@@ -144,3 +144,23 @@ class WorkerDefaults:
                 encode_id("namespace", self.key_namespace)
             except Exception as err:
                 raise FireOnceConfigError(f"key_namespace: {err}") from err
+
+
+def ttl_warnings(artifact_ttl_ms: int, lock_ttl_ms: int, store_timeout_ms: int, defaults: WorkerDefaults) -> list[str]:
+    """The plugin's TTL warnings, as TypeScript's ``ttlWarnings``: artifacts that expire before
+    their lock (later invocations redo the work), and a lease a renewal cannot keep within
+    ``store_timeout_ms``."""
+    warnings: list[str] = []
+    lease = defaults.lock_mode == "lease"
+    lock_ttl, lock_field = (defaults.lease_ms, "lease_ms") if lease else (lock_ttl_ms, "lock_ttl_ms")
+    if artifact_ttl_ms < lock_ttl:
+        warnings.append(
+            f"artifact_ttl_ms ({artifact_ttl_ms}) is shorter than {lock_field} ({lock_ttl}): artifacts can expire while their lock "
+            "still stands, and later invocations then redo the work"
+        )
+    if lease and defaults.lease_ms * 2 / 3 < store_timeout_ms:
+        warnings.append(
+            f"lease_ms ({defaults.lease_ms}) leaves a renewal sent at a third of it less than store_timeout_ms ({store_timeout_ms}) "
+            "to land before the lock expires: a slow Redis can let the lock lapse mid-job; make lease_ms at least 1.5 times store_timeout_ms"
+        )
+    return warnings

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import warnings
 from typing import Awaitable, Callable
 
 from temporalio.plugin import SimplePlugin
@@ -21,7 +22,7 @@ from ..core.scripts import RedisClient
 from ..core.wake import WakeHub
 from ..workflow.interceptor import FireOnceWorkflowInterceptor
 from .interceptor import FireOnceInterceptor
-from .options import DefaultInFlightPolicy, LockMode, WorkerDefaults
+from .options import DefaultInFlightPolicy, LockMode, WorkerDefaults, ttl_warnings
 
 
 class FireOncePlugin(SimplePlugin):
@@ -61,6 +62,9 @@ class FireOncePlugin(SimplePlugin):
         guard_fields = {f.name for f in dataclasses.fields(GuardOptions)} - {"namespace"}
         self.guard = FireOnceGuard(redis, GuardOptions(**{k: v for k, v in given.items() if k in guard_fields}))
         self.defaults = WorkerDefaults(**{k: v for k, v in given.items() if k not in guard_fields})
+        options = self.guard.options
+        for warning in ttl_warnings(options.artifact_ttl_ms, options.lock_ttl_ms, options.store_timeout_ms, self.defaults):
+            warnings.warn(f"fire-once: {warning}", UserWarning, stacklevel=2)
         self._wake: WakeHub | None = None
         self._redis_check: asyncio.Task[list[EvictionPolicy]] | None = None  # the eviction check, shared by workers starting together
         self._running = 0  # workers of this plugin running: they share its wake hub
