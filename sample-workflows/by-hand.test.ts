@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { connectRedis, deletePrefix, testPrefix } from '../test/support/redis';
 import { runScript, startScript, type RunningScript, type ScriptRun } from '../test/support/scripts';
 import { runCli } from '../test/cli/run-cli';
-import { waitUntil } from '../test/support/wait';
+import { waitFor } from '../test/support/wait';
 import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { dispatchesKey } from './result-cache/activities';
@@ -95,7 +95,7 @@ describe('the samples run by hand, as their READMEs say', () => {
     const proc = startScript(clientScript, [], { ...services, ...clientEnv });
     const exit = new Promise<number | null>((resolve) => proc.child.once('close', resolve));
     running.push(proc);
-    await waitUntil(`${clientScript}'s job to start`, started);
+    await waitFor(`${clientScript}'s job to start`, started);
     const killed = new Promise((resolve) => served.child.once('close', resolve));
     served.child.kill('SIGKILL');
     await killed;
@@ -116,7 +116,7 @@ describe('the samples run by hand, as their READMEs say', () => {
       const client = new Client({ connection });
       const query = `WorkflowId STARTS_WITH "${idPrefix}"`;
       // Visibility lags the runs: wait until it lists them all.
-      await waitUntil(`${runs} runs listed under ${idPrefix}`, async () => (await client.workflow.count(query)).count === runs);
+      await waitFor(`${runs} runs listed under ${idPrefix}`, async () => (await client.workflow.count(query)).count === runs);
       const types: string[] = [];
       for await (const run of client.workflow.list({ query })) {
         const { events } = await client.workflow.getHandle(run.workflowId, run.runId).fetchHistory();

@@ -3,6 +3,7 @@ import { FireOnceGuard, fireOnce } from '../../src';
 import { freePort } from '../../sample-workflows/services';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
+import { waitFor } from '../support/wait';
 import { asFailure, decoded, differences, dispatchCounter, runActivity, scanKeys, seedBystander, settle, snapshot } from '../support/bystander';
 
 // A Redis that cannot be used: the guard fails closed with the retryable FireOnceStoreUnavailable
@@ -109,7 +110,7 @@ describe('bad input: Redis', () => {
     // No replica sync for the seed: the replica may still be in its first sync.
     await seedBystander(new FireOnceGuard({ redis: primaryClient, keyPrefix: prefix, replicaSync: false }));
     const before = await snapshot(primaryClient, prefix);
-    for (let i = 0; i < 500 && (await replicaClient.dbsize()) < before.size; i++) await new Promise((r) => setTimeout(r, 20));
+    await waitFor('the replica to sync the seed', async () => (await replicaClient.dbsize()) >= before.size, { timeoutMs: 10_000, everyMs: 20 });
     expect(await differences(replicaClient, before)).toEqual([]); // replicated, so the replica is a fair test
     const failure = await failureOn(replicaClient);
     expect(failure.message).toMatch(/READONLY You can't write against a read only replica/);

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable, type AcquireOutcome, type FireOnceGuardOptions, type Lease } from '../../src';
 import { WakeHub, waitForTurn } from '../../src/core';
-import { info, startSentinelGroup, until, type SentinelGroup } from '../support/cluster/sentinel';
+import { info, startSentinelGroup, type SentinelGroup } from '../support/cluster/sentinel';
+import { FAILOVER_PACE, REPLICATION_PACE, waitFor } from '../support/wait';
 import { lockToken } from '../support/records';
 
 // The guard on a Redis reached through Sentinel (a master, one replica, three sentinels, all
@@ -63,12 +64,12 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
     } finally {
       sentinel.disconnect();
     }
-    await until(async () => (await group.masterPort()) === to, `the sentinels to promote ${to}`, 60_000);
+    await waitFor(`the sentinels to promote ${to}`, async () => (await group.masterPort()) === to, FAILOVER_PACE);
   }
 
   /** Wait until `port` is a replica in sync with its master again (after being demoted). */
   const inSync = (port: number) =>
-    until(async () => /master_link_status:up/.test(await info(group.connect, port, 'replication')), `${port} to resync as a replica`, 60_000);
+    waitFor(`${port} to resync as a replica`, async () => /master_link_status:up/.test(await info(group.connect, port, 'replication')), FAILOVER_PACE);
 
   /** Keep calling `op` until it succeeds, counting the calls that failed closed meanwhile. */
   async function throughFailover<T>(op: () => Promise<T>): Promise<{ value: T; failedClosed: number }> {
@@ -125,9 +126,9 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
     const unreplicated = await guard.acquire(target('before-resync')).catch((err: unknown) => err);
     expect(unreplicated).toBeInstanceOf(FireOnceStoreUnavailable);
     expect((unreplicated as Error).message).toMatch(/^only 0 of 1 replica\(s\) acknowledged the lock/);
-    await until(async () => (await role(oldMaster)) === 'slave', 'the sentinels to demote the old master', 60_000);
+    await waitFor('the sentinels to demote the old master', async () => (await role(oldMaster)) === 'slave', FAILOVER_PACE);
     await inSync(oldMaster);
-    await until(async () => (await redis.wait(1, 500)) === 1, 'the resynced replica to acknowledge a write');
+    await waitFor('the resynced replica to acknowledge a write', async () => (await redis.wait(1, 500)) === 1, REPLICATION_PACE);
 
     // On the new master, with its replica back: one owner out of 100, compare-and-delete, and pub/sub wake-ups.
     const outcomes = await Promise.all(Array.from({ length: 100 }, () => guard.acquire(target('after'))));
@@ -181,7 +182,7 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
       expect({ oldPort, onOld: onOld.kind, onNew: onNew.value.kind }).toEqual({ oldPort: oldMaster, onOld: 'acquired', onNew: 'acquired' });
 
       // Once the sentinels demote the old master it resyncs from the new one: its lock is gone.
-      await until(async () => (await role(oldMaster)) === 'slave', 'the sentinels to demote the old master', 60_000);
+      await waitFor('the sentinels to demote the old master', async () => (await role(oldMaster)) === 'slave', FAILOVER_PACE);
       const demotedAfterMs = Date.now() - switchedAt;
       await inSync(oldMaster);
       expect(await lockToken(redis, acquired(onNew.value).lockKey)).toBe(acquired(onNew.value).token);
@@ -215,7 +216,7 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
     const refused = await guard.acquire(target(scope)).catch((err: unknown) => err);
     expect(refused).toBeInstanceOf(FireOnceStoreUnavailable);
     expect((refused as Error).message).toMatch(/^only 0 of 1 replica\(s\) acknowledged the lock/);
-    await until(async () => (await redis.exists(guard.keys.lock(scope, 'dispatch'))) === 0, 'the refused lock to be undone');
+    await waitFor('the refused lock to be undone', async () => (await redis.exists(guard.keys.lock(scope, 'dispatch'))) === 0, REPLICATION_PACE);
     // Without it (replicaSync: false), the window this closes.
     const unsynced = guardOn(redis, false);
     const first = acquired(await unsynced.acquire(target(scope)));
@@ -224,7 +225,7 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
     // The master dies before the lock ever reaches the replica; the sentinels promote the replica.
     master.child.kill('SIGKILL');
     replica.child.kill('SIGCONT');
-    await until(async () => (await group.masterPort()) === replica.port, 'the sentinels to promote the stale replica', 60_000);
+    await waitFor('the sentinels to promote the stale replica', async () => (await group.masterPort()) === replica.port, FAILOVER_PACE);
 
     // The holder's next lease renewal (compare-and-expire) is how it learns that the lock is gone.
     const renewal = await throughFailover(() => unsynced.extend(first, 120_000));

@@ -13,6 +13,7 @@ import { HAND_BACK_WINDOW_MS } from '../../src/worker/parked-watch';
 import { payloadToBytes } from '../../src/worker/artifact';
 import { testPrefix } from '../support/redis';
 import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
+import { waitFor } from '../support/wait';
 
 describe("parked waiters' list", () => {
   let server: SpawnedRedis;
@@ -120,7 +121,7 @@ describe("parked waiters' list", () => {
     try {
       await pauser.call('CLIENT', 'PAUSE', '600'); // Redis stalls past the guard's storeTimeoutMs (100 ms)
       watch.watch(spot, completer, Buffer.from('waiter-1'), undefined);
-      for (const deadline = Date.now() + 10_000; failed['waiter-2'] === undefined && Date.now() < deadline;) await sleep(25);
+      await waitFor('the reap to fail the waiter it took', async () => failed['waiter-2'] !== undefined, { timeoutMs: 10_000, everyMs: 25 });
       // The watch fails its own waiter closed at the timeout; the reap lands after the stall and
       // takes the list, and the waiter it took for the other worker is failed so that it retries.
       expect(failed).toEqual({ 'waiter-1': 'FireOnceStoreUnavailable', 'waiter-2': 'FireOnceInFlight' });
@@ -155,16 +156,13 @@ describe("parked waiters' list", () => {
     const log = { warn: (m: string) => warnings.push(m), error: () => undefined, debug: () => undefined };
     const completer = { client, log, payloadConverter: undefined, payloadCodecs: [] } as unknown as Completer;
     const watch = new ParkedWatch(lot, 60_000);
-    const until = async (what: () => boolean) => {
-      for (const deadline = Date.now() + 10_000; !what() && Date.now() < deadline;) await sleep(10);
-    };
     try {
       watch.watch(spot, completer, Buffer.from('waiter-1'), 300); // beats every 100 ms
-      await until(() => beats >= 3); // beaten again after a failed heartbeat, and after a good one
+      await waitFor('3 heartbeats', async () => beats >= 3, { timeoutMs: 10_000 }); // beaten again after a failed heartbeat, and after a good one
       expect(beats).toBeGreaterThanOrEqual(3);
       expect(watch.size).toBe(1); // still watched
       answerNotFound();
-      await until(() => watch.size === 0);
+      await waitFor('the waiter to be unwatched', async () => watch.size === 0, { timeoutMs: 10_000 });
       expect(watch.size).toBe(0); // gone: no longer watched
       expect(warnings).toEqual(['fire-once: could not heartbeat a parked waiter; trying again at each beat']);
     } finally {
@@ -223,10 +221,7 @@ describe("parked waiters' list", () => {
       while (reaps.mock.calls.length === before) await sleep(5);
       return (await reaps.mock.results[before].value) as ReapOutcome;
     };
-    const handedWithin = async (ms: number) => {
-      for (const deadline = Date.now() + ms; handed.length === 0 && Date.now() < deadline;) await sleep(25);
-      return handed;
-    };
+    const handedWithin = (ms: number) => waitFor('an outcome handed to the waiter', async () => handed.length > 0 && handed, { timeoutMs: ms, everyMs: 25 });
     return { watch, nextReap, handedWithin };
   }
 
@@ -283,7 +278,7 @@ describe("parked waiters' list", () => {
     expect(await acquiring).toBe('FireOnceStoreUnavailable');
     // The undo's compare-and-delete took the list with the lock, and puts it back: the reap of the
     // waiter's worker finds the lock gone and fails it, so that it retries.
-    for (const deadline = Date.now() + 2_000; (await redis.llen(spot.waitersKey)) === 0 && Date.now() < deadline;) await sleep(10);
+    await waitFor('the waiter list to be put back', async () => (await redis.llen(spot.waitersKey)) > 0, { timeoutMs: 2_000 });
     expect(await redis.exists(spot.lockKey)).toBe(0);
     const reaped = await lot.reap(spot);
     expect(reaped.kind === 'free' && reaped.waiters.map((w) => parseWaiter(w).token.toString())).toEqual(['waiter-1']);

@@ -1,8 +1,8 @@
 import { Redis } from 'ioredis';
 import { FireOnceConfigError, FireOnceGuard, FireOnceStoreUnavailable, type FireOnceGuardOptions } from '../../src';
-import { until } from '../support/cluster/sentinel';
 import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
 import { testPrefix } from '../support/redis';
+import { REPLICATION_PACE, waitFor } from '../support/wait';
 
 // replicaSync on a primary with one replica, both spawned here. The replica is cut off with
 // REPLICAOF NO ONE (as a partition or a dead replica would), so WAIT finds nobody to acknowledge.
@@ -14,11 +14,11 @@ describe('replica sync: WAIT pipelined behind every write', () => {
 
   const attach = async () => {
     await onReplica.call('REPLICAOF', '127.0.0.1', String(primary.port));
-    await until(async () => (await redis.wait(1, 200)) === 1, 'the replica to acknowledge');
+    await waitFor('the replica to acknowledge', async () => (await redis.wait(1, 200)) === 1, REPLICATION_PACE);
   };
   const detach = async () => {
     await onReplica.call('REPLICAOF', 'NO', 'ONE');
-    await until(async () => /connected_slaves:0/.test(await redis.info('replication')), 'the primary to see no replica');
+    await waitFor('the primary to see no replica', async () => /connected_slaves:0/.test(await redis.info('replication')), REPLICATION_PACE);
   };
   const guardWith = (options: Partial<FireOnceGuardOptions> = {}) => new FireOnceGuard({ redis, keyPrefix: testPrefix('replica-sync'), ...options });
   const target = (scope: string) => ({ scope, step: 'dispatch', jobType: 'job' });
@@ -63,7 +63,7 @@ describe('replica sync: WAIT pipelined behind every write', () => {
       expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
       expect((err as FireOnceStoreUnavailable).retryable).toBe(true);
       expect((err as Error).message).toBe('only 0 of 1 replica(s) acknowledged the lock within 100 ms (replicaSync)');
-      await until(async () => (await redis.exists(guard.keys.lock('cut-off', 'dispatch'))) === 0, 'the unreplicated lock to be undone');
+      await waitFor('the unreplicated lock to be undone', async () => (await redis.exists(guard.keys.lock('cut-off', 'dispatch'))) === 0, REPLICATION_PACE);
 
       await expect(guard.extend(held.lease, 60_000)).rejects.toThrow('only 0 of 1 replica(s) acknowledged the lease renewal');
       expect((await guard.commit(held.lease, Buffer.from('result'))).ours).toBe(true);
@@ -84,7 +84,7 @@ describe('replica sync: WAIT pipelined behind every write', () => {
       const err = await guard.acquire(target('no-wait')).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
       expect((err as Error).message).toMatch(/NOPERM/);
-      await until(async () => (await redis.exists(guard.keys.lock('no-wait', 'dispatch'))) === 0, 'the lock to be undone');
+      await waitFor('the lock to be undone', async () => (await redis.exists(guard.keys.lock('no-wait', 'dispatch'))) === 0, REPLICATION_PACE);
     } finally {
       restricted.disconnect();
     }

@@ -6,7 +6,7 @@ import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { faultKeys } from './fixtures/activities';
 import { recordResult } from '../support/faults/report';
 import { FaultClient } from '../support/faults/temporal';
-import { waitFor } from '../support/faults/wait';
+import { FAULT_PACE, waitFor } from '../support/wait';
 import { startFaultWorker, stopAll, type FaultWorker, type FaultWorkerEnv } from '../support/faults/workers';
 
 // Eviction. The guard's Redis is a redis-server of this suite's own with a small maxmemory and
@@ -51,7 +51,7 @@ describe("a Redis that evicts the guard's keys", () => {
   it('a worker process refuses to start: Worker.run rejects with FireOnceConfigError saying to set maxmemory-policy noeviction', async () => {
     const worker = await startFaultWorker(env()); // READY is printed before Worker.run, which checks Redis
     workers.push(worker);
-    await waitFor('the worker to exit', async () => worker.exited, 60_000);
+    await waitFor('the worker to exit', async () => worker.exited, FAULT_PACE);
     expect(worker.child.exitCode).toBe(1);
     expect(worker.stderr()).toMatch(/FireOnceConfigError: Redis at 127\.0\.0\.1:\d+ has maxmemory-policy volatile-lru: .*Set `maxmemory-policy noeviction`/);
   });
@@ -64,7 +64,7 @@ describe("a Redis that evicts the guard's keys", () => {
     const scope = `eviction-${randomUUID()}`;
     const dispatches = async () => Number(await counters.get(faultKeys.dispatches(prefix, scope)));
     const first = await client.start(workerEnv.TASK_QUEUE, 'gatedRun', [scope, scope]);
-    await waitFor('the first run to dispatch', async () => (await dispatches()) === 1);
+    await waitFor('the first run to dispatch', async () => (await dispatches()) === 1, FAULT_PACE);
     const lockKey = keys.lock(scope, STEP);
     expect(await admin.exists(lockKey)).toBe(1);
 
@@ -84,7 +84,7 @@ describe("a Redis that evicts the guard's keys", () => {
     // The job is still running (its gate is shut) and its lock is gone: a new invocation of the
     // same scope finds neither lock nor artifact and dispatches again.
     const second = await client.start(workerEnv.TASK_QUEUE, 'gatedRun', [scope, scope]);
-    await waitFor('the second run to dispatch the same job again', async () => (await dispatches()) === 2);
+    await waitFor('the second run to dispatch the same job again', async () => (await dispatches()) === 2, FAULT_PACE);
     await counters.set(faultKeys.gate(prefix, scope), '1');
     const results = await client.results([first, second]);
     const seen = await dispatches();

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable, type DispatchTarget } from '../../src';
-import { info, startSentinelGroup, until, type SentinelGroup } from '../support/cluster/sentinel';
+import { info, startSentinelGroup, type SentinelGroup } from '../support/cluster/sentinel';
+import { FAILOVER_PACE, REPLICATION_PACE, waitFor } from '../support/wait';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { recordResult } from '../support/faults/report';
 
@@ -99,7 +100,7 @@ describe('Sentinel failover right after acquires, jobs in flight, with and witho
   async function trial(mode: Mode, sync: boolean, n: number): Promise<Trial> {
     const master = await group.masterPort();
     const replica = [group.master.port, group.replica.port].find((p) => p !== master) as number;
-    await until(async () => (await nodePort()) === master, 'the client to be on the primary');
+    await waitFor('the client to be on the primary', async () => (await nodePort()) === master, REPLICATION_PACE);
     const scopes = Array.from({ length: SCOPES }, (_, i) => `${mode}-${sync}-${n}-${i}-${randomUUID()}`);
     // A trial starts from a replica that is receiving the stream: a write it has acknowledged
     // (WAIT). "online" with lag 0 is not enough: after a diskless full sync (the default) the
@@ -108,7 +109,7 @@ describe('Sentinel failover right after acquires, jobs in flight, with and witho
     const admin = group.connect(master);
     try {
       await admin.set(`${prefix}:link-check`, String(n));
-      await until(async () => (await admin.wait(1, 1_000)) === 1, `the replica of ${master} to acknowledge a write`, 60_000);
+      await waitFor(`the replica of ${master} to acknowledge a write`, async () => (await admin.wait(1, 1_000)) === 1, FAILOVER_PACE);
     } finally {
       admin.disconnect();
     }
@@ -152,7 +153,7 @@ describe('Sentinel failover right after acquires, jobs in flight, with and witho
     await dead;
     const dispatched = scopes.filter((_, i) => firsts[i] === 'dispatched');
 
-    await until(async () => (await group.masterPort()) === replica, `the sentinels to promote ${replica}`, 60_000);
+    await waitFor(`the sentinels to promote ${replica}`, async () => (await group.masterPort()) === replica, FAILOVER_PACE);
     await throughFailover(async () => {
       if ((await nodePort()) !== replica) throw new FireOnceStoreUnavailable('not on the new primary yet');
     });

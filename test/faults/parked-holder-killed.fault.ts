@@ -3,7 +3,7 @@ import { FireOnceKeys } from '../../src/core';
 import { faultKeys, type JobResult } from './fixtures/activities';
 import { recordResult } from '../support/faults/report';
 import { useFaultWorkers } from '../support/faults/suite';
-import { waitFor } from '../support/faults/wait';
+import { FAULT_PACE, waitFor } from '../support/wait';
 
 // Parked waiters when the holder dies: SIGKILL the worker process running a guarded dispatch
 // while 20 other runs of the scope are parked on its lock ('park', the default), spread over
@@ -33,15 +33,23 @@ describe('the holder SIGKILLed while waiters are parked on its lock', () => {
         while (alive().length < 3) await suite.spawn();
         const scope = `parkkill-${i}-${randomUUID()}`;
         const holder = await client.start(taskQueue, 'crashableRun', [scope, scope]);
-        const first = await waitFor(`the first dispatch of ${scope}`, async () => (await redis.lindex(faultKeys.dispatchLog(prefix, scope), 0)) ?? undefined);
+        const first = await waitFor(
+          `the first dispatch of ${scope}`,
+          async () => (await redis.lindex(faultKeys.dispatchLog(prefix, scope), 0)) ?? undefined,
+          FAULT_PACE,
+        );
         const [pid] = first.split(' ').map(Number);
         const victim = workers.find((w) => w.pid === pid);
         if (!victim) throw new Error(`dispatch ran in pid ${pid}, which is none of the workers`);
         const waiters = await Promise.all(Array.from({ length: WAITERS }, () => client.start(taskQueue, 'crashableRun', [scope, scope])));
-        const parked = await waitFor(`${WAITERS} waiters parked`, async () => {
-          const n = await redis.llen(keys.waiters(scope, STEP));
-          return n >= WAITERS ? n : undefined;
-        });
+        const parked = await waitFor(
+          `${WAITERS} waiters parked`,
+          async () => {
+            const n = await redis.llen(keys.waiters(scope, STEP));
+            return n >= WAITERS ? n : undefined;
+          },
+          FAULT_PACE,
+        );
         await victim.signal('SIGKILL');
         const killedAt = Date.now();
         const finished = await Promise.all([holder, ...waiters].map(async (h) => ({ result: (await client.results([h]))[0], ms: Date.now() - killedAt })));

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { faultKeys } from './fixtures/activities';
 import { recordResult } from '../support/faults/report';
 import { useFaultWorkers } from '../support/faults/suite';
-import { mapLimit } from '../support/faults/wait';
+import { mapLimit } from '../support/wait';
 
 // Fault 1, the race storm: many invocations of one step arrive at once, on two worker processes.
 // Each round runs 200 scopes x 20 workflow runs; the 20 runs of a scope start together, so all

@@ -6,7 +6,7 @@ import { faultKeys } from './fixtures/activities';
 import { recordResult } from '../support/faults/report';
 import { OwnRedis } from '../support/faults/services';
 import { FaultClient } from '../support/faults/temporal';
-import { waitFor } from '../support/faults/wait';
+import { FAULT_PACE, waitFor } from '../support/wait';
 import { startFaultWorker, stopAll, type FaultWorker } from '../support/faults/workers';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { lockOf, lockToken } from '../support/records';
@@ -92,7 +92,7 @@ describe('Redis goes away in the middle of a run', () => {
       // 10 scopes in flight (1 dispatch each, 4 more runs each waiting) when Redis dies.
       const inFlight = Array.from({ length: 10 }, () => `outage-inflight-${randomUUID()}`);
       const inFlightRuns = await Promise.all(inFlight.flatMap((scope) => Array.from({ length: 5 }, () => client.start(taskQueue, 'gatedRun', [scope, scope]))));
-      await waitFor('the in-flight scopes to dispatch', async () => (await dispatches(inFlight)).every((n) => n === 1));
+      await waitFor('the in-flight scopes to dispatch', async () => (await dispatches(inFlight)).every((n) => n === 1), FAULT_PACE);
       const locksBefore = await onRedis(redis.url, (r) => Promise.all(inFlight.map((s) => lockToken(r, keys.lock(s, STEP)))));
       expect(locksBefore.every((t) => t !== null)).toBe(true);
 
@@ -102,16 +102,23 @@ describe('Redis goes away in the middle of a run', () => {
       await openGates(during);
       const duringRuns = await Promise.all(during.map((scope) => client.start(taskQueue, 'gatedRun', [scope, scope])));
       // Every one of them fails closed, retryably, with the guard's failure type...
-      await waitFor('every run started during the outage to fail with the retryable FireOnceStoreUnavailable', async () =>
-        (await Promise.all(duringRuns.map((h) => client.lastActivityFailure(h)))).every((f) => f?.type === 'FireOnceStoreUnavailable' && f.retryable),
+      await waitFor(
+        'every run started during the outage to fail with the retryable FireOnceStoreUnavailable',
+        async () =>
+          (await Promise.all(duringRuns.map((h) => client.lastActivityFailure(h)))).every((f) => f?.type === 'FireOnceStoreUnavailable' && f.retryable),
+        FAULT_PACE,
       );
       // ...and so do the runs waiting for the in-flight jobs (the 10 holders run on, unfailed).
-      await waitFor('the 40 waiting runs to fail with FireOnceStoreUnavailable too', async () => {
-        const failures = await Promise.all(inFlightRuns.map((h) => client.lastActivityFailure(h)));
-        const seen = countBy(failures.map((f) => (f === undefined ? 'no failure' : `${f.type}${f.retryable ? '' : ' (non-retryable)'}`)));
-        if (seen.FireOnceStoreUnavailable === inFlight.length * 4 && seen['no failure'] === inFlight.length) return true;
-        throw new Error(`saw ${JSON.stringify(seen)}`);
-      });
+      await waitFor(
+        'the 40 waiting runs to fail with FireOnceStoreUnavailable too',
+        async () => {
+          const failures = await Promise.all(inFlightRuns.map((h) => client.lastActivityFailure(h)));
+          const seen = countBy(failures.map((f) => (f === undefined ? 'no failure' : `${f.type}${f.retryable ? '' : ' (non-retryable)'}`)));
+          if (seen.FireOnceStoreUnavailable === inFlight.length * 4 && seen['no failure'] === inFlight.length) return true;
+          throw new Error(`saw ${JSON.stringify(seen)}`);
+        },
+        FAULT_PACE,
+      );
       // Nothing was dispatched without the guard.
       expect(await dispatches(during)).toEqual(during.map(() => 0));
       expect(await dispatches(inFlight)).toEqual(inFlight.map(() => 1));
@@ -144,18 +151,20 @@ describe('Redis goes away in the middle of a run', () => {
     const taskQueue = await workersOn(redis);
     const scope = `outage-nopersist-${randomUUID()}`;
     const first = await client.start(taskQueue, 'gatedRun', [scope, scope]);
-    await waitFor('the first run to dispatch', async () => (await dispatches([scope]))[0] === 1);
+    await waitFor('the first run to dispatch', async () => (await dispatches([scope]))[0] === 1, FAULT_PACE);
 
     await redis.kill();
     await redis.restart();
     // The restarted server is empty: the lock is gone although its job still runs.
     expect(await onRedis(redis.url, (r) => r.exists(keys.lock(scope, STEP)))).toBe(0);
     const second = await client.start(taskQueue, 'gatedRun', [scope, scope]);
-    await waitFor('the second run to dispatch the same job again', async () => (await dispatches([scope]))[0] === 2);
+    await waitFor('the second run to dispatch the same job again', async () => (await dispatches([scope]))[0] === 2, FAULT_PACE);
     // The first holder, still running, learns it at its next lease renewal.
     const [firstFencing] = (await counters.lrange(faultKeys.dispatchLog(prefix, scope), 0, 0)).map((entry) => entry.split(' ')[1]);
-    await waitFor('the first holder to log that it lost the lock', async () =>
-      workers.some((w) => w.logs().some((l) => l.message.includes('lockLost') && l.meta?.scope === scope && l.meta?.fencingToken === firstFencing)),
+    await waitFor(
+      'the first holder to log that it lost the lock',
+      async () => workers.some((w) => w.logs().some((l) => l.message.includes('lockLost') && l.meta?.scope === scope && l.meta?.fencingToken === firstFencing)),
+      FAULT_PACE,
     );
 
     await openGates([scope]);
@@ -188,7 +197,7 @@ describe('Redis goes away in the middle of a run', () => {
     const taskQueue = await workersOn(redis, LONG_LEASE_MS);
     const scopes = Array.from({ length: 5 }, () => `outage-late-${randomUUID()}`);
     const runs = await Promise.all(scopes.map((scope) => client.start(taskQueue, 'gatedRun', [scope, scope])));
-    await waitFor('every scope to dispatch', async () => (await dispatches(scopes)).every((n) => n === 1));
+    await waitFor('every scope to dispatch', async () => (await dispatches(scopes)).every((n) => n === 1), FAULT_PACE);
     const logsBefore = workers.map((w) => w.logs().length);
     const logged = (text: string) =>
       workers.flatMap((w, i) => w.logs().slice(logsBefore[i])).filter((l) => l.message.includes(text) && scopes.includes(String(l.meta?.scope)));
@@ -196,7 +205,7 @@ describe('Redis goes away in the middle of a run', () => {
     redis.freeze();
     try {
       await openGates(scopes); // the jobs finish now, and their commits meet a stalled Redis
-      await waitFor('every commit to time out and say its outcome is unknown', async () => logged('the commit timed out').length === scopes.length, 60_000);
+      await waitFor('every commit to time out and say its outcome is unknown', async () => logged('the commit timed out').length === scopes.length, FAULT_PACE);
       expect(logged('the commit timed out').every((l) => l.meta?.outcome === 'unknown')).toBe(true);
     } finally {
       redis.thaw();
@@ -204,17 +213,21 @@ describe('Redis goes away in the middle of a run', () => {
     await waitFor(
       'every late commit to be reported as landed',
       async () => logged('the commit that timed out landed after all').length === scopes.length,
-      60_000,
+      FAULT_PACE,
     );
     const results = await client.results(runs);
     expect(results.map((r) => r.counterId).sort()).toEqual([...scopes].sort());
 
     const artifacts = await onRedis(redis.url, (r) => Promise.all(scopes.map((s) => r.exists(keys.artifact(s, STEP)))));
-    const committed = await waitFor('the late committed entries in the dispatch log', async () => {
-      const entries = await onRedis(redis.url, (r) => r.xrange(keys.log(), '-', '+'));
-      const late = entries.map(([, f]) => parseEvent(f)).filter((e) => e.decision === 'committed' && scopes.includes(e.scope));
-      return late.length === scopes.length ? late : undefined;
-    });
+    const committed = await waitFor(
+      'the late committed entries in the dispatch log',
+      async () => {
+        const entries = await onRedis(redis.url, (r) => r.xrange(keys.log(), '-', '+'));
+        const late = entries.map(([, f]) => parseEvent(f)).filter((e) => e.decision === 'committed' && scopes.includes(e.scope));
+        return late.length === scopes.length ? late : undefined;
+      },
+      FAULT_PACE,
+    );
     recordResult({
       suite: 'Redis stalled past storeTimeoutMs (late commits)',
       runs: `${results.length} runs, one per scope`,
@@ -248,7 +261,7 @@ describe('Redis goes away in the middle of a run', () => {
       const failed = await guard.acquire(target).catch((err: unknown) => err);
       expect(failed).toBeInstanceOf(FireOnceStoreUnavailable);
       await redis.restart();
-      await waitFor('the client to reconnect', async () => (await guardClient.ping()) === 'PONG');
+      await waitFor('the client to reconnect', async () => (await guardClient.ping()) === 'PONG', FAULT_PACE);
 
       const lockKey = keys.lock(target.scope, target.step);
       const after = await onRedis(redis.url, async (r) => ({

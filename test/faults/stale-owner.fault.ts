@@ -4,7 +4,7 @@ import { FireOnceKeys } from '../../src/core';
 import { faultKeys } from './fixtures/activities';
 import { recordResult } from '../support/faults/report';
 import { FaultClient } from '../support/faults/temporal';
-import { waitFor } from '../support/faults/wait';
+import { FAULT_PACE, waitFor } from '../support/wait';
 import { startFaultWorker, stopAll, type FaultWorker } from '../support/faults/workers';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { lockOf } from '../support/records';
@@ -60,7 +60,7 @@ describe('a stale owner: A is frozen past its lease, B takes over, then A fails'
     try {
       // A dispatches on worker A, writes 'start' downstream with its fencing token, and waits.
       const runA = await client.start(queueA, 'fencedRun', [scope, scope], `stale-A-${randomUUID()}`);
-      await waitFor('A to dispatch', async () => (await dispatchLog()).length === 1);
+      await waitFor('A to dispatch', async () => (await dispatchLog()).length === 1, FAULT_PACE);
       const lockA = (await lockOf(redis, lockKey))!;
       const fenceA = lockA.fencingToken;
       expect(await dispatchLog()).toEqual([`${workerA.pid} ${fenceA}`]);
@@ -68,11 +68,11 @@ describe('a stale owner: A is frozen past its lease, B takes over, then A fails'
 
       // Freeze A's worker until its lease has run out.
       await workerA.signal('SIGSTOP');
-      await waitFor("A's lease to run out while A is frozen", async () => (await redis.exists(lockKey)) === 0, 30_000);
+      await waitFor("A's lease to run out while A is frozen", async () => (await redis.exists(lockKey)) === 0, { ...FAULT_PACE, timeoutMs: 30_000 });
 
       // B acquires (a greater fencing token), writes 'start' downstream and waits.
       const runB = await client.start(queueB, 'fencedRun', [scope, scope], `stale-B-${randomUUID()}`);
-      await waitFor('B to dispatch', async () => (await dispatchLog()).length === 2);
+      await waitFor('B to dispatch', async () => (await dispatchLog()).length === 2, FAULT_PACE);
       const lockB = (await lockOf(redis, lockKey))!;
       const fenceB = lockB.fencingToken;
       expect(fenceB).toBeGreaterThan(fenceA);
@@ -87,11 +87,10 @@ describe('a stale owner: A is frozen past its lease, B takes over, then A fails'
           .logs()
           .slice(logsBefore)
           .filter((l) => l.meta?.scope === scope);
-      const refused = await waitFor(
-        "A's worker to log the refused release",
-        async () => logged().find((l) => l.message.includes('lock release refused')),
-        30_000,
-      );
+      const refused = await waitFor("A's worker to log the refused release", async () => logged().find((l) => l.message.includes('lock release refused')), {
+        ...FAULT_PACE,
+        timeoutMs: 30_000,
+      });
       expect(refused).toMatchObject({ level: 'WARN', meta: { scope, step: STEP, fencingToken: String(fenceA) } });
       expect(logged().find((l) => l.message.includes('lockLost'))).toMatchObject({ level: 'WARN', meta: { fencingToken: String(fenceA) } });
 

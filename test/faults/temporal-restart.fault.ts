@@ -5,7 +5,7 @@ import { faultKeys } from './fixtures/activities';
 import { recordResult } from '../support/faults/report';
 import { OwnTemporal } from '../support/faults/services';
 import { FaultClient } from '../support/faults/temporal';
-import { waitFor } from '../support/faults/wait';
+import { FAULT_PACE, waitFor } from '../support/wait';
 import { startFaultWorker, stopAll, type FaultWorker } from '../support/faults/workers';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 
@@ -65,13 +65,15 @@ describe('the Temporal server restarts (file database) in the middle of a run', 
       const before = await Promise.all(
         scopes.flatMap((scope) => Array.from({ length: RUNS_BEFORE }, () => client.start(taskQueue, 'gatedRun', [scope, scope]))),
       );
-      await waitFor(`all ${SCOPES} scopes to dispatch`, async () => (await dispatches()).every((n) => n === 1));
+      await waitFor(`all ${SCOPES} scopes to dispatch`, async () => (await dispatches()).every((n) => n === 1), FAULT_PACE);
 
       await temporal.halt();
       // The jobs finish while the server is away: their artifacts land in Redis.
       await redis.mset(Object.fromEntries(scopes.map((s) => [faultKeys.gate(prefix, s), '1'])));
-      await waitFor('every job to store its artifact', async () =>
-        (await Promise.all(scopes.map((s) => redis.exists(keys.artifact(s, STEP))))).every((n) => n === 1),
+      await waitFor(
+        'every job to store its artifact',
+        async () => (await Promise.all(scopes.map((s) => redis.exists(keys.artifact(s, STEP))))).every((n) => n === 1),
+        FAULT_PACE,
       );
       await temporal.restart();
 
@@ -105,21 +107,27 @@ describe('the Temporal server restarts (file database) in the middle of a run', 
     const dispatches = async () => (await redis.mget(scopes.map((s) => faultKeys.dispatches(prefix, s)))).map(Number);
     try {
       const holders = await Promise.all(scopes.map((scope) => client.start(taskQueue, 'parkedGatedRun', [scope, scope])));
-      await waitFor(`all ${PARKED_SCOPES} scopes to dispatch`, async () => (await dispatches()).every((n) => n === 1));
+      await waitFor(`all ${PARKED_SCOPES} scopes to dispatch`, async () => (await dispatches()).every((n) => n === 1), FAULT_PACE);
       const waiters = await Promise.all(
         scopes.flatMap((scope) => Array.from({ length: WAITERS }, () => client.start(taskQueue, 'parkedGatedRun', [scope, scope]))),
       );
-      await waitFor(`${WAITERS} waiters parked on each scope`, async () =>
-        (await Promise.all(scopes.map((s) => redis.llen(keys.waiters(s, STEP))))).every((n) => n === WAITERS),
+      await waitFor(
+        `${WAITERS} waiters parked on each scope`,
+        async () => (await Promise.all(scopes.map((s) => redis.llen(keys.waiters(s, STEP))))).every((n) => n === WAITERS),
+        FAULT_PACE,
       );
 
       await temporal.halt();
       await redis.mset(Object.fromEntries(scopes.map((s) => [faultKeys.gate(prefix, s), '1'])));
       // The commits land while the server is away, and take the waiter lists with them.
-      await waitFor('every job to commit', async () => {
-        const states = await Promise.all(scopes.map(async (s) => [await redis.exists(keys.artifact(s, STEP)), await redis.llen(keys.waiters(s, STEP))]));
-        return states.every(([artifact, parkedNow]) => artifact === 1 && parkedNow === 0);
-      });
+      await waitFor(
+        'every job to commit',
+        async () => {
+          const states = await Promise.all(scopes.map(async (s) => [await redis.exists(keys.artifact(s, STEP)), await redis.llen(keys.waiters(s, STEP))]));
+          return states.every(([artifact, parkedNow]) => artifact === 1 && parkedNow === 0);
+        },
+        FAULT_PACE,
+      );
       await new Promise((r) => setTimeout(r, DOWN_MS));
       await temporal.restart();
 

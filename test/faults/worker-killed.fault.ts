@@ -4,7 +4,7 @@ import { FireOnceKeys, parseLock } from '../../src/core';
 import { faultKeys } from './fixtures/activities';
 import { recordResult } from '../support/faults/report';
 import { FaultClient } from '../support/faults/temporal';
-import { waitFor } from '../support/faults/wait';
+import { FAULT_PACE, waitFor } from '../support/wait';
 import { startFaultWorker, stopAll, type FaultWorker, type FaultWorkerEnv } from '../support/faults/workers';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 
@@ -90,7 +90,11 @@ describe('a worker SIGKILLed in the middle of a guarded dispatch', () => {
         await twoAlive();
         const scope = `kill-${i}-${randomUUID()}`;
         const handle = await client.start(taskQueue, 'crashableRun', [scope, scope]);
-        const first = await waitFor(`the first dispatch of ${scope}`, async () => (await redis.lindex(faultKeys.dispatchLog(prefix, scope), 0)) ?? undefined);
+        const first = await waitFor(
+          `the first dispatch of ${scope}`,
+          async () => (await redis.lindex(faultKeys.dispatchLog(prefix, scope), 0)) ?? undefined,
+          FAULT_PACE,
+        );
         const [pid, fencing] = first.split(' ').map(Number);
         const victim = workers.find((w) => w.pid === pid);
         if (!victim) throw new Error(`dispatch ran in pid ${pid}, which is none of the workers (${workers.map((w) => w.pid).join(', ')})`);

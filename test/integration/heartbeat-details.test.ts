@@ -5,7 +5,7 @@ import { ApplicationFailure, defaultPayloadConverter, type Payload } from '@temp
 import { Worker } from '@temporalio/worker';
 import { FireOncePlugin, fireOnce } from '../../src';
 import type { DefaultInFlightPolicy } from '../../src/core';
-import { waitUntil } from '../support/wait';
+import { waitFor } from '../support/wait';
 import { useWorkerFixture } from '../support/temporal';
 
 // Temporal keeps one set of heartbeat details per activity, across its attempts, and every
@@ -67,12 +67,12 @@ describe('heartbeat details of a waiter', () => {
 
       const [details, waiterResult, waiterSeen] = await worker.runUntil(async () => {
         const waiter = await start('waiter');
-        await waitUntil('the waiter dispatched', async () => (await seen()).some((s) => s.role === 'waiter'));
+        await waitFor('the waiter to dispatch', async () => (await seen()).some((s) => s.role === 'waiter'));
         const holder = await start('holder');
         await redis.set(goKey('waiter'), '1'); // the waiter's attempt 1 fails; the holder takes the lock over
-        await waitUntil('the holder dispatched', async () => (await seen()).some((s) => s.role === 'holder'));
+        await waitFor('the holder to dispatch', async () => (await seen()).some((s) => s.role === 'holder'));
         // The waiter's attempt 2 finds the holder's lock, and waits or parks, heartbeated by the guard.
-        await waitUntil("a heartbeat of the waiter's attempt 2", async () => {
+        await waitFor("a heartbeat of the waiter's attempt 2", async () => {
           const p = await pending(waiter);
           return (p?.attempt ?? 0) >= 2 && millis(p?.lastHeartbeatTime) > millis(p?.lastStartedTime) && millis(p?.lastStartedTime) > 0;
         });

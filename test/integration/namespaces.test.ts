@@ -11,6 +11,7 @@ import { SECOND_NAMESPACE } from '../../sample-workflows/services';
 import { runCli } from '../cli/run-cli';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { firstActivityAttempt } from '../support/temporal';
+import { waitFor } from '../support/wait';
 import { spawnWorker, type WorkerProcess } from '../support/workers';
 import { counterKey, type JobResult } from './fixtures/activities';
 import { itKeepsNamespacesApart } from './namespace-guarantees';
@@ -92,16 +93,10 @@ describe('namespaces are isolation boundaries, on one Redis', () => {
         .get(namespace)!
         .workflow.start('parkedRun', { taskQueue: queue, workflowId: `parkedRun-${randomUUID()}`, args: [scope, counterId, 1_500, queue] });
     const holder = await run(SECOND_NAMESPACE, into);
-    for (const deadline = Date.now() + 30_000; (await redis.get(counterKey(prefix, counterId))) !== '1';) {
-      if (Date.now() > deadline) throw new Error('timed out waiting until the holder dispatched');
-      await new Promise((r) => setTimeout(r, 25));
-    }
+    await waitFor('the holder to dispatch', async () => (await redis.get(counterKey(prefix, counterId))) === '1', { everyMs: 25 });
     const waiters = await Promise.all(Array.from({ length: 3 }, () => run('default', taskQueue)));
     const waitersKey = new FireOnceKeys(prefix).waiters(scope, 'slowJob');
-    for (const deadline = Date.now() + 30_000; (await redis.llen(waitersKey)) !== 3;) {
-      if (Date.now() > deadline) throw new Error('timed out waiting until the 3 waiters parked');
-      await new Promise((r) => setTimeout(r, 25));
-    }
+    await waitFor('the 3 waiters to park', async () => (await redis.llen(waitersKey)) === 3, { everyMs: 25 });
     const results = (await Promise.all([holder, ...waiters].map((h) => h.result()))) as JobResult[];
     expect(new Set(results.map((r) => r.nonce)).size).toBe(1);
     expect(await redis.get(counterKey(prefix, counterId))).toBe('1');

@@ -5,6 +5,7 @@ import { Worker } from '@temporalio/worker';
 import { FireOncePlugin, fireOnce } from '../../src';
 import { FireOnceKeys } from '../../src/core';
 import { useWorkerFixture } from '../support/temporal';
+import { waitFor } from '../support/wait';
 
 // A parked waiter is heartbeated every third of its heartbeat timeout even when the worker's
 // pollIntervalMs (how often it reaps) is far longer: else its first attempt times out while it waits.
@@ -64,21 +65,16 @@ describe('parked waiters under a heartbeat timeout shorter than pollIntervalMs',
     const { redis, worker, client, counter, scope, start } = await setUp(6_000);
     const waitersKey = new FireOnceKeys(fx.prefix).waiters(scope, 'summarise');
     const pendingOf = async (h: WorkflowHandle) => (await h.describe()).raw.pendingActivities?.[0];
-    const until = async (what: string, check: () => Promise<boolean>) => {
-      for (const deadline = Date.now() + 20_000; !(await check());) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    };
+    const pace = { timeoutMs: 20_000, everyMs: 50 };
     const [results, whyPaused] = await worker.runUntil(async () => {
       const holder = await start('holder');
-      await until('the holder dispatched', async () => Number(await redis.get(counter)) === 1);
+      await waitFor('the holder to dispatch', async () => Number(await redis.get(counter)) === 1, pace);
       const waiter = await start('w1');
-      await until('the waiter parked', async () => (await redis.llen(waitersKey)) === 1);
+      await waitFor('the waiter to park', async () => (await redis.llen(waitersKey)) === 1, pace);
       const activity = { namespace: 'default', execution: { workflowId: waiter.workflowId }, id: '1', identity: 'fire-once test' };
       await client.workflowService.pauseActivity(activity);
       // Its worker's next heartbeat (every third of the 1 s timeout) hears of the pause.
-      await until('the paused attempt ended', async () => (await pendingOf(waiter))?.lastFailure != null);
+      await waitFor('the paused attempt to end', async () => (await pendingOf(waiter))?.lastFailure != null, pace);
       const failure = (await pendingOf(waiter))?.lastFailure;
       const why = failure?.applicationFailureInfo?.type ?? (failure?.timeoutFailureInfo ? 'timeout' : 'other');
       await client.workflowService.unpauseActivity(activity);

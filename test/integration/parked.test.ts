@@ -10,6 +10,7 @@ import { counterKey, externalArtifactKey, type JobResult } from './fixtures/acti
 import type * as workflows from './fixtures/workflows';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { firstActivityAttempt } from '../support/temporal';
+import { waitFor } from '../support/wait';
 import { spawnWorker, type WorkerProcess } from '../support/workers';
 
 // Parked waiters ('park', the default) on a real Temporal dev server and a real Redis, with two
@@ -20,6 +21,7 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
   // Queue c's worker reaps only every 15 s (MAX_REAP_EVERY_MS), after a first reap at its first tick.
   const queues = { a: `fire-once-park-a-${randomUUID()}`, b: `fire-once-park-b-${randomUUID()}`, c: `fire-once-park-c-${randomUUID()}` };
   const keys = new FireOnceKeys(prefix);
+  const pace = { everyMs: 25 }; // how often waitFor polls
   const MAX_ARTIFACT_BYTES = 16_384; // bigJob's results go over it; every other fixture's stay far below
   let redis: Redis;
   let connection: Connection;
@@ -56,13 +58,6 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
     workflow: W,
     args: Parameters<(typeof workflows)[W]>,
   ): Promise<WorkflowHandle> => client.workflow.start(workflow, { taskQueue: queues.a, workflowId: `${workflow}-${randomUUID()}`, args } as never);
-  /** Poll until `check` holds (never a timing assertion: only how long the test may take). */
-  const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 30_000) => {
-    for (const deadline = Date.now() + timeoutMs; !(await check());) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  };
   /** The decisions the dispatch log holds for `scope`. */
   const decisions = async (scope: string) => {
     const entries = await redis.xrange(keys.log(), '-', '+');
@@ -95,7 +90,7 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
     const results = await Promise.all(handles.map((h) => h.result() as Promise<JobResult>));
     expect(await dispatches(counterId)).toBe(1);
     expect(new Set(results.map((r) => r.nonce)).size).toBe(1);
-    await until('the dispatch log has the commit', async () => (await decisions(scope)).committed === 1);
+    await waitFor('the dispatch log to have the commit', async () => (await decisions(scope)).committed === 1, pace);
     const seen = await decisions(scope);
     expect(seen.dispatched).toBe(1);
     expect(seen['in-flight-parked']).toBeGreaterThan(0);
@@ -107,9 +102,9 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
     const scope = `s-${randomUUID()}`;
     const counterId = randomUUID();
     const holder = await start('parkedRun', [scope, counterId, 2_000, queues.a]); // only process A runs queue A
-    await until('the holder dispatched', async () => (await dispatches(counterId)) === 1);
+    await waitFor('the holder to dispatch', async () => (await dispatches(counterId)) === 1, pace);
     const waiters = await Promise.all(Array.from({ length: 5 }, () => start('parkedRun', [scope, counterId, 2_000, queues.b])));
-    await until('the 5 waiters parked', async () => (await parkedNow(scope, 'slowJob')) === 5);
+    await waitFor('the 5 waiters to park', async () => (await parkedNow(scope, 'slowJob')) === 5, pace);
     const results = await Promise.all([holder, ...waiters].map((h) => h.result() as Promise<JobResult>));
     expect(await dispatches(counterId)).toBe(1);
     expect(new Set(results.map((r) => r.nonce)).size).toBe(1);
@@ -119,15 +114,15 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
     const scope = `s-${randomUUID()}`;
     const counterId = randomUUID();
     const holder = await start('parkedExternalRun', [scope, counterId, queues.a]);
-    await until('the holder dispatched', async () => (await dispatches(counterId)) === 1);
+    await waitFor('the holder to dispatch', async () => (await dispatches(counterId)) === 1, pace);
     // The dispatch activity returns once the job is handed out; the lock stands until the job's artifact exists.
     const waiters = await Promise.all(Array.from({ length: 5 }, () => start('parkedExternalRun', [scope, counterId, queues.b])));
-    await until('the 5 waiters parked', async () => (await parkedNow(scope, 'externalDispatch')) === 5);
+    await waitFor('the 5 waiters to park', async () => (await parkedNow(scope, 'externalDispatch')) === 5, pace);
     await redis.set(externalArtifactKey(prefix, scope, 'report'), `report-for-${scope}`); // the job, outside, writes it
     const results = await Promise.all([holder, ...waiters].map((h) => h.result()));
     expect(results).toEqual(results.map(() => `report-for-${scope}`));
     expect(await dispatches(counterId)).toBe(1);
-    await until('the dispatch log has the 5 parkings', async () => ((await decisions(scope))['in-flight-parked'] ?? 0) >= 5);
+    await waitFor('the dispatch log to have the 5 parkings', async () => ((await decisions(scope))['in-flight-parked'] ?? 0) >= 5, pace);
     const seen = await decisions(scope);
     expect(seen['in-flight-parked']).toBe(5);
     expect(seen['in-flight-waited'] ?? 0).toBe(0);
@@ -140,9 +135,9 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
     const scope = `s-${randomUUID()}`;
     const counterId = randomUUID();
     const holder = await start('parkedFailFirstRun', [scope, counterId, 1_000, queues.a]);
-    await until('the holder dispatched', async () => (await dispatches(counterId)) === 1);
+    await waitFor('the holder to dispatch', async () => (await dispatches(counterId)) === 1, pace);
     const waiters = await Promise.all(Array.from({ length: 5 }, () => start('parkedFailFirstRun', [scope, counterId, 1_000, queues.b])));
-    await until('the 5 waiters parked', async () => (await parkedNow(scope, 'failFirstJob')) === 5);
+    await waitFor('the 5 waiters to park', async () => (await parkedNow(scope, 'failFirstJob')) === 5, pace);
     const failure = await holder.result().catch((e: unknown) => e);
     expect(failure).toBeInstanceOf(WorkflowFailedError);
     expect(((failure as WorkflowFailedError).cause?.cause as ApplicationFailure).type).toBe('FixtureFailure');
@@ -158,9 +153,9 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
     const scope = `s-${randomUUID()}`;
     const counterId = randomUUID();
     const holder = await start('parkedRun', [scope, counterId, 3_000, queues.a]);
-    await until('the holder dispatched', async () => (await dispatches(counterId)) === 1);
+    await waitFor('the holder to dispatch', async () => (await dispatches(counterId)) === 1, pace);
     const [cancelled, terminated, kept] = await Promise.all(Array.from({ length: 3 }, () => start('parkedRun', [scope, counterId, 3_000, queues.b])));
-    await until('the 3 waiters parked', async () => (await parkedNow(scope, 'slowJob')) === 3);
+    await waitFor('the 3 waiters to park', async () => (await parkedNow(scope, 'slowJob')) === 3, pace);
     await cancelled.cancel();
     await terminated.terminate('test');
     const cancelledOutcome = await cancelled.result().catch((e: unknown) => e);
@@ -179,9 +174,9 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
   /** A holder on queue A, then 5 waiters parked by process B. */
   async function holderAndParkedWaiters(startOne: (queue: string) => Promise<WorkflowHandle>, counterId: string, scope: string, step: string) {
     const holder = await startOne(queues.a);
-    await until('the holder dispatched', async () => (await dispatches(counterId)) === 1);
+    await waitFor('the holder to dispatch', async () => (await dispatches(counterId)) === 1, pace);
     const waiters = await Promise.all(Array.from({ length: 5 }, () => startOne(queues.b)));
-    await until('the 5 waiters parked', async () => (await parkedNow(scope, step)) === 5);
+    await waitFor('the 5 waiters to park', async () => (await parkedNow(scope, step)) === 5, pace);
     return { holder, waiters };
   }
 
@@ -240,7 +235,7 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
       // with the codec's error. The waiters get that failure now, not after the lock (held for
       // lockTtlMs, 15 minutes) and their heartbeat timeout.
       const runs = [holder, ...waiters];
-      await until('every run is on a later attempt', async () => (await Promise.all(runs.map(pendingFailure))).every((f) => f !== 'none'));
+      await waitFor('every run to be on a later attempt', async () => (await Promise.all(runs.map(pendingFailure))).every((f) => f !== 'none'), pace);
       expect(await Promise.all(runs.map(pendingFailure))).toEqual(runs.map(() => 'CodecRefusedError'));
       expect(await dispatches(counterId)).toBe(1);
       expect(await redis.exists(keys.artifact(scope, 'codecRefusedJob'))).toBe(0);
@@ -267,7 +262,7 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
         const held = await guard.acquire({ scope, step: 'slowJob', jobType: 'slowJob', holder: 'elsewhere' });
         expect(held.kind).toBe('acquired');
         const waiter = await start('parkedRun', [scope, counterId, 100, queues.b]);
-        await until(`the waiter parked (${what})`, async () => (await parkedNow(scope, 'slowJob')) === 1);
+        await waitFor(`the waiter to park (${what})`, async () => (await parkedNow(scope, 'slowJob')) === 1, pace);
         await write(keys.artifact(scope, 'slowJob'));
         await redis.del(keys.lock(scope, 'slowJob'));
         return { what, waiter };
@@ -292,7 +287,7 @@ describe("parked waiters ('park') on a real Temporal server, across two worker p
     const held = await new FireOnceGuard({ redis, keyPrefix: prefix }).acquire({ scope, step: 'slowJob', jobType: 'slowJob', holder: 'elsewhere' });
     expect(held.kind).toBe('acquired');
     const waiters = await Promise.all(Array.from({ length: 3 }, () => start('parkedRun', [scope, counterId, 100, queue])));
-    await until('the 3 waiters parked', async () => (await parkedNow(scope, 'slowJob')) === 3);
+    await waitFor('the 3 waiters to park', async () => (await parkedNow(scope, 'slowJob')) === 3, pace);
     return { scope, counterId, waiters };
   }
 

@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 import { FireOncePlugin, type FireOncePluginOptions } from '../../src';
 import { useSampleHarness, type SampleWorkerBase } from './sample-harness';
 import { readCount } from './redis';
-import { waitUntil } from './wait';
+import { waitFor } from './wait';
 import { counterKey, guardedActivities, type JobName, type JobResult } from '../temporal-features/fixtures/activities';
 import type * as workflows from '../temporal-features/fixtures/workflows';
 
@@ -47,7 +47,7 @@ export function useFeatures(name: string) {
       taskQueue,
       start: (workflow, args) => h.client.workflow.start(workflow, { taskQueue, workflowId: `${workflow}-${randomUUID()}`, args } as never),
       count: (job, scope, event = 'started') => readCount(h.redis, counterKey(prefix, job, scope, event)),
-      started: (job, scope, n = 1) => waitUntil(`${job} to start ${n} time(s) in ${scope}`, async () => (await ctx.count(job, scope)) >= n),
+      started: async (job, scope, n = 1) => void (await waitFor(`${job} to start ${n} time(s) in ${scope}`, async () => (await ctx.count(job, scope)) >= n)),
     };
     return { ctx, base };
   }

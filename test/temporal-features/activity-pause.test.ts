@@ -1,7 +1,7 @@
 import type { WorkflowHandle } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { FireOnceKeys } from '../../src/core';
-import { waitUntil } from '../support/wait';
+import { waitFor } from '../support/wait';
 import type { retriedRun } from './fixtures/workflows';
 import { newScope, oneResult, useFeatures, type FeatureContext } from '../support/features';
 
@@ -26,12 +26,12 @@ describe('Temporal features: activity pause and reset', () => {
   const pending = async (h: WorkflowHandle) => (await h.describe()).raw.pendingActivities?.[0];
   /** The type of the failure that ended the activity's last attempt, once one has. */
   const lastFailureType = async (h: WorkflowHandle) => {
-    await waitUntil(`an attempt of ${h.workflowId} to end`, async () => (await pending(h))?.lastFailure != null);
+    await waitFor(`an attempt of ${h.workflowId} to end`, async () => (await pending(h))?.lastFailure != null);
     const failure = (await pending(h))?.lastFailure;
     return failure?.applicationFailureInfo?.type ?? (failure?.timeoutFailureInfo ? 'timeout' : 'other');
   };
   const parked = (ctx: FeatureContext, scope: string, n: number) =>
-    waitUntil(`${n} parked waiter(s)`, async () => (await ctx.redis.llen(new FireOnceKeys(ctx.prefix).waiters(scope, 'heartbeatingJob'))) === n);
+    waitFor(`${n} parked waiter(s)`, async () => (await ctx.redis.llen(new FireOnceKeys(ctx.prefix).waiters(scope, 'heartbeatingJob'))) === n);
 
   it('pausing the holder stops its job and releases the lock: the parked waiters retry, one dispatches, and the holder, unpaused, gets its result', () =>
     withWorker(async (ctx) => {
@@ -71,7 +71,7 @@ describe('Temporal features: activity pause and reset', () => {
         const holder = await start(ctx, scope);
         await ctx.started('heartbeatingJob', scope);
         const waiter = await start(ctx, scope);
-        await waitUntil('the waiter to wait in its slot', async () => (await pending(waiter))?.state === STARTED);
+        await waitFor('the waiter to wait in its slot', async () => (await pending(waiter))?.state === STARTED);
 
         await ctx.client.workflowService.pauseActivity(activityOf(ctx, waiter));
         expect(await lastFailureType(waiter)).toBe('ActivityPause'); // heard at its next heartbeat, not a timeout

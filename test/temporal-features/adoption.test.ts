@@ -4,7 +4,7 @@ import { DeterminismViolationError } from '@temporalio/workflow';
 import { DefaultLogger, Worker, bundleWorkflowCode, type ReplayWorkerOptions, type WorkflowBundle } from '@temporalio/worker';
 import { FireOncePlugin } from '../../src';
 import { SCOPE_HEADER } from '../../src/core';
-import { waitUntil } from '../support/wait';
+import { waitFor } from '../support/wait';
 import { guardedActivities, plainActivities } from './fixtures/activities';
 import { goSignal } from './fixtures/workflows';
 import { newScope, oneResult, useFeatures, type FeatureContext } from '../support/features';
@@ -120,7 +120,7 @@ describe('Temporal features: adopting and removing the plugin', () => {
       const h = await ctx.start('twoStepRun', [scope, 10]);
       // Stop the old worker only once the workflow has taken the job's result and waits for `go`:
       // a workflow task cut short by the shutdown would hold the run up for its 10 s timeout.
-      await waitUntil('the workflow to wait for go', async () => {
+      await waitFor('the workflow to wait for go', async () => {
         const events = (await h.fetchHistory()).events ?? [];
         return events.some((e) => e.activityTaskCompletedEventAttributes) && events.at(-1)?.workflowTaskCompletedEventAttributes != null;
       });
@@ -144,7 +144,7 @@ describe('Temporal features: adopting and removing the plugin', () => {
     const { ctx } = fx;
     return onWorker(fx, 'bare', {}, async () => {
       const handle = await ctx.start('dispatchRun', [scope, 10]);
-      await waitUntil('dispatchJob to be scheduled', async () =>
+      await waitFor('dispatchJob to be scheduled', async () =>
         ((await handle.fetchHistory()).events ?? []).some((e) => e.activityTaskScheduledEventAttributes),
       );
       return handle;
@@ -183,7 +183,7 @@ describe('Temporal features: adopting and removing the plugin', () => {
     const scope = newScope('removed');
     const handle = await onWorker(fx, 'plugin', {}, async () => {
       const h = await ctx.start('dispatchRun', [scope, 10]);
-      await waitUntil('dispatchJob to be scheduled', async () => scopeHeaders(await h.fetchHistory()).length === 1);
+      await waitFor('dispatchJob to be scheduled', async () => scopeHeaders(await h.fetchHistory()).length === 1);
       return h;
     });
     expect(scopeHeaders(await handle.fetchHistory())).toEqual(['scope']);

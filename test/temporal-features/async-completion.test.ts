@@ -3,7 +3,7 @@ import { CompleteAsyncError, Context } from '@temporalio/activity';
 import { Worker } from '@temporalio/worker';
 import { FireOncePlugin, fireOnce, type FireOncePluginOptions } from '../../src';
 import { counterKey, type JobResult } from './fixtures/activities';
-import { waitUntil } from '../support/wait';
+import { waitFor } from '../support/wait';
 import { newScope, useFeatures, type FeatureContext } from '../support/features';
 
 // A guarded job that throws CompleteAsyncError: the activity dispatches, gives its slot back, and
@@ -36,7 +36,7 @@ describe('Temporal features: async activity completion', () => {
     });
     /** The task tokens of the first `n` dispatches in `scope`, once there are that many. */
     const tokens = async (scope: string, n: number) => {
-      await waitUntil(`${n} dispatch(es) of asyncJob in ${scope}`, async () => (await ctx.redis.llen(tokensKey(scope))) >= n);
+      await waitFor(`${n} dispatch(es) of asyncJob in ${scope}`, async () => (await ctx.redis.llen(tokensKey(scope))) >= n);
       return ctx.redis.lrangeBuffer(tokensKey(scope), 0, n - 1);
     };
     return worker.runUntil(scenario(ctx, plugin, tokens));
@@ -44,7 +44,7 @@ describe('Temporal features: async activity completion', () => {
 
   /** Resolve once `n` waiters are parked on the lock of `asyncJob` in `scope`. */
   const parked = (ctx: FeatureContext, plugin: FireOncePlugin, scope: string, n: number) =>
-    waitUntil(`${n} waiter(s) parked in ${scope}`, async () => (await ctx.redis.llen(plugin.guard.keysFor('default').waiters(scope, 'asyncJob'))) >= n);
+    waitFor(`${n} waiter(s) parked in ${scope}`, async () => (await ctx.redis.llen(plugin.guard.keysFor('default').waiters(scope, 'asyncJob'))) >= n);
 
   it("'result' mode: the result completed from outside is never stored; each run waits for the lock to expire and dispatches again, 3 runs, 3 dispatches", () =>
     withAsyncWorker('result', { leaseMs: 5_000, lockTtlMs: 600_000 }, async (ctx, plugin, tokens) => {
@@ -54,7 +54,7 @@ describe('Temporal features: async activity completion', () => {
       /** Once the n-th dispatch holds its lock for lockTtlMs (beyond its 5 s lease), bring the expiry forward: no test waits 10 minutes. */
       const expireLock = async (n: number) => {
         await tokens(scope, n);
-        await waitUntil(`the hold after dispatch ${n}`, async () => (await ctx.redis.pttl(lockKey)) > 5_000);
+        await waitFor(`the hold after dispatch ${n}`, async () => (await ctx.redis.pttl(lockKey)) > 5_000);
         await ctx.redis.pexpire(lockKey, 1);
       };
       const first = await ctx.start('asyncRun', [scope]);

@@ -1,6 +1,6 @@
 import type { WorkflowHandle } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { waitUntil } from '../support/wait';
+import { waitFor } from '../support/wait';
 import type { JobResult } from './fixtures/activities';
 import { newScope, oneResult, useFeatures } from '../support/features';
 
@@ -8,7 +8,7 @@ const STARTED = temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STAT
 
 /** Resolve once a worker has picked up the run's activity (it is running, or waiting its turn). */
 const activityRunning = (handle: WorkflowHandle) =>
-  waitUntil(`an activity of ${handle.workflowId} to be running`, async () =>
+  waitFor(`an activity of ${handle.workflowId} to be running`, async () =>
     ((await handle.describe()).raw.pendingActivities ?? []).some((a) => a.state === STARTED),
   );
 

@@ -1,6 +1,6 @@
 import type { WorkflowExecutionInfo } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { waitUntil } from '../support/wait';
+import { waitFor } from '../support/wait';
 import type { Inherited } from './fixtures/workflows';
 import { newScope, oneResult, useFeatures } from '../support/features';
 
@@ -18,7 +18,7 @@ describe('Temporal features: cron workflows', () => {
         for await (const run of ctx.client.workflow.list({ query: `WorkflowId="${childId}"` })) if (run.status.name === 'COMPLETED') runs.push(run);
         return runs;
       };
-      await waitUntil('3 cron runs to complete', async () => (await completed()).length >= 3);
+      await waitFor('3 cron runs to complete', async () => (await completed()).length >= 3);
       await ctx.client.workflow.getHandle(childId).terminate('enough runs');
 
       // A cron run's handle reads as continued-as-new: its result is in its history's completion event.

@@ -3,7 +3,7 @@ import { ActivityFailure, ApplicationFailure, Client, WorkflowFailedError, type 
 import { Worker } from '@temporalio/worker';
 import { FireOncePlugin } from '../../src';
 import { SCOPE_HEADER } from '../../src/workflow';
-import { waitUntil } from '../support/wait';
+import { waitFor } from '../support/wait';
 import { guardedActivities } from './fixtures/activities';
 import { useFeatures } from '../support/features';
 import { SCOPE_HEADER_ROWS, scopeHeaderPayload, type ScopeHeaderRow } from '../support/scope-headers';
@@ -30,7 +30,7 @@ describe('Temporal features: a scope header written by someone else', () => {
       (error: unknown) => ({ error }),
     );
     void result.then(() => (closed = true));
-    await waitUntil(`${handle.workflowId} to close or fail a workflow task`, async () => closed || (await taskFailures()).length > 0);
+    await waitFor(`${handle.workflowId} to close or fail a workflow task`, async () => closed || (await taskFailures()).length > 0);
     const failures = await taskFailures();
     if (!closed) await handle.terminate('a workflow task failed');
     return { outcome: closed ? await result : undefined, taskFailures: failures };

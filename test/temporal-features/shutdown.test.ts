@@ -6,7 +6,7 @@ import { temporal } from '@temporalio/proto';
 import { Redis } from 'ioredis';
 import { FireOncePlugin, type FireOncePluginOptions } from '../../src';
 import { FireOnceKeys } from '../../src/core';
-import { waitUntil } from '../support/wait';
+import { waitFor } from '../support/wait';
 import { guardedActivities, type JobName } from './fixtures/activities';
 import type { retriedRun } from './fixtures/workflows';
 import { newScope, oneResult, useFeatures, type FeatureContext } from '../support/features';
@@ -53,7 +53,7 @@ describe('Temporal features: graceful worker shutdown', () => {
       running.delete(stop);
       worker.shutdown();
       await run;
-      await waitUntil("the plugin's subscriber connection to close", async () => (await open()) === 1, 10_000);
+      await waitFor("the plugin's subscriber connection to close", async () => (await open()) === 1, { timeoutMs: 10_000 });
       redis.disconnect();
     };
     running.add(stop);
@@ -63,7 +63,7 @@ describe('Temporal features: graceful worker shutdown', () => {
   const start = (ctx: FeatureContext, scope: string, ms: number, job: JobName, taskQueue = ctx.taskQueue) =>
     ctx.client.workflow.start<typeof retriedRun>('retriedRun', { taskQueue, workflowId: `retried-${randomUUID()}`, args: [scope, ms, job as 'dispatchJob'] });
   const parked = (ctx: FeatureContext, scope: string, job: JobName, n: number) =>
-    waitUntil(`${n} parked waiter(s)`, async () => (await ctx.redis.llen(new FireOnceKeys(ctx.prefix).waiters(scope, job))) === n);
+    waitFor(`${n} parked waiter(s)`, async () => (await ctx.redis.llen(new FireOnceKeys(ctx.prefix).waiters(scope, job))) === n);
   const lockExists = (ctx: FeatureContext, scope: string, job: JobName) => ctx.redis.exists(new FireOnceKeys(ctx.prefix).lock(scope, job));
 
   it('a holder cancelled after shutdownGraceTime releases its lock and fails the waiters parked on it; a restarted worker dispatches once more and serves every run', async () => {
@@ -117,7 +117,7 @@ describe('Temporal features: graceful worker shutdown', () => {
 
     await waiterWorker.stop();
     const ended = async (h: WorkflowHandle) => (await h.describe()).raw.pendingActivities?.[0]?.lastFailure;
-    await waitUntil('the parked attempt to end', async () => (await ended(waiter)) != null);
+    await waitFor('the parked attempt to end', async () => (await ended(waiter)) != null);
     const failure = await ended(waiter);
     // Before the fix no one heartbeated it once its worker stopped: it ended at its heartbeat timeout.
     expect(failure?.applicationFailureInfo?.type ?? (failure?.timeoutFailureInfo ? 'timeout' : 'other')).toBe('FireOnceInFlight');
@@ -155,7 +155,7 @@ describe('Temporal features: graceful worker shutdown', () => {
         expect.anything(),
       );
       const ended = async (h: WorkflowHandle) => (await h.describe()).raw.pendingActivities?.[0]?.lastFailure;
-      await waitUntil('the parked attempt to end', async () => (await ended(waiter)) != null);
+      await waitFor('the parked attempt to end', async () => (await ended(waiter)) != null);
       const failure = await ended(waiter);
       // A known limit (docs/parked-waiters.md): the failure could not be sent, so the heartbeat
       // timeout (2 s) ended the attempt, as before 0.3.0; with a connection it is FireOnceInFlight.
@@ -184,7 +184,7 @@ describe('Temporal features: graceful worker shutdown', () => {
     const waiters = await Promise.all([start(ctx, scope, 4_000, 'heartbeatingJob', otherQueue), start(ctx, scope, 4_000, 'heartbeatingJob', otherQueue)]);
     const subscribers = async () => Number(((await ctx.redis.pubsub('NUMSUB', new FireOnceKeys(ctx.prefix).wakeChannel(scope))) as [string, number])[1]);
     const running = async (h: WorkflowHandle) => (await h.describe()).raw.pendingActivities?.[0]?.state === STARTED;
-    await waitUntil('both waiting in their slots', async () => (await Promise.all(waiters.map(running))).every(Boolean) && (await subscribers()) === 1);
+    await waitFor('both waiting in their slots', async () => (await Promise.all(waiters.map(running))).every(Boolean) && (await subscribers()) === 1);
 
     await waiterWorker.stop();
     expect([await subscribers(), await ctx.count('heartbeatingJob', scope, 'finished')]).toEqual([0, 0]); // left before the holder's job ended

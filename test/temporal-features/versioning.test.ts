@@ -5,8 +5,7 @@ import { Worker } from '@temporalio/worker';
 import { FireOncePlugin, fireOnce } from '../../src';
 import { FireOnceKeys, parseEvent } from '../../src/core';
 import { counterKey, guardedActivities, type JobResult } from './fixtures/activities';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { waitUntil } from '../support/wait';
+import { waitFor } from '../support/wait';
 import { goSignal } from './fixtures/workflows';
 import { newScope, oneResult, resetToFirstWorkflowTask, useFeatures, type FeatureContext } from '../support/features';
 
@@ -16,16 +15,14 @@ import { newScope, oneResult, resetToFirstWorkflowTask, useFeatures, type Featur
  */
 async function setCurrent(ctx: FeatureContext, deploymentName: string, buildId: string): Promise<void> {
   const { namespace } = ctx.client.options;
-  for (const deadline = Date.now() + 20_000; ; await sleep(100)) {
-    try {
-      await ctx.client.workflowService.setWorkerDeploymentCurrentVersion({ namespace, deploymentName, buildId });
-      break;
-    } catch (err) {
-      if (Date.now() > deadline) throw err; // e.g. the version is not registered yet
-    }
-  }
+  const setIt = async () => {
+    await ctx.client.workflowService.setWorkerDeploymentCurrentVersion({ namespace, deploymentName, buildId });
+    return true;
+  };
+  // Refused until the server knows the version; a timeout quotes the last refusal.
+  await waitFor(`${deploymentName} to take ${buildId} as its current version`, setIt, { timeoutMs: 20_000, everyMs: 100 });
   const completed = temporal.api.enums.v1.RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED;
-  await waitUntil(`the task queues of ${deploymentName} to route to ${buildId}`, async () => {
+  await waitFor(`the task queues of ${deploymentName} to route to ${buildId}`, async () => {
     const { workerDeploymentInfo } = await ctx.client.workflowService.describeWorkerDeployment({ namespace, deploymentName });
     return workerDeploymentInfo?.routingConfigUpdateState === completed;
   });
@@ -73,7 +70,7 @@ describe('Temporal features: worker versioning', () => {
     // The job runs until the test opens its gate: B's run is sure to find it in flight.
     const dispatchJob = fireOnce(async (of: string): Promise<JobResult> => {
       await ctx.redis.incr(counterKey(ctx.prefix, 'dispatchJob', of));
-      await waitUntil(`the gate of ${of}`, async () => (await ctx.redis.exists(gate)) === 1);
+      await waitFor(`the gate of ${of}`, async () => (await ctx.redis.exists(gate)) === 1);
       return { scope: of, nonce: randomUUID() };
     });
     const { deploymentName, workerA, workerB } = await twoBuilds(both, 'PINNED', { dispatchJob });
@@ -85,7 +82,7 @@ describe('Temporal features: worker versioning', () => {
         await setCurrent(ctx, deploymentName, 'B');
         const second = await ctx.start('retriedRun', [scope, 0, 'dispatchJob']); // retried, so it parks
         const waiters = new FireOnceKeys(ctx.prefix, ctx.client.options.namespace).waiters(scope, 'dispatchJob');
-        await waitUntil(`B's run to park on A's lock`, async () => (await ctx.redis.llen(waiters)) === 1);
+        await waitFor(`B's run to park on A's lock`, async () => (await ctx.redis.llen(waiters)) === 1);
         await ctx.redis.set(gate, 'open');
         const results = await Promise.all([first.result(), second.result()]);
         const third = await ctx.start('dispatchRun', [scope, 0]); // after the commit
@@ -117,7 +114,7 @@ describe('Temporal features: worker versioning', () => {
     const [moved, later] = await workerA.runUntil(async () => {
       await setCurrent(ctx, deploymentName, 'A');
       const run = await ctx.start('twoStepRun', [scope, 50]); // dispatchJob on A, then waits for `go`
-      await waitUntil('the first job on A', async () => (await ctx.count('dispatchJob', scope, 'finished')) === 1);
+      await waitFor('the first job on A', async () => (await ctx.count('dispatchJob', scope, 'finished')) === 1);
       return workerB.runUntil(async () => {
         await setCurrent(ctx, deploymentName, 'B');
         await run.signal(goSignal); // B replays the run's history, scope included, and runs on: reportJob on B

@@ -5,6 +5,7 @@ import { FireOncePlugin } from '../../src';
 import { guardedActivities } from './fixtures/activities';
 import { dispatchSignal, dispatchUpdate, finishSignal, type signalledRun } from './fixtures/workflows';
 import { newScope, oneResult, twoRunsThenOne, useFeatures } from '../support/features';
+import { waitFor } from '../support/wait';
 
 // Workflow features that schedule a guarded job, on the dev server: continue-as-new, child
 // workflows, local activities, signal and update handlers, schedules. Each test: the job body
@@ -89,11 +90,16 @@ describe('Temporal features: the guarded job dispatches once', () => {
         action: { type: 'startWorkflow', workflowType: 'dispatchRun', args: [scope, 1_500], taskQueue: ctx.taskQueue },
         policies: { overlap: ScheduleOverlapPolicy.ALLOW_ALL },
       });
-      let ids: string[] = [];
+      let ids: string[];
       try {
-        for (const deadline = Date.now() + 30_000; ids.length < 3 && Date.now() < deadline; await new Promise((r) => setTimeout(r, 200))) {
-          ids = (await schedule.describe()).info.recentActions.map((a) => a.action.workflow.workflowId);
-        }
+        ids = await waitFor(
+          'the schedule to start 3 runs',
+          async () => {
+            const started = (await schedule.describe()).info.recentActions.map((a) => a.action.workflow.workflowId);
+            return started.length >= 3 && started;
+          },
+          { everyMs: 200 },
+        );
       } finally {
         await schedule.delete();
       }

@@ -14,6 +14,7 @@ import {
 } from '../../src/core';
 import { deletePrefix, testPrefix } from '../support/redis';
 import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
+import { waitFor } from '../support/wait';
 
 describe('local artifact cache', () => {
   // A redis-server of this file's own: the round-trip test counts the server's EVALSHA calls, which
@@ -181,7 +182,7 @@ describe('local artifact cache', () => {
     const key = guard.keys.artifact('s', 'job');
     const mark = cache.mark(); // taken before the Redis call whose reply would be kept
     await guard.invalidate('s', 'job'); // meanwhile the artifact is deleted, and the caches are told
-    for (const deadline = Date.now() + 5_000; cache.mark() === mark && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 5));
+    await waitFor('the invalidation to reach the cache', async () => cache.mark() !== mark, { timeoutMs: 5_000, everyMs: 5 });
     cache.set(key, Buffer.from('the deleted copy'), '', 60_000, mark);
     expect(cache.get(key, '')).toBeUndefined();
     cache.set(key, Buffer.from('a copy read after it'), '', 60_000, cache.mark());

@@ -7,6 +7,7 @@ import { ParkingLot, createFireOnceActivityInterceptor, formatWaiter, fireOnceAc
 import { payloadToBytes } from '../../src/worker/artifact';
 import { useGuardFixture } from '../support/redis';
 import { writeArtifact, writeLock } from '../support/records';
+import { waitFor } from '../support/wait';
 
 // MockActivityEnvironment passes empty headers, so these tests give the scope through options;
 // header propagation is covered by the integration suite on a real server.
@@ -85,7 +86,7 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     const activities = { job: guarded(() => Context.current().cancelled) };
     const env = envFor(activities, 'job');
     const running = env.run(activities.job, 's');
-    await waitFor(async () => (await count()) === 1);
+    await waitFor('the job to start', async () => (await count()) === 1, { timeoutMs: 2_000 });
     env.cancel();
     await expect(running).rejects.toBeInstanceOf(CancelledFailure);
     expect(await redis.exists(guard.keys.lock('s', 'job'))).toBe(0);
@@ -223,7 +224,7 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     let heartbeats = 0;
     env.on('heartbeat', () => heartbeats++);
     const waiting = env.run(activities.job, 's');
-    await waitFor(async () => heartbeats >= 3);
+    await waitFor('3 heartbeats of the waiter', async () => heartbeats >= 3, { timeoutMs: 2_000 });
     await guard.release(holder.lease);
     expect(decode(await waiting)).toBe('mine'); // the holder failed: this call competed and won
     expect(await count()).toBe(1);
@@ -240,7 +241,7 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     const details: unknown[] = [];
     env.on('heartbeat', (d: unknown) => details.push(d));
     const waiting = env.run(activities.job, 's');
-    await waitFor(async () => details.length >= 2);
+    await waitFor('2 heartbeats of the waiter', async () => details.length >= 2, { timeoutMs: 2_000 });
     await guard.release(holder.lease);
     expect(decode(await waiting)).toBe('mine');
     expect(details).toEqual(details.map(() => ({ page: 5 })));
@@ -381,11 +382,3 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     expect(await count()).toBe(1);
   });
 });
-
-async function waitFor(check: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error('condition not reached');
-}

@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import { EXIT } from '../../../src/cli/exit-codes';
+import { waitFor } from '../../support/wait';
 import { SAFE_ARGS, doctorJson, serverWith, verdictsOf, type ServerWithAdmin } from './support';
 
 // `fire-once doctor` on a Redis Cluster node spawned here, with one slot left unassigned, then
@@ -14,13 +15,8 @@ describe('fire-once doctor on a Redis Cluster', () => {
 
   // A master that regains full coverage may wait up to 5 s (its rejoin delay) before it reports
   // cluster_state:ok; on a loaded machine, allow more.
-  const waitForState = async (admin: Redis, state: string) => {
-    const deadline = Date.now() + 30_000;
-    while (!new RegExp(`cluster_state:${state}`).test(String(await admin.call('CLUSTER', 'INFO')))) {
-      if (Date.now() > deadline) throw new Error(`the cluster did not reach cluster_state:${state} within 30 s`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
+  const waitForState = (admin: Redis, state: string) =>
+    waitFor(`cluster_state:${state}`, async () => new RegExp(`cluster_state:${state}`).test(String(await admin.call('CLUSTER', 'INFO'))), { everyMs: 50 });
 
   it('one slot without a master: the cluster check fails (exit 1); once it is assigned, ok (exit 0)', async () => {
     await node.admin.call('CLUSTER', 'ADDSLOTSRANGE', '0', '16382');

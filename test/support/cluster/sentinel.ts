@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort, stopChild } from '../../../sample-workflows/services';
+import { REPLICATION_PACE, waitFor } from '../wait';
 
 /** One spawned redis-server, data node or sentinel. */
 export interface RedisProcess {
@@ -79,7 +80,7 @@ export async function startSentinelGroup(name = 'mymaster', options: SentinelOpt
     const data = (port: number) => ['--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no', '--dir', '$DIR'];
     const master = spawnServer(firstMasterPort, data(firstMasterPort));
     const replica = spawnServer(replicaPort, [...data(replicaPort), '--replicaof', HOST, String(firstMasterPort)]);
-    await until(async () => /master_link_status:up/.test(await info(connect, replicaPort, 'replication')), 'the replica to sync');
+    await waitFor('the replica to sync', async () => /master_link_status:up/.test(await info(connect, replicaPort, 'replication')), REPLICATION_PACE);
 
     const sentinels: RedisProcess[] = [];
     for (let i = 0; i < 3; i++) {
@@ -104,19 +105,23 @@ export async function startSentinelGroup(name = 'mymaster', options: SentinelOpt
       children.push(child);
       sentinels.push({ port, child });
     }
-    await until(async () => {
-      for (const s of sentinels) {
-        const client = connect(s.port);
-        try {
-          const [master] = (await client.call('SENTINEL', 'MASTERS')) as string[][];
-          const fields = Object.fromEntries(Array.from({ length: master.length / 2 }, (_, i) => [master[2 * i], master[2 * i + 1]]));
-          if (fields['num-slaves'] !== '1' || fields['num-other-sentinels'] !== '2') return false;
-        } finally {
-          client.disconnect();
+    await waitFor(
+      'the sentinels to discover the replica and each other',
+      async () => {
+        for (const s of sentinels) {
+          const client = connect(s.port);
+          try {
+            const [master] = (await client.call('SENTINEL', 'MASTERS')) as string[][];
+            const fields = Object.fromEntries(Array.from({ length: master.length / 2 }, (_, i) => [master[2 * i], master[2 * i + 1]]));
+            if (fields['num-slaves'] !== '1' || fields['num-other-sentinels'] !== '2') return false;
+          } finally {
+            client.disconnect();
+          }
         }
-      }
-      return true;
-    }, 'the sentinels to discover the replica and each other');
+        return true;
+      },
+      REPLICATION_PACE,
+    );
 
     /** Every sentinel lists `port` as a replica with no flag but `slave` (not down, not disconnected). */
     const healthyReplicaEverywhere = async (port: number) => {
@@ -178,7 +183,7 @@ export async function startSentinelGroup(name = 'mymaster', options: SentinelOpt
         if (old.child.exitCode === null && old.child.signalCode === null) throw new Error(`the data node on port ${port} is still running`);
         const node = spawnServer(port, [...data(port), '--replicaof', HOST, String(rejoinMaster)], old.dir);
         try {
-          await until(settled, `the group to settle after ${port} rejoined`, 90_000);
+          await waitFor(`the group to settle after ${port} rejoined`, settled, { ...REPLICATION_PACE, timeoutMs: 90_000 });
         } catch (err) {
           // What the node and its master say, for the failure message.
           const replication = (p: number) => info(connect, p, 'replication').then((text) => text.replace(/\r?\n/g, ' '));
@@ -203,15 +208,5 @@ export async function info(connect: (port: number) => Redis, port: number, secti
     return '';
   } finally {
     client.disconnect();
-  }
-}
-
-/** Poll `check` every 100 ms until it resolves true; reject after `timeoutMs`, naming `what`. */
-export async function until(check: () => Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
   }
 }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import type { JobResult } from '../../faults/fixtures/activities';
 import type * as workflows from '../../faults/fixtures/workflows';
-import { mapLimit } from './wait';
+import { mapLimit } from '../wait';
 
 type Workflows = typeof workflows;
 
