@@ -1,7 +1,7 @@
 import { WorkflowFailedError } from '@temporalio/client';
 import { FireOnceKeys } from '../../src/core';
 import { newScope, useFeatures } from '../support/features';
-import { waitUntil } from '../support/wait';
+import { waitFor } from '../support/wait';
 
 // A result over maxArtifactBytes is delivered, not stored, and the lock is kept (docs/how-it-decides.md
 // "Size"). Over Temporal's own payload limit (2 MB on the dev server) it cannot be delivered
@@ -18,10 +18,10 @@ describe('Temporal features: a result over Temporal’s payload limit', () => {
       await ctx.started('oversizedJob', scope);
       const waiter = await ctx.start('oversizedRun', [scope, 1_000]);
       const keys = new FireOnceKeys(ctx.prefix);
-      await waitUntil('the second run to park', async () => (await ctx.redis.llen(keys.waiters(scope, 'oversizedJob'))) === 1);
+      await waitFor('the second run to park', async () => (await ctx.redis.llen(keys.waiters(scope, 'oversizedJob'))) === 1);
 
       await expect(waiter.result()).rejects.toBeInstanceOf(WorkflowFailedError);
-      await waitUntil('the holder’s second attempt', async () => ((await holder.describe()).raw.pendingActivities?.[0]?.attempt ?? 0) >= 2);
+      await waitFor('the holder’s second attempt', async () => ((await holder.describe()).raw.pendingActivities?.[0]?.attempt ?? 0) >= 2);
       const pending = (await holder.describe()).raw.pendingActivities?.[0];
       expect(pending?.lastFailure?.message).toBeTruthy(); // the first attempt failed: its result was refused
       expect(await ctx.count('oversizedJob', scope)).toBe(1);

@@ -22,10 +22,16 @@ async function setCurrent(ctx: FeatureContext, deploymentName: string, buildId: 
   // Refused until the server knows the version; a timeout quotes the last refusal.
   await waitFor(`${deploymentName} to take ${buildId} as its current version`, setIt, { timeoutMs: 20_000, everyMs: 100 });
   const completed = temporal.api.enums.v1.RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED;
-  await waitFor(`the task queues of ${deploymentName} to route to ${buildId}`, async () => {
-    const { workerDeploymentInfo } = await ctx.client.workflowService.describeWorkerDeployment({ namespace, deploymentName });
-    return workerDeploymentInfo?.routingConfigUpdateState === completed;
-  });
+  // The server propagates the change in the background: on a loaded 2-core machine this once took
+  // over 30 s (it takes about a second when quiet), so the bound is generous.
+  await waitFor(
+    `the task queues of ${deploymentName} to route to ${buildId}`,
+    async () => {
+      const { workerDeploymentInfo } = await ctx.client.workflowService.describeWorkerDeployment({ namespace, deploymentName });
+      return workerDeploymentInfo?.routingConfigUpdateState === completed;
+    },
+    { timeoutMs: 90_000, everyMs: 100 },
+  );
 }
 
 /** The build the run is pinned to, as the server says. */
