@@ -58,7 +58,10 @@ export function parseSince(text: string, nowMs: number): number {
   const date = /^(\d{4})-(\d{2})-(\d{2})/.exec(text);
   if (date !== null) {
     const bad = (why: string) => new CliError(`--since ${JSON.stringify(text)} ${why}`, EXIT.usage);
-    const ms = Date.parse(/T[\d:.]+$/.test(text) ? `${text}Z` : text);
+    // A date and time without an offset, with `T` or a space between them (which Date.parse also
+    // takes), is read as UTC.
+    const iso = text.replace(/^(\d{4}-\d{2}-\d{2}) (?=\d)/, '$1T');
+    const ms = Date.parse(/T[\d:.]+$/.test(iso) ? `${iso}Z` : iso);
     if (Number.isNaN(ms)) throw bad('is not a duration, an ISO 8601 time or "all"');
     const [year, month, day] = [Number(date[1]), Number(date[2]), Number(date[3])];
     const day0 = new Date(Date.UTC(year, month - 1, day));

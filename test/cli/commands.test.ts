@@ -98,6 +98,7 @@ describe('fire-once CLI against a real Redis', () => {
         json<{ from: string }>((await cli(['report', '--prefix', prefix, '--since', since, '--json'], { TZ: tz })).stdout).from;
       expect(await from('2026-01-02T09:00:00')).toBe('2026-01-02T09:00:00.000Z');
       expect(await from('2026-01-02T09:00')).toBe('2026-01-02T09:00:00.000Z');
+      expect(await from('2026-01-02 09:00')).toBe('2026-01-02T09:00:00.000Z'); // a space, which Date.parse also takes
       expect(await from('2026-01-02T09:00:00+01:00')).toBe('2026-01-02T08:00:00.000Z');
     });
 
