@@ -8,7 +8,10 @@ out pooled connections, and a ``WAIT`` on another one than the acquire's would c
 connection's old writes (none: every replica "acknowledges" at once). So here each ``WAIT`` goes in
 one pipeline with a write of its own: the script's, or after an acquire that took the lock, a
 compare-and-expire re-arming that lock (:meth:`ReplicaSync.confirm`). A Cluster pipeline sends
-the ``WAIT`` to the master of the script's key, on the connection that carries the script.
+the ``WAIT`` to the master of the script's key, on the connection that carries the script. A known
+limit: if that node redirects the script (``MOVED`` or ``ASK``, a slot in migration), redis-py
+re-sends the script alone to the other node, and the ``WAIT`` answered where it was sent counts
+none of it, so such a write passes as acknowledged.
 """
 
 from __future__ import annotations

@@ -179,10 +179,27 @@ async def _hold(call: CallSetup, lease: Lease, renewal: Renewal | None, hand_ove
     job's own artifact (or nothing) must take over before anyone may dispatch again. With
     ``hand_over`` (a result in hand but not stored), the waiters parked on the lock are taken in
     the same step (``keep``) and given that outcome; otherwise they stay parked, for the job's own
-    artifact (``src/worker/dispatch.ts`` ``hold``). Never raises."""
+    artifact (``src/worker/dispatch.ts`` ``hold``). Never raises: a cancellation of this attempt
+    lets the keep and the hand-over finish, as ``_release`` lets a release finish, so waiters a
+    keep took off their list are never left without their outcome."""
     # 'fixed' mode: the lock already has lock_ttl_ms, so its TTL is left as it is.
     ttl = None if renewal is None else (call.options.lock_ttl_ms or call.guard.options.lock_ttl_ms)
     client = _completer(call) if hand_over is not None else None
+    work = asyncio.ensure_future(_keep(call, lease, ttl, client, hand_over))
+    _holding.add(work)  # a strong reference: the loop keeps only weak ones to tasks
+    work.add_done_callback(_holding.discard)
+    try:
+        await asyncio.shield(work)
+    except BaseException as err:  # the work runs on even if this task is cancelled
+        if not isinstance(err, asyncio.CancelledError):
+            _logger.error("fire-once: could not hold the lock after the dispatch; it expires with its lease: %s", err)
+
+
+_holding: set[asyncio.Future[None]] = set()
+
+
+async def _keep(call: CallSetup, lease: Lease, ttl: int | None, client: Client | None, hand_over: HandOver | None) -> None:
+    """The hold itself: extend the lock, or keep it and hand the waiters taken their outcome."""
     try:
         if client is None or hand_over is None:
             # No client to complete them: the waiters stay parked, as after a hold of the job's own artifact.
@@ -197,10 +214,8 @@ async def _hold(call: CallSetup, lease: Lease, renewal: Renewal | None, hand_ove
         _logger.warning("fire-once: lock lost before it could be held after the dispatch")
         return
     if settled.waiters:
-        # Taken off their list: hand them over even if this attempt is cancelled meanwhile.
-        handing = settle_waiters(client, settled.waiters, lease.target.args_hash, lease.target.step, hand_over)
         try:
-            await asyncio.shield(handing)
+            await settle_waiters(client, settled.waiters, lease.target.args_hash, lease.target.step, hand_over)
         except Exception as err:
             _logger.error("fire-once: handing over parked waiters failed: %s", err)
 
