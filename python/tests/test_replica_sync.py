@@ -9,7 +9,6 @@ import asyncio
 import os
 import signal
 import time
-import uuid
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import AsyncIterator, Awaitable, Callable, Iterator
@@ -94,12 +93,9 @@ async def primary(replica_set: ReplicaSet) -> AsyncIterator[Redis]:
 
 
 @pytest.fixture
-async def prefix(primary: Redis) -> AsyncIterator[str]:
-    name = f"pyrs-{uuid.uuid4().hex[:10]}"
-    yield name
-    keys = [key async for key in primary.scan_iter(match=f"{name}:*")]
-    if keys:
-        await primary.delete(*keys)
+def client(primary: Redis) -> Redis:
+    """The replica set's primary, for the suite's ``prefix`` fixture to clean up on."""
+    return primary
 
 
 def _target(scope: str) -> DispatchTarget:

@@ -103,18 +103,13 @@ export class FireOnceGuard {
     checkKnownKeys('acquire', options, ACQUIRE_OPTIONS);
     const lockTtlMs = callDuration('lockTtlMs', options.lockTtlMs, this.options.lockTtlMs);
     const argsHash = checkArgsHash(target.argsHash);
-    const base = this.keysFor(target.namespace).scopeBase(target.scope);
-    const step = encodeId('step', target.step);
-    const jobType = encodeId('jobType', target.jobType);
-    const lockKey = `${base}:l:${step}`;
-    const artifactKey = target.externalArtifactKey ?? `${base}:a:${jobType}`;
+    const { lockKey, waitersKey, artifactKey } = this.stepKeys(target);
     const mode = target.externalArtifactKey !== undefined ? 'x' : options.readTtl ? 't' : 'r';
     if (mode === 'r' && this.known?.get(artifactKey) === true) {
       const record = await this.readKnown(target, artifactKey);
       if (record !== undefined) return { kind: 'fast-forward', artifact: storedPayload(record, target, artifactKey), artifactKey };
     }
     const token = randomUUID(); // 122 random bits, and cheaper than randomBytes
-    const waitersKey = `${base}:w:${step}`;
     // The compare-and-delete also takes the waiter list: waiters may have parked on the lock in the
     // meantime, and go back on the list for the reap of the worker that parked them (it then finds
     // the lock gone and fails them, so that they retry).
@@ -317,18 +312,21 @@ export class FireOnceGuard {
    */
   private checkLease(what: string, lease: Lease): void {
     const target = lease?.target;
-    const keys = target === undefined ? undefined : this.keysFor(target.namespace);
-    if (
-      keys === undefined ||
-      lease.lockKey !== keys.lock(target.scope, target.step) ||
-      lease.waitersKey !== keys.waiters(target.scope, target.step) ||
-      lease.artifactKey !== this.artifactKey(target)
-    ) {
+    const keys = target === undefined ? undefined : this.stepKeys(target);
+    if (keys === undefined || lease.lockKey !== keys.lockKey || lease.waitersKey !== keys.waitersKey || lease.artifactKey !== keys.artifactKey) {
       throw new FireOnceConfigError(
         `${what}: the lease's keys are not this guard's for its target (keyPrefix ${JSON.stringify(this.keys.prefix)}): pass the lease acquire() returned, unchanged, to a guard with the keyPrefix that acquired it`,
         target === undefined ? {} : contextOf(target, String(lease.lockKey)),
       );
     }
+  }
+
+  /** The keys of the target's step, as acquire writes them into its lease: lock, waiter list, artifact. */
+  private stepKeys(target: DispatchTarget): Pick<Lease, 'lockKey' | 'waitersKey' | 'artifactKey'> {
+    const base = this.keysFor(target.namespace).scopeBase(target.scope);
+    const step = encodeId('step', target.step);
+    const jobType = encodeId('jobType', target.jobType); // checked even when an external key is used
+    return { lockKey: `${base}:l:${step}`, waitersKey: `${base}:w:${step}`, artifactKey: target.externalArtifactKey ?? `${base}:a:${jobType}` };
   }
 
   private channel(target: DispatchTarget): string {

@@ -1,7 +1,5 @@
 import { FireOnceConfigError, describe } from './errors';
 import { DEFAULT_NAMESPACE, checkKeyPrefix, encodeId } from './keys';
-
-export { describe };
 import type { RedisClient } from './scripts';
 
 /** The longest TTL or timeout the options accept: 365 days. Anything longer is a typo. */

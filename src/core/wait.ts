@@ -1,8 +1,8 @@
-import { FireOnceConfigError, FireOnceInFlight } from './errors';
+import { FireOnceConfigError, FireOnceInFlight, describe } from './errors';
 import type { FireOnceGuard } from './guard';
 import type { AcquireOptions, AcquireOutcome } from './outcomes';
 import type { DispatchTarget } from './target';
-import { checkKnownKeys, describe, positiveInteger } from './options';
+import { checkKnownKeys, positiveInteger } from './options';
 import type { WakeHub } from './wake';
 
 /** How {@link waitForTurn} waits. */

@@ -1,7 +1,7 @@
 import type { Info } from '@temporalio/activity';
-import { FireOnceConfigError } from '../core/errors';
+import { FireOnceConfigError, describe } from '../core/errors';
 import { encodeId } from '../core/keys';
-import { GUARD_OPTIONS, checkKnownKeys, describe, flag, oneOf } from '../core/options';
+import { GUARD_OPTIONS, checkKnownKeys, flag, oneOf } from '../core/options';
 import { ACTIVITY_DEFAULT_OPTIONS, POLICIES, type InFlightPolicy, type LockMode } from './options';
 
 /** What a call whose arguments differ from the first call's does: fail, or share its outcome. */

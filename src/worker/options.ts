@@ -1,6 +1,6 @@
 import { ARTIFACT_CACHE_DEFAULTS, ARTIFACT_CACHE_OPTIONS, type ArtifactCacheOptions } from '../core/artifact-cache';
 import { checkLogMaxLen } from '../core/dispatch-log';
-import { FireOnceConfigError } from '../core/errors';
+import { FireOnceConfigError, describe } from '../core/errors';
 import { encodeId } from '../core/keys';
 import {
   GUARD_OPTIONS,
@@ -8,7 +8,6 @@ import {
   checkKnownKeys,
   checkRedisOptions,
   defaultsOf,
-  describe,
   duration,
   flag,
   oneOf,
