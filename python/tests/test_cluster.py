@@ -7,10 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import subprocess
-import tempfile
-import time
 import uuid
 from typing import AsyncIterator, Iterator
 
@@ -20,7 +16,7 @@ from redis.asyncio.cluster import ClusterNode
 
 from temporal_fire_once.core import Acquired, DispatchTarget, FastForward, FireOnceGuard, GuardOptions, Held
 
-from .conftest import free_port
+from .redis_cluster import spawn_cluster
 
 
 @pytest.fixture(scope="module")
@@ -29,42 +25,8 @@ def cluster_nodes() -> Iterator[list[tuple[str, int]]]:
     if given:
         yield [(h, int(p)) for h, p in (entry.strip().rsplit(":", 1) for entry in given.split(","))]
         return
-    server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
-    if server is None or cli is None:
-        pytest.fail("redis-server and redis-cli are needed (apt-get install -y redis-server), or set REDIS_CLUSTER_NODES")
-    ports = [free_port() for _ in range(3)]
-    bus_ports = [free_port() for _ in ports]  # the default, port + 10000, may be taken or above 65535
-    dirs = [tempfile.mkdtemp(prefix="fire-once-py-cluster-") for _ in ports]
-    procs = [
-        subprocess.Popen(
-            [server, "--port", str(port), "--cluster-port", str(bus), "--bind", "127.0.0.1", "--cluster-enabled", "yes"]
-            + ["--save", "", "--appendonly", "no", "--dir", d],
-            stdout=subprocess.DEVNULL,
-        )
-        for port, bus, d in zip(ports, bus_ports, dirs)
-    ]
-    try:
-        for port in ports:
-            _wait_for(lambda: subprocess.run([cli, "-p", str(port), "ping"], capture_output=True).stdout.strip() == b"PONG")
-        nodes = [f"127.0.0.1:{port}" for port in ports]
-        subprocess.run([cli, "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"], check=True, capture_output=True)
-        for port in ports:
-            _wait_for(lambda: b"cluster_state:ok" in subprocess.run([cli, "-p", str(port), "cluster", "info"], capture_output=True).stdout)
-        yield [("127.0.0.1", port) for port in ports]
-    finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait()
-        for d in dirs:
-            shutil.rmtree(d, ignore_errors=True)
-
-
-def _wait_for(check: object, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not callable(check) or not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError("the cluster did not come up")
-        time.sleep(0.1)
+    with spawn_cluster() as nodes:
+        yield nodes.masters
 
 
 @pytest.fixture

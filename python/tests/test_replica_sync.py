@@ -11,7 +11,7 @@ import signal
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 import redis
@@ -140,6 +140,26 @@ async def test_with_the_replica_frozen_an_acquire_fails_closed_and_undoes_its_lo
     assert caught.value.message == "only 0 of 1 replica(s) acknowledged the lock within 200 ms (replica_sync)"
     lock_key = guard.keys.lock("cut-off", "dispatch")
     await _eventually(lambda: _gone(primary, lock_key), "the unreplicated lock to be undone")
+
+
+async def test_a_lock_lost_before_its_confirm_is_reported_as_lost_not_as_a_replica_shortfall(
+    primary: Redis, prefix: str, replica_set: ReplicaSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    guard = FireOnceGuard(primary, GuardOptions(key_prefix=prefix, replica_sync={"replicas": 1, "timeout_ms": 4_000}))
+    confirm = guard._replicas.confirm
+
+    async def lost_first(lock_key: str, *rest: Any) -> Any:
+        await primary.delete(lock_key)  # between the acquire and its confirm, as an expiry or a forced release
+        return await confirm(lock_key, *rest)
+
+    monkeypatch.setattr(guard._replicas, "confirm", lost_first)
+    with pytest.raises(FireOnceStoreUnavailable) as caught:
+        await guard.acquire(_target("lost"))
+    assert caught.value.retryable
+    assert caught.value.message == (
+        "the lock was lost before the replicas acknowledged it (it expired, or was released or taken, "
+        "between the acquire and its confirm): nothing was dispatched"
+    )
 
 
 async def test_replica_sync_false_dispatches_on_an_unreplicated_lock(primary: Redis, prefix: str, frozen: None) -> None:

@@ -152,7 +152,15 @@ class FireOnceGuard:
         except BaseException:
             background(self._undo(lease))
             raise
-        if written is not None and written.acked < written.wanted:
+        if written is None:
+            return
+        if written.reply != 1:  # nothing to undo: the lock is gone, or another holder's
+            raise FireOnceStoreUnavailable(
+                "the lock was lost before the replicas acknowledged it (it expired, or was released or taken, "
+                "between the acquire and its confirm): nothing was dispatched",
+                context,
+            )
+        if written.acked < written.wanted:
             background(self._undo(lease))
             raise FireOnceStoreUnavailable(self._shortfall("lock", written.wanted, written.acked), context)
 

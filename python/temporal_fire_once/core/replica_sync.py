@@ -7,11 +7,17 @@ node, so the TypeScript guard can send a bare ``WAIT`` after its acquire; ``redi
 out pooled connections, and a ``WAIT`` on another one than the acquire's would count that
 connection's old writes (none: every replica "acknowledges" at once). So here each ``WAIT`` goes in
 one pipeline with a write of its own: the script's, or after an acquire that took the lock, a
-compare-and-expire re-arming that lock (:meth:`ReplicaSync.confirm`). A Cluster pipeline sends
-the ``WAIT`` to the master of the script's key, on the connection that carries the script. A known
-limit: if that node redirects the script (``MOVED`` or ``ASK``, a slot in migration), redis-py
-re-sends the script alone to the other node, and the ``WAIT`` answered where it was sent counts
-none of it, so such a write passes as acknowledged.
+compare-and-expire re-arming that lock (:meth:`ReplicaSync.confirm`).
+
+On a Cluster the pair is sent to the master of the script's key, both pinned to that node, so they
+share one connection, and redis-py is told not to follow redirects: it would re-send the script
+alone to another node, and the ``WAIT`` answered where it was sent would count none of it. A
+``MOVED`` or ``ASK`` reply means the script did not run; the pair is sent again, together, where
+the reply points (``ASKING`` first for an ``ASK``), at most ``REDIRECTS`` times, and a write still
+redirected then fails, retryably, as an unanswered one does. A limit left: redis-py retries a
+Cluster pipeline it could not send (a connection error, a failover) and routes the retried commands
+anew: the script by its key, and the ``WAIT``, which has none, to the default node; when that is
+another master, its reply counts none of the script, and the write can pass as acknowledged.
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from redis.asyncio import RedisCluster
-from redis.exceptions import NoScriptError
+from redis.asyncio.cluster import ClusterPipeline
+from redis.exceptions import AskError, MovedError, NoScriptError, ResponseError
 
 from .eviction import primaries
 from .options import ReplicaSyncSetting
@@ -31,6 +38,8 @@ from .scripts import EXTEND, LuaScript, RedisClient, ScriptArg
 
 RECOUNT_EVERY_S = 60.0
 """How often ``'auto'`` counts the replicas again."""
+REDIRECTS = 2
+"""How many ``MOVED`` or ``ASK`` replies a write follows on a Cluster, its ``WAIT`` with it."""
 _ONLINE_REPLICA = re.compile(r"slave\d+")
 
 
@@ -73,7 +82,7 @@ class ReplicaSync:
         """After an acquire took ``lock_key``: re-arm it with the same TTL (compare-and-expire, the
         renewal's script) and ``WAIT`` behind that, so the replicas that acknowledge have the lock.
         ``None`` without replicas to wait for; a ``WAIT`` error is raised, as the lock must then be
-        undone. A lock found gone already counts as acknowledged by none."""
+        undone. A lock found gone already comes back with reply 0, acknowledged by none."""
         wanted = await self._wanted()
         if wanted == 0:
             return None
@@ -84,19 +93,48 @@ class ReplicaSync:
         return Written(reply, wanted, int(acked) if reply == 1 else 0)
 
     async def _with_wait(self, script: LuaScript, keys: Sequence[str], args: Sequence[ScriptArg], wanted: int) -> list[Any]:
-        """``[script reply, WAIT reply]`` from one pipeline, errors in place. A node without the
-        script in its cache gets it by ``EVAL``, once: one more round trip, as ``LuaScript`` takes."""
+        """``[script reply, WAIT reply]`` from one pipeline on one connection, errors in place. On a
+        Cluster, a redirect sends the pair again where it points; one still redirected is an error."""
+        if not isinstance(self.redis, RedisCluster):
+            return await self._pair(script, keys, args, wanted)
+        node, asking = self.redis.get_node_from_key(keys[0]), False
+        for _ in range(REDIRECTS + 1):
+            replies = await self._pair(script, keys, args, wanted, node, asking)
+            redirect = replies[0]
+            if isinstance(redirect, MovedError):
+                # A plain command follows the MOVED, and the client updates its slot map as it does.
+                await self.redis.pttl(keys[0])
+                node, asking = self.redis.get_node_from_key(keys[0]), False
+            elif isinstance(redirect, AskError):
+                node, asking = self.redis.get_node(redirect.host, redirect.port), True
+            else:
+                return replies
+            if node is None:
+                break
+        moving = ResponseError(f"the slot of {keys[0]} is moving ({redirect}): the write did not run where its WAIT could count it")
+        return [moving, moving]
+
+    async def _pair(
+        self, script: LuaScript, keys: Sequence[str], args: Sequence[ScriptArg], wanted: int, node: Any = None, asking: bool = False
+    ) -> list[Any]:
+        """The script and its ``WAIT`` in one pipeline: on a Cluster, both pinned to ``node``
+        (``ASKING`` first when asked), redirects not followed. A node without the script in its
+        cache gets it by ``EVAL``, once: one more round trip, as ``LuaScript`` takes."""
+        pinned = {} if node is None else {"target_nodes": node}
         for by_source in (False, True):
             async with self.redis.pipeline(transaction=False) as pipe:
+                if asking:
+                    pipe.execute_command("ASKING", **pinned)
                 if by_source:
-                    pipe.eval(script.lua.decode("utf-8"), script.number_of_keys, *keys, *args)
+                    pipe.execute_command("EVAL", script.lua.decode("utf-8"), script.number_of_keys, *keys, *args, **pinned)
                 else:
-                    pipe.evalsha(script.sha, script.number_of_keys, *keys, *args)
-                if isinstance(self.redis, RedisCluster):
-                    pipe.execute_command("WAIT", wanted, self.setting.timeout_ms, target_nodes=self.redis.get_node_from_key(keys[0]))
+                    pipe.execute_command("EVALSHA", script.sha, script.number_of_keys, *keys, *args, **pinned)
+                pipe.execute_command("WAIT", wanted, self.setting.timeout_ms, **pinned)
+                if isinstance(pipe, ClusterPipeline):
+                    replies: list[Any] = await pipe.execute(raise_on_error=False, allow_redirections=False)
                 else:
-                    pipe.execute_command("WAIT", wanted, self.setting.timeout_ms)
-                replies: list[Any] = await pipe.execute(raise_on_error=False)
+                    replies = await pipe.execute(raise_on_error=False)
+            replies = replies[1:] if asking else replies
             if not isinstance(replies[0], NoScriptError):
                 break
         return replies

@@ -1,0 +1,94 @@
+"""A Redis Cluster of nodes spawned for a test module: three masters, and when asked a replica of
+the first, made with ``redis-cli --cluster``; plus moving a slot between masters by hand, as
+``redis-cli --cluster reshard`` does, for tests that need a slot to change owner under a client."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import pytest
+import redis
+
+from .conftest import free_port
+
+Address = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class SpawnedCluster:
+    masters: list[Address]
+    replicas: list[Address]
+    """Replicas of ``masters[0]`` (none unless asked)."""
+
+
+@contextmanager
+def spawn_cluster(replicas_of_first: int = 0) -> Iterator[SpawnedCluster]:
+    server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
+    if server is None or cli is None:
+        pytest.fail("redis-server and redis-cli are needed (apt-get install -y redis-server), or set REDIS_CLUSTER_NODES")
+    ports = [free_port() for _ in range(3 + replicas_of_first)]
+    bus_ports = [free_port() for _ in ports]  # the default, port + 10000, may be taken or above 65535
+    dirs = [tempfile.mkdtemp(prefix="fire-once-py-cluster-") for _ in ports]
+    procs = [
+        subprocess.Popen(
+            [server, "--port", str(port), "--cluster-port", str(bus), "--bind", "127.0.0.1", "--cluster-enabled", "yes"]
+            + ["--save", "", "--appendonly", "no", "--dir", d],
+            stdout=subprocess.DEVNULL,
+        )
+        for port, bus, d in zip(ports, bus_ports, dirs)
+    ]
+
+    def run(*args: str) -> bytes:
+        return subprocess.run([cli, *args], check=True, capture_output=True).stdout.strip()
+
+    try:
+        for port in ports:
+            _wait_for(lambda: subprocess.run([cli, "-p", str(port), "ping"], capture_output=True).stdout.strip() == b"PONG")
+        nodes = [f"127.0.0.1:{port}" for port in ports]
+        run("--cluster", "create", *nodes[:3], "--cluster-replicas", "0", "--cluster-yes")
+        first_id = run("-p", str(ports[0]), "cluster", "myid").decode()
+        for node in nodes[3:]:
+            run("--cluster", "add-node", node, nodes[0], "--cluster-slave", "--cluster-master-id", first_id)
+        for port in ports:
+            _wait_for(lambda: b"cluster_state:ok" in run("-p", str(port), "cluster", "info"))
+        with redis.Redis(port=ports[0]) as first:
+            _wait_for(lambda: int(first.wait(replicas_of_first, 100)) == replicas_of_first)
+        yield SpawnedCluster([("127.0.0.1", port) for port in ports[:3]], [("127.0.0.1", port) for port in ports[3:]])
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait()
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def migrate_slot(slot: int, source: Address, target: Address, masters: list[Address], keys: list[bytes] | None = None) -> None:
+    """Move ``slot`` from ``source`` to ``target``. With ``keys``, stop half-way: the slot is left
+    migrating, with those of its keys moved (the source then answers ASK for them); without,
+    every key moves and every master is told the new owner (a client with the old map gets MOVED)."""
+    with redis.Redis(*source) as src, redis.Redis(*target) as dst:
+        src_id, dst_id = src.execute_command("CLUSTER MYID"), dst.execute_command("CLUSTER MYID")
+        dst.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", src_id)
+        src.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", dst_id)
+        moving = src.execute_command("CLUSTER GETKEYSINSLOT", slot, 1000) if keys is None else keys
+        if moving:
+            src.execute_command("MIGRATE", target[0], target[1], "", 0, 5000, "KEYS", *moving)
+        if keys is not None:
+            return
+    for address in masters:
+        with redis.Redis(*address) as node:
+            node.execute_command("CLUSTER SETSLOT", slot, "NODE", dst_id)
+
+
+def _wait_for(check: Callable[[], bool], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the cluster did not come up")
+        time.sleep(0.1)
