@@ -11,14 +11,15 @@ from typing import Any, Awaitable, Callable, TypeVar
 from cachetools import LRUCache
 from redis.exceptions import ResponseError
 
-from .errors import FireOnceConfigError, FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, FireOnceStoreUnavailable
+from .acquire_reply import found_by_acquire, stored_result
+from .errors import FireOnceConfigError, FireOnceStoreUnavailable
 from .keys import FireOnceKeys, encode_id
 from .options import MAX_LOG_LEN, GuardOptions, check_redis_client, positive_int
-from .outcomes import Acquired, AcquireOutcome, Committed, DispatchTarget, FastForward, Held, Lease, Settled
+from .outcomes import Acquired, AcquireOutcome, Committed, DispatchTarget, FastForward, Lease, Settled
 from .protocol import claim_protocol
-from .records import check_args_hash, format_artifact, lock_tail, parse_artifact, parse_lock
+from .records import check_args_hash, format_artifact, lock_tail
 from .replica_sync import ReplicaSync
-from .scripts import ACQUIRE, COMMIT, COMMIT_REFUSED, EXTEND, INVALIDATE, LOG_APPEND, RELEASE, AcquireReply, RedisClient
+from .scripts import ACQUIRE, COMMIT, COMMIT_REFUSED, EXTEND, INVALIDATE, LOG_APPEND, RELEASE, RedisClient
 from .store_calls import background, error_context, store_call
 
 WAITERS_GRACE_MS = 60_000
@@ -70,7 +71,7 @@ class FireOnceGuard:
         if mode == "r" and self._known is not None and self._known.get(artifact_key, False):
             record = await self._read_known(target, artifact_key)
             if record is not None:
-                return FastForward(self._stored_result(record, target, artifact_key), artifact_key)
+                return FastForward(stored_result(record, target, artifact_key), artifact_key)
         token = str(uuid.uuid4())
         context = error_context(target, lock_key)
         sent = asyncio.ensure_future(ACQUIRE(self.redis, [artifact_key, lock_key], [token, ttl, mode, lock_tail(target.args_hash, target.holder)]))
@@ -87,29 +88,10 @@ class FireOnceGuard:
             lease = Lease(target, lock_key, artifact_key, waiters_key, token, reply)
             await self._confirm(lease, ttl)
             return Acquired(lease)
-        if isinstance(reply, bytes):
-            found = FastForward(self._stored_result(reply, target, artifact_key), artifact_key)
+        found = found_by_acquire(reply, target, lock_key, artifact_key)
+        if isinstance(found, FastForward) and target.external_artifact_key is None:
             self._remember(artifact_key)
-            return found
-        if isinstance(reply, list) and reply and isinstance(reply[0], bytes):
-            found = FastForward(self._stored_result(reply[0], target, artifact_key), artifact_key, int(reply[1]))
-            self._remember(artifact_key)
-            return found
-        code = reply[0] if isinstance(reply, list) and reply else reply
-        if code == AcquireReply.EXISTS:
-            return FastForward(b"", artifact_key, int(reply[1]))
-        if code == AcquireReply.HELD:
-            lock = parse_lock(reply[2])
-            if lock is None:
-                raise FireOnceProtocolError("the lock holds a value this protocol never writes", context)
-            same = lock.holder != "" and lock.holder == target.holder
-            if not same and _differs(target.args_hash, lock.args_hash):
-                raise _conflict(target, lock_key, "the dispatch in flight was started")
-            return Held(int(reply[1]), lock_key, lock.holder, same, lock.fencing_token)
-        if code == AcquireReply.CORRUPT:
-            detail = reply[1].decode("utf-8", "replace") if isinstance(reply[1], bytes) else str(reply[1])
-            raise FireOnceCorruptArtifact(f"stored artifact is not one this library wrote: {detail}", error_context(target, artifact_key))
-        raise FireOnceProtocolError(f"unexpected reply from {ACQUIRE.command}: {code!r}", context)
+        return found
 
     async def commit(self, lease: Lease, artifact: bytes, artifact_ttl_ms: int | None = None) -> Committed:
         """Store the artifact; in the same step delete the lock if still ours. A late holder
@@ -289,14 +271,6 @@ class FireOnceGuard:
             self._known.pop(artifact_key, None)
         return record
 
-    def _stored_result(self, record: bytes, target: DispatchTarget, artifact_key: str) -> bytes:
-        artifact = parse_artifact(record)
-        if artifact is None:
-            raise FireOnceCorruptArtifact("stored artifact is not one this library wrote: not an artifact record", error_context(target, artifact_key))
-        if _differs(target.args_hash, artifact.args_hash):
-            raise _conflict(target, artifact_key, "the stored artifact was produced")
-        return artifact.payload
-
     async def _run(self, context: dict[str, str], call: Callable[[], Awaitable[T]]) -> T:
         """One store call within ``store_timeout_ms``, failing closed (``store_calls``)."""
         return await store_call(self.options.store_timeout_ms, context, call)
@@ -305,16 +279,6 @@ class FireOnceGuard:
 def _may_hold(done: asyncio.Future[Any]) -> bool:
     """Whether an acquire that settled unseen may have left a lock: it took one, or its outcome is unknown."""
     return done.cancelled() or done.exception() is not None or isinstance(done.result(), int)
-
-
-def _differs(mine: str, stored: str) -> bool:
-    return mine != "" and stored != "" and mine != stored
-
-
-def _conflict(target: DispatchTarget, key: str, what: str) -> FireOnceKeyConflict:
-    return FireOnceKeyConflict(
-        f"step {target.step!r} in scope {target.scope!r} was called with other arguments than {what} with", error_context(target, key)
-    )
 
 
 def _settled(reply: Any) -> Settled:
