@@ -1,6 +1,7 @@
 """The AES-256-GCM codec of test/integration/fixtures/converters/codec.ts, byte-compatible: a
 ``binary/encrypted`` payload whose data is IV (12) + tag (16) + ciphertext of the serialized
-Payload."""
+Payload. And a codec that refuses some results, as ``codecRefusedJob``'s codec in the TypeScript
+suite does."""
 
 from __future__ import annotations
 
@@ -39,3 +40,24 @@ class AesGcmCodec(PayloadCodec):
             decoded.ParseFromString(plain)
             out.append(decoded)
         return out
+
+
+REFUSED_MARKER = "codec-refuses-this"
+
+
+class CodecRefusedError(Exception):
+    """What ``RefusingCodec`` raises: its type is the failure type Temporal reports."""
+
+
+class RefusingCodec(PayloadCodec):
+    """Leaves payloads as they are, but refuses to encode one whose data holds ``REFUSED_MARKER``:
+    a codec that cannot take some result (too large for its envelope, a field its policy forbids)."""
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        for payload in payloads:
+            if REFUSED_MARKER.encode() in payload.data:
+                raise CodecRefusedError(f"this codec refuses payloads that hold {REFUSED_MARKER!r}")
+        return list(payloads)
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)

@@ -16,6 +16,8 @@ from temporalio.exceptions import CancelledError
 from temporal_fire_once import ExternalArtifact, FireOnceKeys, fire_once, fire_once_context
 from temporal_fire_once.worker import ArtifactIds
 
+from .codec import REFUSED_MARKER
+
 
 def counter_key(prefix: str, counter_id: str) -> str:
     """The same key as counterKey() in test/integration/fixtures/activities.ts."""
@@ -97,9 +99,12 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
     @fire_once()
     @activity.defn(name="heldJob")
     async def held_job(counter_id: str, size: int) -> Any:
-        """Runs until its gate is set, then returns ``size`` bytes of padding, or, for a negative
-        ``size``, a value no payload converter can serialise (the TypeScript ``heldJob``'s twin)."""
+        """Runs until its gate is set, then returns ``size`` bytes of padding; for ``size`` -1, a
+        value no payload converter can serialise, and for -2 one that holds the marker the tests'
+        ``RefusingCodec`` refuses (the TypeScript ``heldJob``'s twin)."""
         await gated(counter_id, heartbeat=False)
+        if size == -2:
+            return {"counterId": counter_id, "by": "python", "pad": REFUSED_MARKER}
         if size < 0:
             return object()
         return {"counterId": counter_id, "by": "python", "pad": "x" * size}

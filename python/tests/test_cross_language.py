@@ -8,12 +8,13 @@ import asyncio
 import json
 import os
 import uuid
+from contextlib import asynccontextmanager, suppress
 from typing import Any, AsyncIterator, Awaitable
 
 import pytest
 from redis.asyncio import Redis
 from temporalio.api.common.v1 import Payload
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, Worker
@@ -21,7 +22,7 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 from temporal_fire_once import FireOncePlugin
 from temporal_fire_once.core import FireOnceKeys, parse_artifact
 
-from .codec import ENCODING, AesGcmCodec
+from .codec import ENCODING, AesGcmCodec, RefusingCodec
 from .conftest import REPO, collect_garbage
 from .pyactivities import counter_key, gate_key, make_activities
 from .pyworkflows import GuardedCall
@@ -214,22 +215,32 @@ async def until(check: Any) -> None:
         await asyncio.sleep(0.05)
 
 
-async def run_with_typescript_waiters(env: Any, redis: Redis, scope: str, size: int, **plugin_options: Any) -> list[Any]:
-    """One run of ``heldJob`` dispatched by a Python worker that cannot store results over 1000
-    bytes, and three more that a TypeScript worker parks on its lock (its default, 'park'); the
-    job ends once all three are parked. The four runs' results, or their errors."""
+@asynccontextmanager
+async def held_with_typescript_waiters(
+    env: Any, redis: Redis, scope: str, size: int, worker_client: Client | None = None, **plugin_options: Any
+) -> AsyncIterator[list[WorkflowHandle[Any, Any]]]:
+    """One run of ``heldJob`` dispatched by a Python worker (of ``worker_client``, by default the
+    environment's) that cannot store results over 1000 bytes, and three more that a TypeScript
+    worker parks on its lock (its default, 'park'); the job ends once all three are parked. The
+    four runs, while the Python worker still runs."""
     queue = f"py-{uuid.uuid4().hex[:8]}"
     args = [scope, "heldJob", [scope, size]]
     waiters_key = FireOnceKeys(PREFIX).waiters(scope, "heldJob")
     collect_garbage()
     plugin = FireOncePlugin(redis, key_prefix=PREFIX, poll_interval_ms=50, max_artifact_bytes=1000, **plugin_options)
-    async with Worker(env.client, task_queue=queue, activities=make_activities(redis, PREFIX), plugins=[plugin]):
+    async with Worker(worker_client or env.client, task_queue=queue, activities=make_activities(redis, PREFIX), plugins=[plugin]):
         holder = await env.client.start_workflow("tsGuardedCall", args=[*args, queue], id=wf_id(), task_queue=TS_QUEUE)
         await until(lambda: redis.exists(counter_key(PREFIX, scope)))
         waiters = [await env.client.start_workflow("tsGuardedCall", args=args, id=wf_id(), task_queue=TS_QUEUE) for _ in range(3)]
         await until(lambda: _equals(redis.llen(waiters_key), 3))
         await redis.set(gate_key(PREFIX, scope), 1)
-        return await asyncio.gather(*(run.result() for run in [holder, *waiters]), return_exceptions=True)
+        yield [holder, *waiters]
+
+
+async def run_with_typescript_waiters(env: Any, redis: Redis, scope: str, size: int, **plugin_options: Any) -> list[Any]:
+    """The four runs of ``held_with_typescript_waiters``: their results, or their errors."""
+    async with held_with_typescript_waiters(env, redis, scope, size, **plugin_options) as runs:
+        return await asyncio.gather(*(run.result() for run in runs), return_exceptions=True)
 
 
 async def _equals(value: Awaitable[Any], expected: Any) -> bool:
@@ -256,3 +267,37 @@ async def test_typescript_waiters_parked_on_a_python_holder_fail_for_good_on_a_r
         assert isinstance(result, WorkflowFailureError), result
         assert isinstance(result.cause, ActivityError) and isinstance(result.cause.cause, ApplicationError)
         assert (result.cause.cause.type, result.cause.cause.non_retryable) == ("FireOnceUnstorableResult", True)
+
+
+async def test_typescript_waiters_parked_on_a_python_holder_fail_at_once_on_a_result_its_codec_refuses(
+    temporal_env: Any, ts_worker: TsWorker, client: Redis
+) -> None:
+    # The Python worker's codec refuses the result (size -2: it holds the codec's marker), so
+    # Temporal fails the holder's attempt with the codec's error. The waiters the hold takes get
+    # that failure now, retryably, not after the kept lock (60 s) and their timeouts.
+    scope = "s-hold-codec-refused"
+    refusing = Client(temporal_env.client.service_client, namespace="default", data_converter=DataConverter(payload_codec=RefusingCodec()))
+    async with held_with_typescript_waiters(temporal_env, client, scope, -2, refusing, lock_ttl_ms=60_000) as runs:
+        try:
+            async with asyncio.timeout(60):  # a bound, not an assertion: waiters left parked never fail
+                await until(lambda: _all_retrying(runs))
+            assert [await _last_failure(run) for run in runs] == ["CodecRefusedError"] * 4
+            assert await client.get(counter_key(PREFIX, scope)) == b"1"
+            assert not await client.exists(FireOnceKeys(PREFIX).artifact(scope, "heldJob"))
+        finally:
+            # Their retries wait on the kept lock; end them rather than wait out its TTL.
+            for run in runs:
+                with suppress(Exception):
+                    await run.terminate("test done")
+
+
+async def _last_failure(run: WorkflowHandle[Any, Any]) -> str:
+    """The failure type of the run's activity's last attempt; 'none' on its first attempt."""
+    pending = (await run.describe()).raw_description.pending_activities
+    if not pending or not pending[0].HasField("last_failure"):
+        return "none"
+    return str(pending[0].last_failure.application_failure_info.type or "other")
+
+
+async def _all_retrying(runs: list[WorkflowHandle[Any, Any]]) -> bool:
+    return all([await _last_failure(run) != "none" for run in runs])
