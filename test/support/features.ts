@@ -54,7 +54,12 @@ export function useFeatures(name: string) {
 
   async function withWorker<T>(
     scenario: (ctx: FeatureContext, plugin: FireOncePlugin) => Promise<T>,
-    options: { readonly plugin?: Partial<FireOncePluginOptions>; readonly worker?: Partial<WorkerOptions> } = {},
+    options: {
+      readonly plugin?: Partial<FireOncePluginOptions>;
+      readonly worker?: Partial<WorkerOptions>;
+      /** Activities of the scenario's own, on this context's Redis and prefix, in place of the fixtures' of the same names. */
+      readonly activities?: (redis: Redis, prefix: string) => Record<string, (...args: never[]) => Promise<unknown>>;
+    } = {},
   ): Promise<T> {
     const { ctx, base } = context();
     const plugin = new FireOncePlugin({ redis: h.redis, keyPrefix: ctx.prefix, pollIntervalMs: 50, ...options.plugin });
@@ -62,7 +67,7 @@ export function useFeatures(name: string) {
       connection: base.connection,
       taskQueue: ctx.taskQueue,
       workflowBundle: base.workflowBundle,
-      activities: guardedActivities(h.redis, ctx.prefix),
+      activities: { ...guardedActivities(h.redis, ctx.prefix), ...options.activities?.(h.redis, ctx.prefix) },
       plugins: [plugin],
       ...options.worker,
     });
