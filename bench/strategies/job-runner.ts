@@ -59,7 +59,8 @@ export interface BenchRunner {
 }
 
 /**
- * Start a runner that pops jobs from the sample's job list (BLPOP) and runs each concurrently:
+ * Start a runner that pops jobs from the tail of the sample's job list (BRPOP: the sample pushes
+ * at the head) and runs each concurrently:
  * logs `taken`, sleeps `jobMs`, logs `resolved` and sets the resolution key, sleeps
  * `artifactDelayMs`, writes the summary artifact where the sample's `awaitSummary` reads it,
  * and logs `artifact`.
@@ -87,7 +88,7 @@ export function startBenchRunner(options: BenchRunnerOptions): BenchRunner {
 
   async function loop(): Promise<void> {
     while (!stopped) {
-      const popped = await blocking.blpop(keys.jobs, 0.1);
+      const popped = await blocking.brpop(keys.jobs, 0.1);
       if (popped === null) continue;
       const job = JSON.parse(popped[1]) as SummaryJob;
       const taken = log('taken', job.message); // one dispatch, logged before the next pop

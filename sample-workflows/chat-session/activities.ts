@@ -48,7 +48,7 @@ export function createChatActivities(deps: ChatActivityDeps): ChatActivities {
   async function dispatchSummary(sessionId: string, message: string): Promise<void> {
     const dispatch = await redis.incr(keys.dispatches);
     const job: SummaryJob = { sessionId, message, jobType: SUMMARY_JOB, dispatch };
-    await redis.rpush(keys.jobs, JSON.stringify(job));
+    await redis.lpush(keys.jobs, JSON.stringify(job)); // the runner takes from the tail: first in, first out
   }
 
   // It waits up to `timeoutMs` and heartbeats while it waits, so that a cancelled run (or a dead

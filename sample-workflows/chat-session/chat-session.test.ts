@@ -1,4 +1,5 @@
 import { useSampleHarness } from '../../test/support/sample-harness';
+import { startScript } from '../../test/support/scripts';
 import { readCount, waitForCount, waitUntil } from '../shared/redis';
 import { FireOnceKeys, parseEvent } from '../../src/core';
 import { DISPATCH_STEP, chatKeys, type JobTimings } from './config';
@@ -93,6 +94,34 @@ describe('chat-session: every message is a new run of the same session', () => {
       expect(await decisionOf(prefix, laterHandle.workflowId)).toBe('fast-forwarded');
     });
   });
+  it('guarded: a job runner killed mid-job loses nothing: one restarted under its ID runs the job, and the run gets its summary', async () => {
+    // The lock lasts the 60 s job's life and more, so the run's wait (60 s) is what a lost job
+    // would fail at; nobody dispatches again meanwhile.
+    const { prefix, taskQueue, worker: base } = h.fresh();
+    const keys = chatKeys(prefix);
+    const worker = await createChatWorker({ ...base, timings: { jobMs: 60_000, artifactDelayMs: 0 } });
+    await worker.runUntil(async () => {
+      const run = await sendMessage(h.client, { taskQueue, sessionId: 'session-crash', strategy: 'guarded', text: 'first' });
+      const env = { REDIS_URL: process.env.REDIS_URL!, KEY_PREFIX: prefix, JOB_MS: '60000', RUNNER_ID: 'runner-a' };
+      const doomed = startScript('sample-workflows/chat-session/job-runner.ts', [], env);
+      try {
+        await doomed.waitFor('job from dispatch #1 started for session-crash');
+      } finally {
+        const killed = new Promise((resolve) => doomed.child.once('close', resolve));
+        doomed.child.kill('SIGKILL'); // no shutdown: the job it took is left half done
+        await killed;
+      }
+      const runner = startJobRunner({ redisUrl: process.env.REDIS_URL!, keys, jobMs: 100, artifactDelayMs: 0, runnerId: 'runner-a' });
+      try {
+        expect(await run.result()).toBe('summary of session-crash, from dispatch #1 ("first")');
+      } finally {
+        await runner.stop();
+      }
+      expect(await readCount(h.redis, keys.dispatches)).toBe(1);
+      expect(await h.redis.llen(keys.processing('runner-a'))).toBe(0);
+    });
+  });
+
   it('a run cancelled while it waits for its summary ends once the wait has stopped, by the cancellation, not at its deadline', async () => {
     // No job runner: the summary never comes, and the run waits for it (20 s at most).
     const { prefix, taskQueue, worker: base } = h.fresh();

@@ -35,8 +35,10 @@ export function lockTtlFor(timings: JobTimings): number {
 export interface ChatKeys {
   /** The prefix shared with the `FireOncePlugin`'s `keyPrefix`. */
   readonly prefix: string;
-  /** Redis list of dispatched jobs; the job runner pops from it. */
+  /** Redis list of dispatched jobs: pushed at the head, taken from the tail by the job runner. */
   readonly jobs: string;
+  /** The jobs the runner `runnerId` has taken and not finished. */
+  processing(runnerId: string): string;
   /** INCR'd by the dispatch activity body: the count of dispatches, which the guard does not own. */
   readonly dispatches: string;
   /** INCR'd by the job runner each time a job resolves, before its artifact is written. */
@@ -60,6 +62,7 @@ export function chatKeys(prefix: string): ChatKeys {
   return {
     prefix,
     jobs: `${prefix}:jobs`,
+    processing: (runnerId) => `${prefix}:jobs:processing:${runnerId}`,
     dispatches: `${prefix}:count:dispatches`,
     jobsResolved: `${prefix}:count:jobs-resolved`,
     summary: (sessionId, jobType = SUMMARY_JOB) => `${keys.scopeBase(sessionId)}:result:${encodeId('jobType', jobType)}`,

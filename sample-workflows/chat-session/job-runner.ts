@@ -12,6 +12,11 @@ export interface JobRunnerOptions extends JobTimings {
   readonly artifactTtlMs?: number;
   /** Told about each job as it starts and as its artifact lands. @defaultValue silent */
   readonly log?: (line: string) => void;
+  /**
+   * Names the list of the jobs this runner has taken and not finished (`keys.processing(runnerId)`).
+   * A runner started under the ID of one that died runs those jobs first. @defaultValue `'runner-1'`
+   */
+  readonly runnerId?: string;
 }
 
 /** A running job runner. */
@@ -21,13 +26,20 @@ export interface JobRunner {
 }
 
 /**
- * The downstream service the chat step dispatches to, outside Temporal: it pops summary jobs
- * from a Redis list with BLPOP and runs each concurrently. A job takes `jobMs`, then resolves,
- * and only `artifactDelayMs` later writes its artifact. A run that lands in that gap finds no
- * artifact; only the still-held lock keeps it from dispatching again.
+ * The downstream service the chat step dispatches to, outside Temporal: it takes summary jobs
+ * from a Redis list and runs each concurrently. A job takes `jobMs`, then resolves, and only
+ * `artifactDelayMs` later writes its artifact. A run that lands in that gap finds no artifact;
+ * only the still-held lock keeps it from dispatching again.
+ *
+ * Taking a job moves it, in one step, onto this runner's own processing list (`BRPOPLPUSH`,
+ * which Redis 5 has; `BLMOVE` needs 6.2), and the job leaves that list only once its artifact is
+ * written. A runner that dies mid-job loses nothing: the next one started under its `runnerId`
+ * runs what it left there. With `BLPOP` such a job was gone, and once the lock's TTL ran out the
+ * next message dispatched it again.
  */
 export function startJobRunner(options: JobRunnerOptions): JobRunner {
   const { keys } = options;
+  const processing = keys.processing(options.runnerId ?? 'runner-1');
   const blocking = new Redis(options.redisUrl);
   const writer = new Redis(options.redisUrl);
   const running = new Set<Promise<void>>();
@@ -43,16 +55,23 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
     options.log?.(`job from dispatch #${job.dispatch} wrote ${keys.summary(job.sessionId, job.jobType)}`);
   }
 
+  /** Run a job taken onto the processing list; it leaves the list once its artifact is written. */
+  function start(taken: string): void {
+    const job = JSON.parse(taken) as SummaryJob;
+    const done = runJob(job)
+      .then(async () => void (await writer.lrem(processing, 1, taken)))
+      .catch((err: unknown) => console.error(`job runner: job from dispatch #${job.dispatch} failed; left on ${processing}`, err))
+      .finally(() => running.delete(done));
+    running.add(done);
+  }
+
   async function loop(): Promise<void> {
+    // What a runner of this ID took and never finished: it died. Run those first.
+    for (const taken of await writer.lrange(processing, 0, -1)) start(taken);
     while (!stopped) {
-      // Whole seconds: Redis before 6.0 refuses a fractional BLPOP timeout. stop() waits for it.
-      const popped = await blocking.blpop(keys.jobs, 1);
-      if (popped === null) continue;
-      const job = JSON.parse(popped[1]) as SummaryJob;
-      const done = runJob(job)
-        .catch((err: unknown) => console.error(`job runner: job from dispatch #${job.dispatch} failed`, err))
-        .finally(() => running.delete(done));
-      running.add(done);
+      // Whole seconds: Redis before 6.0 refuses a fractional timeout. stop() waits for it.
+      const taken = await blocking.brpoplpush(keys.jobs, processing, 1);
+      if (taken !== null) start(taken);
     }
   }
 
@@ -75,8 +94,11 @@ if (require.main === module) {
       artifactDelayMs: intFromEnv('ARTIFACT_DELAY_MS', DEFAULT_TIMINGS.artifactDelayMs),
     };
     const keys = chatKeys(process.env.KEY_PREFIX ?? DEFAULT_KEY_PREFIX);
-    const runner = startJobRunner({ redisUrl: redisUrl(), keys, ...timings, log: (line) => console.log(line) });
-    console.log(`job runner: popping ${keys.jobs} (job ${timings.jobMs} ms, artifact ${timings.artifactDelayMs} ms later); Ctrl-C to stop`);
+    const runnerId = process.env.RUNNER_ID ?? 'runner-1';
+    const runner = startJobRunner({ redisUrl: redisUrl(), keys, ...timings, runnerId, log: (line) => console.log(line) });
+    console.log(
+      `job runner ${runnerId}: taking jobs from ${keys.jobs} onto ${keys.processing(runnerId)} (job ${timings.jobMs} ms, artifact ${timings.artifactDelayMs} ms later); Ctrl-C to stop`,
+    );
     await new Promise<void>((resolve) => process.once('SIGINT', resolve));
     await runner.stop();
   });
