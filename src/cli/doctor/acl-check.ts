@@ -37,6 +37,15 @@ export const WORKER_NEEDS: Readonly<Record<string, Need>> = {
   info: () => ['INFO', 'memory'],
 };
 
+/**
+ * What a worker sends on top of {@link WORKER_NEEDS} to a primary that has replicas: `replicaSync`
+ * (`'auto'`, the default) pipelines `WAIT` behind every write, and after every acquire that took a
+ * lock. Without it no lock can be taken: the acquire is undone and fails closed.
+ */
+export const REPLICA_NEEDS: Readonly<Record<string, Need>> = {
+  wait: () => ['WAIT', '0', '0'],
+};
+
 /** What the `fire-once` commands send (report, inspect, release, invalidate), on top of connecting. */
 export const CLI_NEEDS: Readonly<Record<string, Need>> = {
   info: () => ['INFO', 'memory'],
@@ -87,9 +96,10 @@ export async function checkAcl(node: DoctorNode, keys: FireOnceKeys, aclUser: st
   const probe = { key: keys.lock('doctor-probe', 'probe'), channel: keys.wakeChannel('doctor-probe'), log: keys.log() };
   const user = aclUser ?? (await whoAmI(node.client));
   const at = { node: node.address };
+  const replicas = Number(node.info.get('connected_slaves') ?? 0);
   const results: Verdict[] = [];
   for (const [check, needs, missingStatus, who] of [
-    ['acl-worker', WORKER_NEEDS, 'fail', 'a worker'],
+    ['acl-worker', replicas > 0 ? { ...WORKER_NEEDS, ...REPLICA_NEEDS } : WORKER_NEEDS, 'fail', 'a worker'],
     ['acl-cli', CLI_NEEDS, 'warn', 'the fire-once CLI'],
   ] as const) {
     const names = Object.keys(needs);
@@ -117,8 +127,9 @@ export async function checkAcl(node: DoctorNode, keys: FireOnceKeys, aclUser: st
       results.push(verdict(check as CheckName, 'ok', `user ${user} may run everything ${who} needs on ${where}`, at));
       continue;
     }
+    const waitNote = missing.includes('wait') ? `; +wait because the primary has ${replicas} replica(s), which replicaSync waits for` : '';
     const consequence =
-      check === 'acl-worker' ? 'a worker as this user cannot guard (it refuses to start or fails closed)' : 'these commands will fail with NOPERM';
+      check === 'acl-worker' ? `a worker as this user cannot guard (it refuses to start or fails closed)${waitNote}` : 'these commands will fail with NOPERM';
     results.push(
       verdict(
         check as CheckName,
