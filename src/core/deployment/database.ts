@@ -1,0 +1,37 @@
+import { FireOnceConfigError, FireOnceStoreUnavailable } from '../errors';
+import { isCluster, type RedisClient } from '../scripts';
+import { addressOf } from './nodes';
+
+/**
+ * Refuse a client that names a database (`redis://host:port/3`, `db: 3`) it is not in. ioredis
+ * sends the `SELECT` itself on connecting, but reports a refusal (a database the server does not
+ * have, an ACL user without `+select`) only as an `error` event and goes on in database 0, where
+ * another deployment's locks and results may be. `SELECT`ing the same database again is a no-op
+ * when the first one took; when it did not, this one is refused the same way. A Cluster has
+ * database 0 only, and ioredis refuses a `db` there itself.
+ */
+export async function checkSelectedDatabase(redis: RedisClient, timeoutMs: number): Promise<void> {
+  if (isCluster(redis)) return;
+  const { db } = redis.options;
+  if (!db) return;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new FireOnceStoreUnavailable(`Redis did not answer within ${timeoutMs} ms while database ${db} was selected`)), timeoutMs);
+  });
+  try {
+    await Promise.race([redis.select(db), timeout]);
+  } catch (err) {
+    if (err instanceof FireOnceStoreUnavailable) throw err;
+    if (!(err instanceof Error && err.name === 'ReplyError')) {
+      throw new FireOnceStoreUnavailable(`could not select database ${db}: ${err instanceof Error ? err.message : String(err)}`, {}, { cause: err });
+    }
+    throw new FireOnceConfigError(
+      `the Redis client names database ${db}, which Redis at ${addressOf(redis)} refused (${err.message.trim()}): ioredis went on in database 0, ` +
+        `where other deployments' locks and results may be. Name a database the server has (0 to its \`databases\` setting less one), or grant the user +select`,
+      {},
+      { cause: err },
+    );
+  } finally {
+    clearTimeout(timer);
+  }
+}
