@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { DEFAULT_NAMESPACE, encodeId, type FireOnceKeys } from '../../core/keys';
 import { replyErrorMessage } from '../../core/deployment/settings';
+import { compareVersions } from '../../core/deployment/version';
 import type { DoctorNode } from './topology';
 import { verdict, type CheckName, type Verdict } from './verdict';
 
@@ -95,6 +96,8 @@ export async function checkAcl(node: DoctorNode, keys: FireOnceKeys, aclUser: st
       : `keys ${nsKeys.map((p) => `~${p}`).join(' ')}, channels ${nsKeys.map((p) => `&${p}`).join(' ')}`;
   const probe = { key: keys.lock('doctor-probe', 'probe'), channel: keys.wakeChannel('doctor-probe'), log: keys.log() };
   const user = aclUser ?? (await whoAmI(node.client));
+  const older = beforeRedis7(node, user, aclUser);
+  if (older !== undefined) return older;
   const at = { node: node.address };
   const replicas = Number(node.info.get('connected_slaves') ?? 0);
   const results: Verdict[] = [];
@@ -143,6 +146,32 @@ export async function checkAcl(node: DoctorNode, keys: FireOnceKeys, aclUser: st
     );
   }
   return results;
+}
+
+/**
+ * The ACL verdicts of a server older than 7.0, which has neither `redis.acl_check_cmd` nor `ACL
+ * DRYRUN`: 6.x has users whose permissions cannot be asked about without running the commands;
+ * 5.x has no ACL, so every client may run every command (and no `--acl-user` can exist there).
+ * `undefined` on 7.0 and later, or when the version could not be read.
+ */
+function beforeRedis7(node: DoctorNode, user: string, aclUser: string | undefined): Verdict[] | undefined {
+  const version = node.info.get('redis_version');
+  if (version === undefined || compareVersions(version, '7.0.0') >= 0) return undefined;
+  const at = { node: node.address };
+  const checks = [
+    ['acl-worker', 'a worker'],
+    ['acl-cli', 'the fire-once CLI'],
+  ] as const;
+  const hasUsers = compareVersions(version, '6.0.0') >= 0;
+  if (!hasUsers && aclUser === undefined) {
+    const message = (who: string) => `Redis ${version} has no ACL: every client may run every command ${who} needs (unless redis.conf renames one)`;
+    return checks.map(([check, who]) => verdict(check, 'ok', message(who), at));
+  }
+  const why = hasUsers
+    ? `that needs Redis 7.0 (redis.acl_check_cmd, ACL DRYRUN), and this is ${version}`
+    : `Redis ${version} has no ACL users (they came with 6.0)`;
+  const fix = hasUsers ? { fix: `compare ACL GETUSER ${user} with docs/reliability.md's least-privilege line (with +wait if the primary has replicas)` } : {};
+  return checks.map(([check]) => verdict(check, 'unknown', `the permissions of user ${user} could not be checked: ${why}`, { ...at, ...fix }));
 }
 
 /** One boolean per command, or why the permissions could not be checked. */
