@@ -1,13 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Redis } from 'ioredis';
-import { freePort, stopChild } from '../../sample-workflows/services';
 import { FireOnceGuard } from '../../src';
 import { EXIT } from '../../src/cli/exit-codes';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
-import { waitFor } from '../support/wait';
+import { spawnSentinel, type SpawnedSentinel } from '../support/sentinel';
 import { runCli } from './run-cli';
 
 // Behind Sentinel, the address operators have at hand is often a sentinel's. A sentinel answers
@@ -16,8 +10,7 @@ import { runCli } from './run-cli';
 jest.setTimeout(120_000);
 
 describe('fire-once CLI given a Redis Sentinel instead of a data node', () => {
-  let dir: string;
-  let sentinel: ChildProcess | undefined;
+  let sentinel: SpawnedSentinel | undefined;
   let sentinelUrl: string;
   let master: { host: string; port: number };
   const redis = connectRedis();
@@ -25,28 +18,16 @@ describe('fire-once CLI given a Redis Sentinel instead of a data node', () => {
 
   beforeAll(async () => {
     master = { host: redis.options.host ?? '127.0.0.1', port: redis.options.port ?? 6379 };
-    dir = mkdtempSync(join(tmpdir(), 'fire-once-cli-sentinel-'));
-    const port = await freePort();
-    writeFileSync(join(dir, 'sentinel.conf'), `port ${port}\nbind 127.0.0.1\ndir ${dir}\nsentinel monitor orders ${master.host} ${master.port} 1\n`);
-    sentinel = spawn('redis-server', [join(dir, 'sentinel.conf'), '--sentinel'], { stdio: 'ignore' });
-    sentinelUrl = `redis://127.0.0.1:${port}`;
-    const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    probe.on('error', () => undefined);
-    await waitFor('the sentinel to answer', async () => {
-      if (probe.status !== 'ready') await probe.connect();
-      return (await probe.ping()) === 'PONG';
-    });
-    probe.disconnect();
+    sentinel = await spawnSentinel(master);
+    sentinelUrl = sentinel.url;
     // A lock in flight on the master, which the sentinel's address must not hide.
     await new FireOnceGuard({ redis, keyPrefix: prefix }).acquire({ scope: 's', step: 'send', jobType: 'send' });
   });
   afterAll(async () => {
-    if (sentinel) await stopChild(sentinel);
-    rmSync(dir, { recursive: true, force: true });
+    await sentinel?.stop();
     await deletePrefix(redis, prefix);
     redis.disconnect();
   });
-
   it.each([
     ['report', ['report']],
     ['inspect', ['inspect', 's']],

@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import { FIRE_ONCE_DEFAULTS, FireOnceConfigError, FireOnceGuard, FireOncePlugin, FireOnceStoreUnavailable } from '../../src';
 import { freePort } from '../../sample-workflows/services';
 import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
+import { spawnSentinel } from '../support/sentinel';
 
 // The plugin's start check: FireOncePlugin.runWorker (what Worker.run goes through) refuses a
 // Redis that can evict the guard's keys before the worker runs, unless allowEvictingRedis is
@@ -118,6 +119,30 @@ describe('FireOncePlugin refuses an evicting Redis at worker start', () => {
     await new FireOncePlugin({ redis: db15, keyPrefix: 'db-check' }).runWorker({} as Worker, ok);
     expect(ok).toHaveBeenCalledTimes(1);
     expect(dispatches).toBe(1);
+  });
+
+  it("a client of a Sentinel's address: runWorker rejects with FireOnceConfigError saying so, allowEvictingRedis or not", async () => {
+    const sentinel = await spawnSentinel({ host: '127.0.0.1', port: safe.port });
+    try {
+      for (const allowEvictingRedis of [false, true]) {
+        const redis = client(sentinel.url);
+        let dispatches = 0;
+        const next = jest.fn(async () => {
+          const outcome = await new FireOnceGuard({ redis, keyPrefix: 'sentinel-check' }).acquire({ scope: 's', step: 'send', jobType: 'send' });
+          if (outcome.kind === 'acquired') dispatches += 1;
+        });
+        const err = await new FireOncePlugin({ redis, allowEvictingRedis }).runWorker({} as Worker, next).catch((e: unknown) => e);
+        expect(dispatches).toBe(0);
+        expect(next).not.toHaveBeenCalled();
+        expect(err).toBeInstanceOf(FireOnceConfigError);
+        expect((err as Error).message).toBe(
+          `Redis at 127.0.0.1:${sentinel.port} is a Sentinel, which holds no keys and runs no scripts: give ioredis the sentinels and the master's name ` +
+            `(new Redis({ sentinels: [{ host, port }], name: 'orders' }), see docs/deployment.md), not a sentinel's address; it monitors orders at 127.0.0.1:${safe.port}`,
+        );
+      }
+    } finally {
+      await sentinel.stop();
+    }
   });
 
   it('a worker stops even when Redis went away before its last dispatch-log batch, with a client that retries for ever', async () => {

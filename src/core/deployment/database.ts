@@ -1,6 +1,7 @@
-import { FireOnceConfigError, FireOnceStoreUnavailable } from '../errors';
+import { FireOnceConfigError } from '../errors';
 import { isCluster, type RedisClient } from '../scripts';
 import { addressOf } from './nodes';
+import { withinTimeout } from './timeout';
 
 /**
  * Refuse a client that names a database (`redis://host:port/3`, `db: 3`) it is not in. ioredis
@@ -14,24 +15,20 @@ export async function checkSelectedDatabase(redis: RedisClient, timeoutMs: numbe
   if (isCluster(redis)) return;
   const { db } = redis.options;
   if (!db) return;
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new FireOnceStoreUnavailable(`Redis did not answer within ${timeoutMs} ms while database ${db} was selected`)), timeoutMs);
-  });
-  try {
-    await Promise.race([redis.select(db), timeout]);
-  } catch (err) {
-    if (err instanceof FireOnceStoreUnavailable) throw err;
-    if (!(err instanceof Error && err.name === 'ReplyError')) {
-      throw new FireOnceStoreUnavailable(`could not select database ${db}: ${err instanceof Error ? err.message : String(err)}`, {}, { cause: err });
-    }
-    throw new FireOnceConfigError(
-      `the Redis client names database ${db}, which Redis at ${addressOf(redis)} refused (${err.message.trim()}): ioredis went on in database 0, ` +
-        `where other deployments' locks and results may be. Name a database the server has (0 to its \`databases\` setting less one), or grant the user +select`,
-      {},
-      { cause: err },
-    );
-  } finally {
-    clearTimeout(timer);
-  }
+  const refusal = await withinTimeout(timeoutMs, { what: `database ${db} was selected`, noun: `database ${db}` }, () =>
+    redis.select(db).then(
+      () => undefined,
+      (err: unknown) => {
+        if (err instanceof Error && err.name === 'ReplyError') return err;
+        throw err;
+      },
+    ),
+  );
+  if (refusal === undefined) return;
+  throw new FireOnceConfigError(
+    `the Redis client names database ${db}, which Redis at ${addressOf(redis)} refused (${refusal.message.trim()}): ioredis went on in database 0, ` +
+      `where other deployments' locks and results may be. Name a database the server has (0 to its \`databases\` setting less one), or grant the user +select`,
+    {},
+    { cause: refusal },
+  );
 }
