@@ -142,7 +142,8 @@ describe('fire-once doctor and a worker user on a primary with a replica', () =>
     const redis = new Redis(urlOf(user, password), { maxRetriesPerRequest: 1 });
     let dispatches = 0;
     try {
-      const guard = new FireOnceGuard({ redis, keyPrefix: prefix });
+      // With room for a loaded machine's replica to answer.
+      const guard = new FireOnceGuard({ redis, keyPrefix: prefix, replicaSync: { replicas: 'auto', timeoutMs: 4_000 } });
       const outcome = await guard.acquire({ scope, step: 'send', jobType: 'send' });
       if (outcome.kind === 'acquired') {
         dispatches += 1;
