@@ -2,6 +2,7 @@ import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { FireOnceStoreUnavailable } from '../core/errors';
 import type { RedisClient } from '../core/scripts';
 import { CliError, EXIT } from './exit-codes';
+import { refuseSentinel } from './sentinel';
 
 /** How the CLI reaches Redis. */
 export interface ConnectOptions {
@@ -106,6 +107,7 @@ export function connectNode({ url, timeoutMs, source = '--redis' }: ConnectOptio
       ready: client
         .connect()
         .then(() => pinged(client))
+        .then(() => refuseSentinel(client, redactUrl(url), source))
         .then(() => selected(client)),
     };
   });
@@ -172,6 +174,7 @@ async function connected<C extends RedisClient>(url: string, open: () => { clien
     return client;
   } catch (err) {
     client.disconnect();
+    if (err instanceof CliError) throw err; // the CLI's own refusal (a sentinel), with its exit code
     const reason = describeError(lastError ?? err);
     throw new CliError(`cannot use Redis at ${redactUrl(url)}: ${reason}`, EXIT.redis, { cause: err });
   }

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { primariesOf } from './deployment/nodes';
 import type { ReplicaSyncSetting } from './options';
 import type { LuaScript, RedisClient } from './scripts';
@@ -27,6 +28,8 @@ export class ReplicaSync {
   private known: number | undefined;
   private counting: Promise<number> | undefined;
   private countedAt = 0;
+  /** Scripts this guard has sent whole, by SHA1: Redis has them cached until a restart or a SCRIPT FLUSH. */
+  private readonly loaded = new Set<string>();
 
   constructor(
     private readonly redis: RedisClient,
@@ -38,16 +41,37 @@ export class ReplicaSync {
     if (wanted === 0) return script(this.redis, keys, args, buffers).then((reply) => ({ reply, wanted, acked: 0 }));
     return Promise.resolve(wanted).then(async (count) => {
       if (count === 0) return { reply: await script(this.redis, keys, args, buffers), wanted: count, acked: 0 };
-      const method = script.method(this.redis, buffers);
-      const pipeline = this.redis.pipeline() as unknown as Record<string, (...args: unknown[]) => unknown> & ReturnType<RedisClient['pipeline']>;
-      pipeline[method](...keys, ...args);
-      pipeline.wait(count, this.setting.timeoutMs);
-      const [[scriptErr, reply], [waitErr, acked]] = (await pipeline.exec()) as [[Error | null, R], [Error | null, number]];
+      // EVALSHA, and EVAL again with its own WAIT if Redis lost the script (SCRIPT FLUSH). Not the
+      // script's ioredis command: on NOSCRIPT it sends the script again after the pipeline, so the
+      // WAIT ran before the write it was meant to wait for, and counted replicas that never had it.
+      // The first time, EVAL: Redis caches the script, and later writes name it by its SHA1.
+      const sha = shaOf(script.lua);
+      let replies = this.loaded.has(sha) ? await this.pipelined(count, buffers, ['evalsha', sha], script.numberOfKeys, keys, args) : undefined;
+      if (replies === undefined || isNoScript(replies[0][0])) {
+        replies = await this.pipelined(count, buffers, ['eval', script.lua], script.numberOfKeys, keys, args);
+        if (replies[0][0] === null) this.loaded.add(sha);
+      }
+      const [[scriptErr, reply], [waitErr, acked]] = replies as [[Error | null, R], [Error | null, number]];
       if (scriptErr) throw scriptErr;
       // The script ran: its reply stands (a commit wrote, a release deleted, waiters were taken).
       if (waitErr) return { reply, wanted: count, acked: 0, waitError: waitErr };
       return { reply, wanted: count, acked };
     });
+  }
+
+  /** `EVALSHA` or `EVAL` of a script, with `WAIT` behind it, in one pipeline. */
+  private async pipelined(
+    count: number,
+    buffers: boolean,
+    [command, body]: ['evalsha' | 'eval', string],
+    numberOfKeys: number,
+    keys: readonly string[],
+    args: readonly (string | number | Buffer)[],
+  ): Promise<[Error | null, unknown][]> {
+    const pipeline = this.redis.pipeline() as unknown as Record<string, (...args: unknown[]) => unknown> & ReturnType<RedisClient['pipeline']>;
+    pipeline[buffers ? `${command}Buffer` : command](body, numberOfKeys, ...keys, ...args);
+    pipeline.wait(count, this.setting.timeoutMs);
+    return (await pipeline.exec()) as [Error | null, unknown][];
   }
 
   /**
@@ -92,4 +116,20 @@ export async function countReplicas(redis: RedisClient): Promise<number> {
     (await primariesOf(redis)).map(async ({ client }) => (await client.info('replication')).match(/^slave\d+:.*state=online/gm)?.length ?? 0),
   );
   return Math.min(...counts);
+}
+
+const shas = new Map<string, string>();
+
+/** The SHA1 `EVALSHA` names a script by. */
+function shaOf(lua: string): string {
+  let sha = shas.get(lua);
+  if (sha === undefined) {
+    sha = createHash('sha1').update(lua).digest('hex');
+    shas.set(lua, sha);
+  }
+  return sha;
+}
+
+function isNoScript(err: Error | null): boolean {
+  return err !== null && /^NOSCRIPT\b/.test(err.message);
 }

@@ -117,6 +117,31 @@ describe('replica sync: WAIT pipelined behind every write', () => {
     }
   });
 
+  it('a renewal after SCRIPT FLUSH waits for the replica after the script, not before it: unacknowledged, it fails', async () => {
+    const guard = guardWith({ replicaSync: { replicas: 1, timeoutMs: 100 } });
+    const patient = new FireOnceGuard({ redis, keyPrefix: guard.options.keyPrefix, replicaSync: { replicas: 1, timeoutMs: 4_000 } });
+    const held = await patient.acquire(target('flushed'));
+    if (held.kind !== 'acquired') throw new Error(held.kind);
+    expect(await patient.extend(held.lease, 60_000)).toBe(true); // the renewal script is now loaded on this connection
+    // The replica has everything written so far: a WAIT with nothing new to wait for answers at once.
+    await waitFor('the replica to acknowledge', async () => (await redis.wait(1, 200)) === 1, REPLICATION_PACE);
+    await new Promise((r) => setTimeout(r, 1_500)); // and has said so in its once-a-second REPLCONF ACK
+    const pid = Number(/process_id:(\d+)/.exec(await onReplica.info('server'))?.[1]);
+    const admin = new Redis(primary.url); // an operator's connection, not the guard's
+    process.kill(pid, 'SIGSTOP');
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      await admin.script('FLUSH'); // the guard's next EVALSHA is answered NOSCRIPT, and the script is sent again
+      await expect(guard.extend(held.lease, 60_000)).rejects.toThrow('only 0 of 1 replica(s) acknowledged the lease renewal');
+    } finally {
+      process.kill(pid, 'SIGCONT');
+      admin.disconnect();
+    }
+    // And the replica, answering again, acknowledges the next renewal after a flush.
+    await redis.script('FLUSH');
+    expect(await patient.extend(held.lease, 60_000)).toBe(true);
+  });
+
   it("'auto' sends no WAIT when no replica is attached", async () => {
     const lone = await spawnRedisServer();
     const client = new Redis(lone.url);

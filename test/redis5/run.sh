@@ -45,6 +45,6 @@ for _ in $(seq 50); do
 done
 
 REDIS_URL="redis://127.0.0.1:$port" npx jest --maxWorkers=2 \
-  test/core test/cli/commands.test.ts test/cli/migrate.test.ts test/cli/report.test.ts test/cli/scripts.test.ts \
+  test/core test/cli/commands.test.ts test/cli/migrate.test.ts test/cli/report.test.ts test/cli/scripts.test.ts test/cli/doctor/server-version.test.ts \
   test/worker/interceptor.test.ts test/worker/semantics.test.ts \
   -t '^(?!.*(ACL user|refuses the credentials)).*$' "$@"

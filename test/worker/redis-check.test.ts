@@ -1,8 +1,9 @@
 import { Runtime, type Worker } from '@temporalio/worker';
 import { Redis } from 'ioredis';
-import { FIRE_ONCE_DEFAULTS, FireOnceConfigError, FireOncePlugin, FireOnceStoreUnavailable } from '../../src';
+import { FIRE_ONCE_DEFAULTS, FireOnceConfigError, FireOnceGuard, FireOncePlugin, FireOnceStoreUnavailable } from '../../src';
 import { freePort } from '../../sample-workflows/services';
 import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
+import { spawnSentinel } from '../support/sentinel';
 
 // The plugin's start check: FireOncePlugin.runWorker (what Worker.run goes through) refuses a
 // Redis that can evict the guard's keys before the worker runs, unless allowEvictingRedis is
@@ -78,6 +79,70 @@ describe('FireOncePlugin refuses an evicting Redis at worker start', () => {
     await new FireOncePlugin({ redis: client(safe.url), allowEvictingRedis: true }).runWorker({} as Worker, next);
     expect(next).toHaveBeenCalledTimes(2);
     expect(warn).not.toHaveBeenCalled();
+  });
+
+  it('a client naming a database the server does not have: runWorker rejects with FireOnceConfigError, where ioredis went on in database 0', async () => {
+    // Another deployment's result in database 0, under the same prefix and IDs.
+    const target = { scope: 'order-7', step: 'charge', jobType: 'charge' };
+    const other = new FireOnceGuard({ redis: client(safe.url), keyPrefix: 'db-check' });
+    const lease = await other.acquire(target);
+    if (lease.kind !== 'acquired') throw new Error(`expected to acquire, got ${lease.kind}`);
+    await other.commit(lease.lease, Buffer.from('"charged by the other deployment"'));
+
+    // Database 16 of a server with 16 (0 to 15): ioredis reports the refused SELECT as an error
+    // event and goes on in database 0.
+    const redis = new Redis(`${safe.url}/16`, { maxRetriesPerRequest: 1 });
+    clients.push(redis);
+    const connectErrors: string[] = [];
+    redis.on('error', (err: Error) => connectErrors.push(err.message));
+    const plugin = new FireOncePlugin({ redis, keyPrefix: 'db-check' });
+    let dispatches = 0;
+    const served: string[] = [];
+    const next = jest.fn(async () => {
+      const outcome = await new FireOnceGuard({ redis, keyPrefix: 'db-check' }).acquire(target);
+      if (outcome.kind === 'acquired') dispatches += 1;
+      if (outcome.kind === 'fast-forward') served.push(outcome.artifact.toString());
+    });
+    const err = await plugin.runWorker({} as Worker, next).catch((e: unknown) => e);
+    expect(connectErrors).toEqual([expect.stringMatching(/DB index is out of range/)]);
+    expect(served).toEqual([]);
+    expect(dispatches).toBe(0);
+    expect(next).not.toHaveBeenCalled();
+    expect(err).toBeInstanceOf(FireOnceConfigError);
+    expect((err as Error).message).toMatch(/^the Redis client names database 16, which Redis at 127\.0\.0\.1:\d+ refused \(.*DB index is out of range\)/);
+    // A database the server has: the worker runs, in that database, and dispatches.
+    const db15 = client(`${safe.url}/15`);
+    const ok = jest.fn(async () => {
+      const outcome = await new FireOnceGuard({ redis: db15, keyPrefix: 'db-check' }).acquire(target);
+      if (outcome.kind === 'acquired') dispatches += 1;
+    });
+    await new FireOncePlugin({ redis: db15, keyPrefix: 'db-check' }).runWorker({} as Worker, ok);
+    expect(ok).toHaveBeenCalledTimes(1);
+    expect(dispatches).toBe(1);
+  });
+
+  it("a client of a Sentinel's address: runWorker rejects with FireOnceConfigError saying so, allowEvictingRedis or not", async () => {
+    const sentinel = await spawnSentinel({ host: '127.0.0.1', port: safe.port });
+    try {
+      for (const allowEvictingRedis of [false, true]) {
+        const redis = client(sentinel.url);
+        let dispatches = 0;
+        const next = jest.fn(async () => {
+          const outcome = await new FireOnceGuard({ redis, keyPrefix: 'sentinel-check' }).acquire({ scope: 's', step: 'send', jobType: 'send' });
+          if (outcome.kind === 'acquired') dispatches += 1;
+        });
+        const err = await new FireOncePlugin({ redis, allowEvictingRedis }).runWorker({} as Worker, next).catch((e: unknown) => e);
+        expect(dispatches).toBe(0);
+        expect(next).not.toHaveBeenCalled();
+        expect(err).toBeInstanceOf(FireOnceConfigError);
+        expect((err as Error).message).toBe(
+          `Redis at 127.0.0.1:${sentinel.port} is a Sentinel, which holds no keys and runs no scripts: give ioredis the sentinels and the master's name ` +
+            `(new Redis({ sentinels: [{ host, port }], name: 'orders' }), see docs/deployment.md), not a sentinel's address; it monitors orders at 127.0.0.1:${safe.port}`,
+        );
+      }
+    } finally {
+      await sentinel.stop();
+    }
   });
 
   it('a worker stops even when Redis went away before its last dispatch-log batch, with a client that retries for ever', async () => {

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { DEFAULT_NAMESPACE, encodeId, type FireOnceKeys } from '../../core/keys';
 import { replyErrorMessage } from '../../core/deployment/settings';
+import { compareVersions } from '../../core/deployment/version';
 import type { DoctorNode } from './topology';
 import { verdict, type CheckName, type Verdict } from './verdict';
 
@@ -35,6 +36,15 @@ export const WORKER_NEEDS: Readonly<Record<string, Need>> = {
   subscribe: (p) => ['SUBSCRIBE', p.channel],
   unsubscribe: (p) => ['UNSUBSCRIBE', p.channel],
   info: () => ['INFO', 'memory'],
+};
+
+/**
+ * What a worker sends on top of {@link WORKER_NEEDS} to a primary that has replicas: `replicaSync`
+ * (`'auto'`, the default) pipelines `WAIT` behind every write, and after every acquire that took a
+ * lock. Without it no lock can be taken: the acquire is undone and fails closed.
+ */
+export const REPLICA_NEEDS: Readonly<Record<string, Need>> = {
+  wait: () => ['WAIT', '0', '0'],
 };
 
 /** What the `fire-once` commands send (report, inspect, release, invalidate), on top of connecting. */
@@ -86,10 +96,13 @@ export async function checkAcl(node: DoctorNode, keys: FireOnceKeys, aclUser: st
       : `keys ${nsKeys.map((p) => `~${p}`).join(' ')}, channels ${nsKeys.map((p) => `&${p}`).join(' ')}`;
   const probe = { key: keys.lock('doctor-probe', 'probe'), channel: keys.wakeChannel('doctor-probe'), log: keys.log() };
   const user = aclUser ?? (await whoAmI(node.client));
+  const older = beforeRedis7(node, user, aclUser);
+  if (older !== undefined) return older;
   const at = { node: node.address };
+  const replicas = Number(node.info.get('connected_slaves') ?? 0);
   const results: Verdict[] = [];
   for (const [check, needs, missingStatus, who] of [
-    ['acl-worker', WORKER_NEEDS, 'fail', 'a worker'],
+    ['acl-worker', replicas > 0 ? { ...WORKER_NEEDS, ...REPLICA_NEEDS } : WORKER_NEEDS, 'fail', 'a worker'],
     ['acl-cli', CLI_NEEDS, 'warn', 'the fire-once CLI'],
   ] as const) {
     const names = Object.keys(needs);
@@ -117,8 +130,9 @@ export async function checkAcl(node: DoctorNode, keys: FireOnceKeys, aclUser: st
       results.push(verdict(check as CheckName, 'ok', `user ${user} may run everything ${who} needs on ${where}`, at));
       continue;
     }
+    const waitNote = missing.includes('wait') ? `; +wait because the primary has ${replicas} replica(s), which replicaSync waits for` : '';
     const consequence =
-      check === 'acl-worker' ? 'a worker as this user cannot guard (it refuses to start or fails closed)' : 'these commands will fail with NOPERM';
+      check === 'acl-worker' ? `a worker as this user cannot guard (it refuses to start or fails closed)${waitNote}` : 'these commands will fail with NOPERM';
     results.push(
       verdict(
         check as CheckName,
@@ -132,6 +146,32 @@ export async function checkAcl(node: DoctorNode, keys: FireOnceKeys, aclUser: st
     );
   }
   return results;
+}
+
+/**
+ * The ACL verdicts of a server older than 7.0, which has neither `redis.acl_check_cmd` nor `ACL
+ * DRYRUN`: 6.x has users whose permissions cannot be asked about without running the commands;
+ * 5.x has no ACL, so every client may run every command (and no `--acl-user` can exist there).
+ * `undefined` on 7.0 and later, or when the version could not be read.
+ */
+function beforeRedis7(node: DoctorNode, user: string, aclUser: string | undefined): Verdict[] | undefined {
+  const version = node.info.get('redis_version');
+  if (version === undefined || compareVersions(version, '7.0.0') >= 0) return undefined;
+  const at = { node: node.address };
+  const checks = [
+    ['acl-worker', 'a worker'],
+    ['acl-cli', 'the fire-once CLI'],
+  ] as const;
+  const hasUsers = compareVersions(version, '6.0.0') >= 0;
+  if (!hasUsers && aclUser === undefined) {
+    const message = (who: string) => `Redis ${version} has no ACL: every client may run every command ${who} needs (unless redis.conf renames one)`;
+    return checks.map(([check, who]) => verdict(check, 'ok', message(who), at));
+  }
+  const why = hasUsers
+    ? `that needs Redis 7.0 (redis.acl_check_cmd, ACL DRYRUN), and this is ${version}`
+    : `Redis ${version} has no ACL users (they came with 6.0)`;
+  const fix = hasUsers ? { fix: `compare ACL GETUSER ${user} with docs/reliability.md's least-privilege line (with +wait if the primary has replicas)` } : {};
+  return checks.map(([check]) => verdict(check, 'unknown', `the permissions of user ${user} could not be checked: ${why}`, { ...at, ...fix }));
 }
 
 /** One boolean per command, or why the permissions could not be checked. */

@@ -1,7 +1,8 @@
-import { FireOnceConfigError, FireOnceError, FireOnceStoreUnavailable } from '../errors';
+import { FireOnceConfigError } from '../errors';
 import type { RedisClient } from '../scripts';
 import { primariesOf } from './nodes';
 import { readSetting } from './settings';
+import { withinTimeout } from './timeout';
 
 /**
  * The one `maxmemory-policy` under which Redis never evicts the guard's keys. Every key the guard
@@ -63,7 +64,7 @@ export interface EvictionCheckOptions {
  * ```
  */
 export async function readEvictionPolicies(redis: RedisClient, timeoutMs = 5_000): Promise<EvictionPolicy[]> {
-  return withTimeout(timeoutMs, async () => {
+  return withinTimeout(timeoutMs, { what: 'its eviction policy was read', noun: "Redis's eviction policy" }, async () => {
     const primaries = await primariesOf(redis);
     return Promise.all(
       primaries.map(async ({ address, client }): Promise<EvictionPolicy> => {
@@ -128,20 +129,4 @@ export function describeEvictionRisk(unsafe: readonly EvictionPolicy[]): string 
   );
   const evicts = unsafe.some((p) => p.policy !== undefined);
   return `${parts.join(', and ')}: ${evicts ? 'under memory pressure Redis evicts' : 'Redis may evict'} live locks and artifacts (every one has a TTL), and the next invocation then dispatches the same job again`;
-}
-
-async function withTimeout<T>(timeoutMs: number, op: () => Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new FireOnceStoreUnavailable(`Redis did not answer within ${timeoutMs} ms while its eviction policy was read`)), timeoutMs);
-  });
-  try {
-    return await Promise.race([op(), timeout]);
-  } catch (err) {
-    if (err instanceof FireOnceError) throw err;
-    const message = err instanceof Error ? err.message : String(err);
-    throw new FireOnceStoreUnavailable(`could not read Redis's eviction policy: ${message}`, {}, { cause: err });
-  } finally {
-    clearTimeout(timer);
-  }
 }

@@ -1,3 +1,5 @@
+import { Redis } from 'ioredis';
+import { FireOnceGuard, FireOnceStoreUnavailable } from '../../../src';
 import { EXIT } from '../../../src/cli/exit-codes';
 import { WORKER_NEEDS } from '../../../src/cli/doctor/acl-check';
 import { ACL_USER, aclRules, documentedAclLine, grantedCommands, parseAclLog } from '../../security/acl-rules';
@@ -113,4 +115,72 @@ describe('fire-once doctor and ACL users', () => {
     // Without --namespace it probes the default namespace, which this user may not touch.
     expect(verdictsOf(await doctorJson(s.server.url, ['--prefix', prefix, '--acl-user', user]), 'acl-worker')[0].status).toBe('fail');
   });
+});
+
+// With a replica attached, a worker's guard (replicaSync 'auto', the default) sends WAIT after
+// every acquire that took a lock: a user without +wait can take no lock at all.
+describe('fire-once doctor and a worker user on a primary with a replica', () => {
+  let primary: ServerWithAdmin;
+  let replica: ServerWithAdmin;
+  const prefix = 'acl-replica';
+
+  beforeAll(async () => {
+    primary = await serverWith(...SAFE_ARGS);
+    replica = await serverWith(...SAFE_ARGS, '--replicaof', '127.0.0.1', String(primary.server.port));
+    for (let i = 0; !/slave0:.*state=online/.test(await primary.admin.info('replication')); i++) {
+      if (i > 200) throw new Error('the replica did not come online');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  });
+  afterAll(async () => {
+    await replica?.stop();
+    await primary?.stop();
+  });
+
+  /** One guarded dispatch as `user`: the counter is incremented only if the guard let it dispatch. */
+  async function dispatchAs(user: string, password: string, scope: string): Promise<{ dispatches: number; error?: unknown }> {
+    const redis = new Redis(urlOf(user, password), { maxRetriesPerRequest: 1 });
+    let dispatches = 0;
+    try {
+      // With room for a loaded machine's replica to answer.
+      const guard = new FireOnceGuard({ redis, keyPrefix: prefix, replicaSync: { replicas: 'auto', timeoutMs: 4_000 } });
+      const outcome = await guard.acquire({ scope, step: 'send', jobType: 'send' });
+      if (outcome.kind === 'acquired') {
+        dispatches += 1;
+        await guard.commit(outcome.lease, Buffer.from('"sent"'));
+      }
+      return { dispatches };
+    } catch (error) {
+      return { dispatches, error };
+    } finally {
+      redis.disconnect();
+    }
+  }
+
+  it('the documented worker user cannot take a lock, and doctor fails acl-worker naming +wait; with +wait both pass', async () => {
+    await primary.admin.call('ACL', 'SETUSER', ACL_USER, ...aclRules(prefix, 'pw'));
+    const denied = await dispatchAs(ACL_USER, 'pw', 'without-wait');
+    expect(denied.dispatches).toBe(0);
+    expect(denied.error).toBeInstanceOf(FireOnceStoreUnavailable);
+    expect((denied.error as Error).message).toMatch(/NOPERM .*'wait'/);
+
+    const report = await doctorJson(urlOf(ACL_USER, 'pw'), ['--prefix', prefix]);
+    expect(verdictsOf(report, 'acl-worker')[0]).toMatchObject({
+      status: 'fail',
+      message: expect.stringMatching(/^user fire-once-worker may not run \+wait on acl-replica:\*, which a worker needs: .*the primary has 1 replica/),
+      fix: `ACL SETUSER ${ACL_USER} +wait (keys ~${prefix}:*, channels &${prefix}:*)`,
+    });
+    expect(report.exitCode).toBe(EXIT.atRisk);
+
+    await primary.admin.call('ACL', 'SETUSER', ACL_USER, '+wait');
+    expect(verdictsOf(await doctorJson(urlOf(ACL_USER, 'pw'), ['--prefix', prefix]), 'acl-worker')[0].status).toBe('ok');
+    expect(await dispatchAs(ACL_USER, 'pw', 'with-wait')).toEqual({ dispatches: 1 });
+  });
+
+  function urlOf(user: string, password: string): string {
+    const url = new URL(primary.server.url);
+    url.username = user;
+    url.password = password;
+    return url.toString();
+  }
 });
