@@ -26,7 +26,7 @@ import {
   type RedisClient,
   type SettleReply,
 } from './scripts';
-import { ReplicaSync, type Written } from './replica-sync';
+import { ReplicaSync, type Confirmed, type Written } from './replica-sync';
 import { StoreCalls } from './store-calls';
 import { checkTarget, conflict, contextOf, differs, storedPayload, type DispatchTarget } from './target';
 
@@ -125,13 +125,18 @@ export class FireOnceGuard {
       undo,
     );
     if (typeof reply === 'number') {
-      const confirming = this.replicas.confirm(lockKey);
+      const confirming = this.replicas.confirm({ lockKey, waitersKey, token, lockTtlMs, waitersTtlMs: lockTtlMs + WAITERS_GRACE_MS });
       // A confirm that fails (WAIT denied, the connection lost) or times out undoes the lock as well.
       const undoing = confirming?.catch((err: unknown) => {
         undo();
         throw err;
       });
-      const { wanted, acked } = undoing === undefined ? NO_REPLICAS : await this.store.run(() => contextOf(target, lockKey), undoing, undo);
+      const { wanted, acked, lost } = undoing === undefined ? NO_REPLICAS : await this.store.run(() => contextOf(target, lockKey), undoing, undo);
+      if (lost)
+        throw new FireOnceStoreUnavailable(
+          'the lock was lost before the replicas acknowledged it (it expired, or was released or taken, between the acquire and its confirm): nothing was dispatched',
+          contextOf(target, lockKey),
+        );
       if (acked < wanted) {
         // A lock no replica has would be lost by a failover, and its job dispatched again: undo it.
         undo();
@@ -334,7 +339,7 @@ export class FireOnceGuard {
   }
 }
 
-const NO_REPLICAS = { wanted: 0, acked: 0 } as const;
+const NO_REPLICAS: Confirmed = { wanted: 0, acked: 0 };
 
 function shortfall(what: string, wanted: number, acked: number, timeoutMs: number, waitError?: Error): string {
   const why = waitError === undefined ? '' : `: WAIT failed (${waitError.message})`;

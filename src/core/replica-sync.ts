@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
+import { connectionTo, redirectOf } from './cluster-redirect';
 import { primariesOf } from './deployment/nodes';
 import type { ReplicaSyncSetting } from './options';
-import type { LuaScript, RedisClient } from './scripts';
+import { extendScript, isCluster, type LuaScript, type RedisClient } from './scripts';
 
 /** A script's reply, and how many replicas acknowledged it when the guard waited for them. */
 export interface Written<R> {
@@ -14,15 +15,44 @@ export interface Written<R> {
   readonly waitError?: Error;
 }
 
+/** A lock just taken, as {@link ReplicaSync.confirm} re-arms it where a redirect points. */
+export interface TakenLock {
+  readonly lockKey: string;
+  readonly waitersKey: string;
+  readonly token: string;
+  readonly lockTtlMs: number;
+  readonly waitersTtlMs: number;
+}
+
+/** What {@link ReplicaSync.confirm} found: `lost` when the lock was gone where it re-armed it. */
+export interface Confirmed {
+  readonly wanted: number;
+  readonly acked: number;
+  readonly lost?: true;
+}
+
+const RECOUNT_EVERY_MS = 60_000;
+/** How many `MOVED` or `ASK` replies a write follows on a Cluster, its `WAIT` with it. */
+const REDIRECTS = 2;
+
+type Arg = string | number | Buffer;
+/** A script's reply and its `WAIT`'s, each with its error, as a pipeline resolves them. */
+type Pair<R> = [[Error | null, R], [Error | null, number]];
+
 /**
  * Runs the guard's write scripts with `WAIT <replicas> <timeout>` pipelined behind them on the
  * same connection (on a Cluster, to the script's own master), so a write the replicas keep up
  * with costs no extra round trip. Without replicas to wait for, the script runs alone. The
  * acquire, whose hot path (a fast-forward) writes nothing, waits only after it wrote: see
  * {@link ReplicaSync.confirm}.
+ *
+ * On a Cluster, a node that no longer serves the script's slot answers `MOVED` (or `ASK`, while
+ * the slot migrates) and the script does not run, but the `WAIT` behind it does, there, counting
+ * none of it; ioredis follows no redirect of a pipeline in which another command succeeded. So
+ * the pair is sent again, together, on the connection to the node the reply names (`ASKING`
+ * first for an `ASK`), at most {@link REDIRECTS} times; a write still redirected then fails, and
+ * the guard reports it retryable.
  */
-const RECOUNT_EVERY_MS = 60_000;
-
 export class ReplicaSync {
   /** The last count, once known: read synchronously, so a guard without replicas adds no await. */
   private known: number | undefined;
@@ -36,22 +66,14 @@ export class ReplicaSync {
     readonly setting: ReplicaSyncSetting,
   ) {}
 
-  write<A extends readonly (string | number | Buffer)[], R>(script: LuaScript<A, R>, keys: readonly string[], args: A, buffers = false): Promise<Written<R>> {
+  write<A extends readonly Arg[], R>(script: LuaScript<A, R>, keys: readonly string[], args: A, buffers = false): Promise<Written<R>> {
     const wanted = this.wanted();
     if (wanted === 0) return script(this.redis, keys, args, buffers).then((reply) => ({ reply, wanted, acked: 0 }));
     return Promise.resolve(wanted).then(async (count) => {
       if (count === 0) return { reply: await script(this.redis, keys, args, buffers), wanted: count, acked: 0 };
-      // EVALSHA, and EVAL again with its own WAIT if Redis lost the script (SCRIPT FLUSH). Not the
-      // script's ioredis command: on NOSCRIPT it sends the script again after the pipeline, so the
-      // WAIT ran before the write it was meant to wait for, and counted replicas that never had it.
-      // The first time, EVAL: Redis caches the script, and later writes name it by its SHA1.
-      const sha = shaOf(script.lua);
-      let replies = this.loaded.has(sha) ? await this.pipelined(count, buffers, ['evalsha', sha], script.numberOfKeys, keys, args) : undefined;
-      if (replies === undefined || isNoScript(replies[0][0])) {
-        replies = await this.pipelined(count, buffers, ['eval', script.lua], script.numberOfKeys, keys, args);
-        if (replies[0][0] === null) this.loaded.add(sha);
-      }
-      const [[scriptErr, reply], [waitErr, acked]] = replies as [[Error | null, R], [Error | null, number]];
+      let replies = await this.pair(this.redis, false, script, keys, args, buffers, count);
+      if (redirectOf(replies[0][0])) replies = await this.follow(replies[0][0] as Error, script, keys, args, buffers, count);
+      const [[scriptErr, reply], [waitErr, acked]] = replies;
       if (scriptErr) throw scriptErr;
       // The script ran: its reply stands (a commit wrote, a release deleted, waiters were taken).
       if (waitErr) return { reply, wanted: count, acked: 0, waitError: waitErr };
@@ -59,36 +81,98 @@ export class ReplicaSync {
     });
   }
 
-  /** `EVALSHA` or `EVAL` of a script, with `WAIT` behind it, in one pipeline. */
+  /**
+   * After the acquire script took `lock`, wait for the replicas on the connection that sent it:
+   * `WAIT` has no key, so a `PTTL` of the lock routes the pipeline to its master on a Cluster.
+   * If that node redirects the `PTTL`, the lock is elsewhere now (its slot moved), written there
+   * by a `MIGRATE` that this connection's `WAIT` would not count: the lock is re-armed where the
+   * redirect points (compare-and-expire, the renewal's script) with the `WAIT` behind that.
+   * Resolves how many replicas were wanted and how many acknowledged; `undefined` without
+   * replicas to wait for.
+   */
+  confirm(lock: TakenLock): Promise<Confirmed> | undefined {
+    const wanted = this.wanted();
+    if (wanted === 0) return undefined;
+    return Promise.resolve(wanted).then(async (count): Promise<Confirmed> => {
+      if (count === 0) return { wanted: count, acked: 0 };
+      const [[moved], [err, acked]] = (await this.redis.pipeline().pttl(lock.lockKey).wait(count, this.setting.timeoutMs).exec()) as Pair<number>;
+      if (moved && redirectOf(moved)) {
+        const { lockKey, waitersKey, token, lockTtlMs, waitersTtlMs } = lock;
+        const rearmed = await this.follow(moved, extendScript, [lockKey, waitersKey], [token, lockTtlMs, waitersTtlMs, ''], false, count);
+        const [[rearmErr, reply], [waitErr, rearmAcked]] = rearmed;
+        if (rearmErr ?? waitErr) throw rearmErr ?? waitErr;
+        return reply === 1 ? { wanted: count, acked: rearmAcked } : { wanted: count, acked: 0, lost: true };
+      }
+      if (err) throw err;
+      return { wanted: count, acked };
+    });
+  }
+
+  /**
+   * The script and its `WAIT` on `to`'s connection (`ASKING` first if `asking`), errors in place:
+   * `EVALSHA`, and `EVAL` again with its own `WAIT` if Redis lost the script (SCRIPT FLUSH). Not
+   * the script's ioredis command: on NOSCRIPT it sends the script again after the pipeline, so the
+   * WAIT ran before the write it was meant to wait for, and counted replicas that never had it.
+   * The first time, EVAL: Redis caches the script, and later writes name it by its SHA1.
+   */
+  private async pair<A extends readonly Arg[], R>(
+    to: RedisClient,
+    asking: boolean,
+    script: LuaScript<A, R>,
+    keys: readonly string[],
+    args: A,
+    buffers: boolean,
+    count: number,
+  ): Promise<Pair<R>> {
+    const sha = shaOf(script.lua);
+    const send = (command: 'evalsha' | 'eval', body: string) => this.pipelined(to, asking, count, buffers, [command, body], script.numberOfKeys, keys, args);
+    let replies = this.loaded.has(sha) ? await send('evalsha', sha) : undefined;
+    if (replies === undefined || isNoScript(replies[0][0])) {
+      replies = await send('eval', script.lua);
+      if (replies[0][0] === null) this.loaded.add(sha);
+    }
+    return replies as Pair<R>;
+  }
+
+  /** `EVALSHA` or `EVAL` of a script, with `WAIT` behind it, in one pipeline on `to` (`ASKING` first if `asking`). */
   private async pipelined(
+    to: RedisClient,
+    asking: boolean,
     count: number,
     buffers: boolean,
     [command, body]: ['evalsha' | 'eval', string],
     numberOfKeys: number,
     keys: readonly string[],
-    args: readonly (string | number | Buffer)[],
+    args: readonly Arg[],
   ): Promise<[Error | null, unknown][]> {
-    const pipeline = this.redis.pipeline() as unknown as Record<string, (...args: unknown[]) => unknown> & ReturnType<RedisClient['pipeline']>;
+    const pipeline = to.pipeline() as unknown as Record<string, (...args: unknown[]) => unknown> & ReturnType<RedisClient['pipeline']>;
+    if (asking) pipeline.asking();
     pipeline[buffers ? `${command}Buffer` : command](body, numberOfKeys, ...keys, ...args);
     pipeline.wait(count, this.setting.timeoutMs);
-    return (await pipeline.exec()) as [Error | null, unknown][];
+    const replies = (await pipeline.exec()) as [Error | null, unknown][];
+    return asking ? replies.slice(1) : replies;
   }
 
-  /**
-   * After a script that wrote `key`, wait for the replicas on the connection that sent it: `WAIT`
-   * has no key, so a `PTTL` of `key` routes the pipeline to its master on a Cluster. Resolves how
-   * many replicas were wanted and how many acknowledged; `undefined` without replicas to wait for.
-   */
-  confirm(key: string): Promise<{ wanted: number; acked: number }> | undefined {
-    const wanted = this.wanted();
-    if (wanted === 0) return undefined;
-    return Promise.resolve(wanted).then(async (count) => {
-      if (count === 0) return { wanted: count, acked: 0 };
-      const replies = (await this.redis.pipeline().pttl(key).wait(count, this.setting.timeoutMs).exec()) as [Error | null, number][];
-      const [, [err, acked]] = replies;
-      if (err) throw err;
-      return { wanted: count, acked };
-    });
+  /** Send the pair again where `redirected` points, and on, at most {@link REDIRECTS} times. */
+  private async follow<A extends readonly Arg[], R>(
+    redirected: Error,
+    script: LuaScript<A, R>,
+    keys: readonly string[],
+    args: A,
+    buffers: boolean,
+    count: number,
+  ) {
+    let last = redirected;
+    for (let followed = 0; followed < REDIRECTS && isCluster(this.redis); followed++) {
+      const redirect = redirectOf(last);
+      if (redirect?.kind === 'MOVED') this.redis.refreshSlotsCache(); // so that later calls go there first
+      const node = redirect && connectionTo(this.redis, redirect.address);
+      if (!redirect || !node) break;
+      const replies = await this.pair(node, redirect.kind === 'ASK', script, keys, args, buffers, count);
+      if (!redirectOf(replies[0][0])) return replies;
+      last = replies[0][0] as Error;
+    }
+    throw new Error(`the slot of ${keys[0]} is moving (${last.message}): the write did not run where its WAIT could count it`);
   }
 
   /** How many replicas a write must reach now: a number once counted, a promise while counting. */

@@ -1,0 +1,101 @@
+import { spawnSync } from 'node:child_process';
+import { Redis } from 'ioredis';
+import { freePort } from '../../../sample-workflows/services';
+import { spawnRedisServer, type SpawnedRedis } from '../redis-server';
+import { REPLICATION_PACE, waitFor } from '../wait';
+
+/** A node's address, as ioredis and `redis-cli` take it. */
+export interface NodeAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** A Redis Cluster of this test's own: three masters, the first of them with one replica. */
+export interface ReplicatedCluster {
+  readonly masters: readonly NodeAddress[];
+  /** The replica of `masters[0]`. */
+  readonly replica: NodeAddress;
+  /** A plain connection to one node (no redirects followed); closed by `stop()`. */
+  node(address: NodeAddress): Redis;
+  stop(): Promise<void>;
+}
+
+const HOST = '127.0.0.1';
+
+/**
+ * Spawn four redis-server processes in cluster mode, join three as masters with
+ * `redis-cli --cluster create` and the fourth as a replica of the first, and wait until every
+ * node reports `cluster_state:ok` and the replica acknowledges the first master's writes. The
+ * suite's shared cluster has no replica, and its slots must not move under other test files.
+ */
+export async function startReplicatedCluster(): Promise<ReplicatedCluster> {
+  const servers: SpawnedRedis[] = [];
+  const connections = new Map<number, Redis>();
+  const node = (address: NodeAddress) => {
+    const existing = connections.get(address.port);
+    if (existing) return existing;
+    const client = new Redis({ host: address.host, port: address.port, maxRetriesPerRequest: 1 });
+    connections.set(address.port, client);
+    return client;
+  };
+  const stop = async () => {
+    for (const client of connections.values()) client.disconnect();
+    await Promise.all(servers.map((s) => s.stop()));
+  };
+  try {
+    for (let i = 0; i < 4; i++) {
+      // The bus port is chosen too: the default (port + 10000) may be taken or above 65535.
+      servers.push(await spawnRedisServer(['--cluster-enabled', 'yes', '--cluster-port', String(await freePort()), '--cluster-node-timeout', '5000']));
+    }
+    const [first, ...rest] = servers.map(({ port }) => ({ host: HOST, port }));
+    const masters = [first, rest[0], rest[1]];
+    const replica = rest[2];
+    cli('--cluster', 'create', ...masters.map(text), '--cluster-replicas', '0', '--cluster-yes');
+    cli('--cluster', 'add-node', text(replica), text(first), '--cluster-slave', '--cluster-master-id', (await node(first).cluster('MYID')) as string);
+    for (const address of [...masters, replica]) {
+      await waitFor(
+        `${text(address)} to report cluster_state:ok`,
+        async () => /cluster_state:ok/.test((await node(address).cluster('INFO')) as string),
+        REPLICATION_PACE,
+      );
+    }
+    await waitFor('the replica to acknowledge the first master', async () => (await node(first).wait(1, 100)) === 1, REPLICATION_PACE);
+    return { masters, replica, node, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/**
+ * Move `slot` from `source` to `target` by hand, as `redis-cli --cluster reshard` does
+ * (SETSLOT IMPORTING and MIGRATING, MIGRATE, SETSLOT NODE on every master). With `keys`, stop half
+ * way: the slot is left migrating with just those keys moved, so the source answers `ASK` for
+ * them (and for any key it does not hold). Without, every key moves and a client whose slot map
+ * still names the source is answered `MOVED`.
+ */
+export async function migrateSlot(cluster: ReplicatedCluster, slot: number, source: NodeAddress, target: NodeAddress, keys?: readonly string[]): Promise<void> {
+  const [from, to] = [cluster.node(source), cluster.node(target)];
+  const [fromId, toId] = [(await from.cluster('MYID')) as string, (await to.cluster('MYID')) as string];
+  await to.cluster('SETSLOT', slot, 'IMPORTING', fromId);
+  await from.cluster('SETSLOT', slot, 'MIGRATING', toId);
+  const moving = keys ?? ((await from.cluster('GETKEYSINSLOT', slot, 1000)) as string[]);
+  if (moving.length > 0) await from.migrate(target.host, target.port, '', 0, 5_000, 'KEYS', ...moving);
+  if (keys !== undefined) return;
+  for (const address of cluster.masters) await cluster.node(address).cluster('SETSLOT', slot, 'NODE', toId);
+}
+
+/** Calls of `command` (e.g. `wait`) that the node at `address` has served since it started. */
+export async function commandCalls(cluster: ReplicatedCluster, address: NodeAddress, command: string): Promise<number> {
+  const stats = await cluster.node(address).info('commandstats');
+  return Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+}
+
+function cli(...args: string[]): void {
+  const run = spawnSync('redis-cli', args, { encoding: 'utf8', timeout: 60_000 });
+  if (run.error || run.status !== 0) {
+    throw new Error(`redis-cli ${args.join(' ')} failed (exit ${run.status}): ${run.error?.message ?? ''}${run.stdout}${run.stderr}`);
+  }
+}
+
+const text = (address: NodeAddress) => `${address.host}:${address.port}`;
