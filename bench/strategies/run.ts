@@ -8,7 +8,7 @@ import { Worker, type NativeConnection, type WorkflowBundle } from '@temporalio/
 import type { Redis } from 'ioredis';
 import { FireOncePlugin } from '../../src';
 import { deleteKeysUnder } from '../../sample-workflows/shared/redis';
-import { createStrategyActivities } from './activities';
+import { createStrategyActivities, strategyKeys } from './activities';
 import type { BenchConfig } from './cli';
 import { collectStrategy, driveStrategy, type DrivenScenario, type StrategyRun } from './scenario';
 
@@ -26,15 +26,17 @@ export type ProgressListener = (result: StrategyRun) => void;
 
 /**
  * Run every configured strategy once (run number `run`, from 1). The `fire-once` activities are
- * guarded by a real `FireOncePlugin` on this run's prefix; the strawmen guard themselves. Deletes
- * only this run's keys, whatever happens.
+ * guarded by a real `FireOncePlugin` on that strategy's prefix under this run's; the strawmen
+ * guard themselves. Deletes only this run's keys, whatever happens.
  */
 export async function runOnce(services: BenchServices, config: BenchConfig, run: number, onResult: ProgressListener): Promise<StrategyRun[]> {
   const suffix = randomBytes(4).toString('hex');
   const runPrefix = `bench-strategies-${suffix}`;
   const taskQueue = `bench-strategies-${suffix}`;
   const { redis } = services;
-  const plugin = new FireOncePlugin({ redis, keyPrefix: runPrefix, pollIntervalMs: 50 });
+  // The plugin's prefix is the fire-once strategy's own, as the sample pairs them: its summary key
+  // (the external artifact) must then be a key of the guard's scope, which the guard checks.
+  const plugin = new FireOncePlugin({ redis, keyPrefix: strategyKeys(runPrefix, 'fire-once').prefix, pollIntervalMs: 50 });
   const worker = await Worker.create({
     connection: services.native,
     taskQueue,
