@@ -5,7 +5,7 @@ import { runScript } from '../support/scripts';
 
 // `npm run bench:strategies` runs the library's own strategy through the real plugin: one run of
 // the fire-once strategy alone, on the suite's Redis and Temporal, must dispatch once (counted
-// from the bench's job runner's log, not from the guard) and exit 0. Defect 118: the guard refused
+// from the bench's job runner's log, not from the guard) and exit 0. Defect 108: the guard refused
 // the bench's external artifact key, every invocation failed, and the bench gave up.
 jest.setTimeout(180_000);
 
