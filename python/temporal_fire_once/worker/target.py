@@ -40,7 +40,7 @@ def resolve_target(
     hashed = ""
     if options.on_conflict != "ignore":
         key_fn = options.conflict_key
-        values = list(input.args) if key_fn is None else [_user_option("conflict_key", info, lambda: key_fn(input.args))]
+        values = call_arguments(input) if key_fn is None else [_user_option("conflict_key", info, lambda: key_fn(input.args))]
         hashed = _args_hash(values, "the arguments" if key_fn is None else "the value of the conflict_key option", info)
     namespace = key_namespace or info.namespace
     external = None
@@ -52,6 +52,18 @@ def resolve_target(
         key = _user_option("artifact.external", info, lambda: artifact.external(ArtifactIds(scope, job_type, namespace)))
         external = _external_key(guard, key, scope, job_type, namespace, info)
     return DispatchTarget(scope, step, job_type, namespace, external, holder, hashed)
+
+
+def call_arguments(input: ExecuteActivityInput) -> list[Any]:
+    """The arguments of the call, as its caller gave them. The SDK hands a dynamic activity
+    (``@activity.defn(dynamic=True)``) every argument in one sequence of ``RawValue``: those are
+    the arguments, each hashed by its payload as the SDK received it (the converter passes a
+    ``RawValue`` through), so the hash is the one a typed activity, or a TypeScript worker, takes
+    of the same call. The SDK tells a dynamic activity by its definition's missing name, as here."""
+    definition = activity._Definition.from_callable(input.fn)
+    if definition is not None and not definition.name and len(input.args) == 1:
+        return list(input.args[0])
+    return list(input.args)
 
 
 def _args_hash(values: list[Any], what: str, info: activity.Info) -> str:
