@@ -84,21 +84,10 @@ def _external_key(guard: FireOnceGuard, key: object, scope: str, job_type: str, 
     scope's slot and this call's namespace, and not a key the guard writes itself: anything else
     (another scope's or namespace's key, a lock, a result artifact) would fast-forward on a job
     that is not this call's. Keys outside the prefix are the user's own."""
-    where = f"the external artifact key of {job_type!r} in scope {scope!r}"
-    context = {"activityType": info.activity_type}
-    if not isinstance(key, str) or key == "":
-        raise FireOnceConfigError(f"{where} must be a non-empty string (got {key!r})", context)
-    if not key.startswith(f"{guard.keys.prefix}:"):
-        return key
-    keys = guard.keys_for(namespace)
-    parsed = keys.parse(key)
-    if not key.startswith(f"{keys.scope_base(scope)}:") or (parsed is not None and parsed.kind != "external"):
-        raise FireOnceConfigError(
-            f"{where} is {key!r}: under the guard's prefix it must be a key of this scope in namespace {namespace!r} that the "
-            f"guard does not write, such as {keys.external(scope, job_type)!r} "
-            "(FireOnceKeys(prefix).for_namespace(ids.namespace).external(ids.scope, ids.job_type))",
-            context,
-        )
+    problem = guard.keys_for(namespace).external_key_problem(key, scope, job_type)
+    if problem is not None:
+        raise FireOnceConfigError(f"the external artifact key of {job_type!r} in scope {scope!r} {problem}", {"activityType": info.activity_type})
+    assert isinstance(key, str)
     return key
 
 
