@@ -1,5 +1,6 @@
 """``dispatch()`` on a real dev server and a real Redis: a call whose cancellation landed while its
-lock was being taken runs nothing, gives the lock back and hands back the waiters parked on it."""
+lock was being taken runs nothing, gives the lock back and hands back the waiters parked on it; one
+cancelled while it commits the result its job returned still stores it."""
 
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ async def _paused_script_calls(redis: Redis) -> bool:
 
 async def _exists(redis: Redis, key: str) -> bool:
     return bool(await redis.exists(key))
+
+
+async def _gone(redis: Redis, key: str) -> bool:
+    return not await redis.exists(key)
 
 
 async def _now(value: bool) -> bool:
@@ -107,3 +112,59 @@ async def test_a_call_cancelled_while_its_lock_is_taken_runs_nothing_and_gives_t
     assert decisions == [b"released-on-failure"]
     assert state == (0, 0, [parked])  # the lock given back, nothing stored, the waiter put back ...
     assert 0 < handed_back_ttl <= 60_000  # ... by the release's hand-back, with the waiters' grace
+
+
+async def test_a_call_cancelled_while_it_commits_still_stores_its_result_so_the_job_never_runs_again(
+    temporal_env: Any, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The job has run and returned: its result must be stored even if the attempt is cancelled
+    while the commit is on the wire (worker shutdown, a cancellation or a pause delivered by the
+    job's last heartbeat), as a release or a hold is. Otherwise the lock is left to its lease, and
+    the next run dispatches the job again. Redis holds the commit (``CLIENT PAUSE WRITE``, sent by
+    the job itself as it returns) while worker shutdown cancels the activity, then lets it run."""
+    runs: list[str] = []
+    keys = FireOnceKeys(prefix)
+    with redis_server() as url:  # its own server: it pauses writes
+        redis: Redis = Redis.from_url(url)
+
+        @fire_once(lease_ms=1_000)
+        @activity.defn(name="pausingJob")
+        async def pausing_job(text: str) -> str:
+            runs.append(text)  # a counter the guard does not own
+            if len(runs) == 1:
+                await redis.client_pause(120_000, all=False)  # CLIENT PAUSE 120000 WRITE: the commit waits
+            return text.upper()
+
+        def make_worker(queue: str) -> Worker:
+            collect_garbage()
+            return Worker(
+                temporal_env.client,
+                task_queue=queue,
+                workflows=[GuardedCall],
+                activities=[pausing_job],
+                plugins=[FireOncePlugin(redis, key_prefix=prefix, store_timeout_ms=60_000)],
+            )
+
+        queue = f"py-{uuid.uuid4().hex[:8]}"
+        worker = make_worker(queue)
+        running = asyncio.ensure_future(worker.run())
+        handle = await temporal_env.client.start_workflow(GuardedCall.run, args=["s-committing", "pausingJob", ["x"], None, 1], id=queue, task_queue=queue)
+        await _until(lambda: _paused_script_calls(redis), "the commit reached Redis, which holds it")
+        with caplog.at_level(logging.DEBUG, logger="temporalio.worker._activity"):
+            stopping = asyncio.ensure_future(worker.shutdown())  # graceful_shutdown_timeout 0: cancels at once
+            await _until(lambda: _now("Cancelling activity" in caplog.text), "the SDK cancelled the activity")
+        await redis.client_unpause()  # the commit runs, if it is still there to run
+        await stopping
+        await running
+        await handle.terminate()
+        lock = keys.lock("s-committing", "pausingJob")
+        # Gone either way: deleted by the commit, or expired with its lease (1 s), renewed no more.
+        await _until(lambda: _gone(redis, lock), "the lock is gone")
+        stored = await redis.exists(keys.artifact("s-committing", "pausingJob"))
+        # A later run of the scope fast-forwards to the stored result.
+        queue = f"py-{uuid.uuid4().hex[:8]}"
+        async with make_worker(queue):
+            later = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-committing", "pausingJob", ["x"]], id=queue, task_queue=queue)
+        await redis.aclose()
+    assert later == "X" and runs == ["x"]  # one dispatch: the later run fast-forwarded
+    assert stored == 1

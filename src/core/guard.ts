@@ -290,7 +290,24 @@ export class FireOnceGuard {
   artifactKey(target: DispatchTarget): string {
     if (target.externalArtifactKey === undefined) return this.keysFor(target.namespace).artifact(target.scope, target.jobType);
     encodeId('jobType', target.jobType); // validated even when unused in the key
-    return target.externalArtifactKey;
+    return this.externalKey(target);
+  }
+
+  /**
+   * The target's external artifact key, unless the guard must not take it: another scope's or
+   * namespace's key, or one it writes itself, would read or replace a result that is not this
+   * call's ({@link FireOnceKeys.externalKeyProblem}).
+   */
+  private externalKey(target: DispatchTarget): string {
+    const key = target.externalArtifactKey;
+    const problem = this.keysFor(target.namespace).externalKeyProblem(key, target.scope, target.jobType);
+    if (problem !== undefined) {
+      throw new FireOnceConfigError(
+        `the external artifact key of ${JSON.stringify(target.jobType)} in scope ${JSON.stringify(target.scope)} ${problem}`,
+        contextOf(target, String(key)),
+      );
+    }
+    return key as string;
   }
 
   /**
@@ -331,7 +348,8 @@ export class FireOnceGuard {
     const base = this.keysFor(target.namespace).scopeBase(target.scope);
     const step = encodeId('step', target.step);
     const jobType = encodeId('jobType', target.jobType); // checked even when an external key is used
-    return { lockKey: `${base}:l:${step}`, waitersKey: `${base}:w:${step}`, artifactKey: target.externalArtifactKey ?? `${base}:a:${jobType}` };
+    const artifactKey = target.externalArtifactKey === undefined ? `${base}:a:${jobType}` : this.externalKey(target);
+    return { lockKey: `${base}:l:${step}`, waitersKey: `${base}:w:${step}`, artifactKey };
   }
 
   private channel(target: DispatchTarget): string {

@@ -178,6 +178,26 @@ export class FireOnceKeys {
     return `${this.scopeBase(scope)}:x:${encodeId('jobType', jobType)}`;
   }
 
+  /**
+   * Why `key` cannot be the external artifact key of `jobType` in `scope` under this namespace, or
+   * `undefined` if it can. Under the prefix it must be a key of that scope and namespace that the
+   * guard does not write (a lock, a result artifact...): any other would fast-forward on, or be
+   * written by, a job that is not this call's. A key outside the prefix is the user's own.
+   *
+   * @example
+   * ```ts
+   * import { FireOnceKeys } from 'temporal-fire-once/core';
+   * new FireOnceKeys('fire-once').externalKeyProblem('jobs:42', 's', 'report'); // undefined
+   * ```
+   */
+  externalKeyProblem(key: unknown, scope: string, jobType: string): string | undefined {
+    if (typeof key !== 'string' || key === '') return `must be a non-empty string (got ${JSON.stringify(key)})`;
+    if (!key.startsWith(`${this.prefix}:`)) return undefined;
+    const kind = this.parse(key)?.kind;
+    if (key.startsWith(`${this.scopeBase(scope)}:`) && (kind === undefined || kind === 'external')) return undefined;
+    return `is ${JSON.stringify(key)}: under the guard's prefix it must be a key of this scope in namespace ${JSON.stringify(this.namespace)} that the guard does not write, such as ${JSON.stringify(this.external(scope, jobType))} (guard.keysFor(namespace).external(scope, jobType))`;
+  }
+
   /** The pub/sub channel on which commits and releases in `scope` wake waiters. */
   wakeChannel(scope: string): string {
     return `${this.scopeBase(scope)}:wake`;

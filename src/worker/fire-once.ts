@@ -160,9 +160,28 @@ type ResultOf<O, R> = O extends { onInFlight: 'skip' } ? void : O extends { arti
  */
 export function fireOnceActivityMap(activities: object | undefined): Map<string, FireOnceOptions> {
   const map = new Map<string, FireOnceOptions>();
+  const names = new Set<string>();
   for (const [name, fn] of Object.entries(activities ?? {})) {
+    if (typeof fn === 'function') names.add(name); // what the worker registers
     const options = fireOnceOptionsOf(fn);
     if (options !== undefined) map.set(name, options);
   }
+  registeredNames.set(map, names);
   return map;
+}
+
+/** Every activity name the worker registers, for each map {@link fireOnceActivityMap} made. */
+const registeredNames = new WeakMap<ReadonlyMap<string, FireOnceOptions>, ReadonlySet<string>>();
+
+/**
+ * The options of the activity a worker runs for `activityType`: the one registered under that
+ * name, else, for a type the worker has no function of, its `default` activity's, which the SDK
+ * runs then. Only a map from {@link fireOnceActivityMap} knows which names the worker has; in one
+ * built by hand, `default` lends its options to no other type.
+ */
+export function fireOnceOptionsFor(map: ReadonlyMap<string, FireOnceOptions>, activityType: string): FireOnceOptions | undefined {
+  const own = map.get(activityType);
+  if (own !== undefined) return own;
+  const names = registeredNames.get(map);
+  return names === undefined || names.has(activityType) ? undefined : map.get('default');
 }

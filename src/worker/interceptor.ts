@@ -9,7 +9,7 @@ import { ParkingLot } from '../core/parking';
 import type { WakeHub } from '../core/wake';
 import { checkActivityOptions, type FireOnceOptions } from './activity-options';
 import { toApplicationFailure } from './failures';
-import { isGuarded, markGuarded, markUnlisted } from './fire-once';
+import { fireOnceOptionsFor, isGuarded, markGuarded, markUnlisted } from './fire-once';
 import type { InterceptorSetup } from './guarded-call';
 import { ACTIVITY_DEFAULT_NAMES, resolveActivityDefaults, type ActivityDefaultOptions } from './options';
 import { ParkedWatch } from './parked-watch';
@@ -18,7 +18,11 @@ import { runGuarded } from './run-guarded';
 /** What the activity interceptor needs: the guard, the worker-wide defaults, and which activities to guard. */
 export interface FireOnceInterceptorConfig extends ActivityDefaultOptions {
   readonly guard: FireOnceGuard;
-  /** Guarded activity types and their options; every other activity passes straight through. */
+  /**
+   * Guarded activity types and their options; every other activity passes straight through. A
+   * guarded `default` activity is guarded for the types the worker has no function of only when
+   * the map comes from `fireOnceActivityMap`, which knows them.
+   */
   readonly activities: ReadonlyMap<string, FireOnceOptions>;
   /** The worker's payload converter, used to store results. @defaultValue the SDK default */
   readonly payloadConverter?: PayloadConverter;
@@ -80,7 +84,7 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
     parkedWatch: config.parkedWatch ?? new ParkedWatch(parking, defaults.pollIntervalMs),
   };
   return (ctx) => {
-    const options = config.activities.get(ctx.info.activityType);
+    const options = fireOnceOptionsFor(config.activities, ctx.info.activityType);
     if (options === undefined) {
       markUnlisted(ctx); // so that a fire-once activity it did not list says why it is refused
       return {};

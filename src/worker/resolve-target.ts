@@ -58,17 +58,10 @@ function userOption<T>(name: 'scope' | 'conflictKey' | 'artifact.external', acti
  * this call's. Keys outside the prefix are the user's own.
  */
 function externalKey(guard: FireOnceGuard, key: unknown, target: { scope: string; jobType: string; namespace: string }): string {
-  const where = `the external artifact key of ${JSON.stringify(target.jobType)} in scope ${JSON.stringify(target.scope)}`;
-  if (typeof key !== 'string' || key === '') throw new FireOnceConfigError(`${where} must be a non-empty string (got ${JSON.stringify(key)})`);
-  if (!key.startsWith(`${guard.keys.prefix}:`)) return key;
-  const keys = guard.keysFor(target.namespace);
-  const kind = keys.parse(key)?.kind;
-  if (!key.startsWith(`${keys.scopeBase(target.scope)}:`) || (kind !== undefined && kind !== 'external')) {
-    throw new FireOnceConfigError(
-      `${where} is ${JSON.stringify(key)}: under the guard's prefix it must be a key of this scope in namespace ${JSON.stringify(target.namespace)} that the guard does not write, such as ${JSON.stringify(keys.external(target.scope, target.jobType))} (guard.keysFor(namespace).external(scope, jobType))`,
-    );
-  }
-  return key;
+  const problem = guard.keysFor(target.namespace).externalKeyProblem(key, target.scope, target.jobType);
+  if (problem !== undefined)
+    throw new FireOnceConfigError(`the external artifact key of ${JSON.stringify(target.jobType)} in scope ${JSON.stringify(target.scope)} ${problem}`);
+  return key as string;
 }
 
 function scopeFromHeaders(headers: Headers): string | undefined {

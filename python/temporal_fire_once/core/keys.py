@@ -115,6 +115,28 @@ class FireOnceKeys:
     def external(self, scope: str, job_type: str) -> str:
         return f"{self.scope_base(scope)}:x:{encode_id('jobType', job_type)}"
 
+    def external_key_problem(self, key: object, scope: str, job_type: str) -> str | None:
+        """Why ``key`` cannot be the external artifact key of ``job_type`` in ``scope`` under these
+        keys' namespace, or ``None`` if it can. Under the prefix it must be a key of that scope and
+        namespace that the guard does not write (a lock, a result artifact...): any other would
+        fast-forward on, or be written by, a job that is not this call's. A key outside the prefix
+        is the user's own.
+
+        >>> FireOnceKeys("fire-once").external_key_problem("jobs:42", "s", "report") is None
+        True
+        """
+        if not isinstance(key, str) or key == "":
+            return f"must be a non-empty string (got {key!r})"
+        if not key.startswith(f"{self.prefix}:"):
+            return None
+        parsed = self.parse(key)
+        if key.startswith(f"{self.scope_base(scope)}:") and (parsed is None or parsed.kind == "external"):
+            return None
+        return (
+            f"is {key!r}: under the guard's prefix it must be a key of this scope in namespace {self.namespace!r} that the guard "
+            f"does not write, such as {self.external(scope, job_type)!r} (FireOnceKeys(prefix).for_namespace(namespace).external(scope, job_type))"
+        )
+
     def wake_channel(self, scope: str) -> str:
         return f"{self.scope_base(scope)}:wake"
 

@@ -10,6 +10,7 @@ bytes.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import math
@@ -24,11 +25,43 @@ _NULL_PART = b"j4:null"
 
 
 def args_hash(values: Sequence[Any], converter: PayloadConverter) -> str:
-    """The hash of ``values`` (the arguments, or ``[conflict_key(args)]``)."""
+    """The hash of ``values`` (the arguments, or ``[conflict_key(args)]``). A ``set`` or
+    ``frozenset`` in them counts in a sorted order (:func:`in_stable_order`)."""
     digest = hashlib.sha256()
-    for payload in converter.to_payloads(list(values)):
+    for payload in converter.to_payloads([in_stable_order(value) for value in values]):
         digest.update(payload_part(payload))
     return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
+
+
+def in_stable_order(value: Any) -> Any:
+    """``value`` with every ``set`` and ``frozenset`` in it (also in lists, tuples, dict values and
+    dataclass fields) made a list sorted by ``repr``. The converter writes a set as a list in its
+    iteration order, and that order differs from one process to the next (Python salts the hash
+    of a string per process, ``PYTHONHASHSEED``): the same call would hash otherwise on another
+    worker, and fail there with ``FireOnceKeyConflict``. Anything without a set is returned as it
+    is, so its hash is unchanged.
+
+    >>> in_stable_order({"b": {"y", "x"}, "a": (1, frozenset({3, 2}))})
+    {'b': ['x', 'y'], 'a': (1, [2, 3])}
+    """
+    if isinstance(value, (set, frozenset)):
+        return sorted((in_stable_order(item) for item in value), key=repr)
+    if isinstance(value, (list, tuple)):
+        items = [in_stable_order(item) for item in value]
+        if all(a is b for a, b in zip(items, value)):
+            return value
+        return value._make(items) if hasattr(value, "_make") else type(value)(items)  # a named tuple, or a list or tuple
+    if isinstance(value, dict):
+        entries = {key: in_stable_order(item) for key, item in value.items()}
+        return value if all(entries[key] is item for key, item in value.items()) else entries
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = [f.name for f in dataclasses.fields(value) if f.init]
+        changed = {name: stable for name in fields if (stable := in_stable_order(getattr(value, name))) is not getattr(value, name)}
+        try:
+            return dataclasses.replace(value, **changed) if changed else value
+        except Exception:  # its __init__ or __post_init__ refuses a list where it had a set: as it is
+            return value
+    return value
 
 
 def payload_part(payload: Payload) -> bytes:

@@ -3,6 +3,7 @@ interceptor reads them (the way ``@FireOnce`` delegates to ``fireOnce`` on the T
 
 from __future__ import annotations
 
+import typing
 from typing import Any, Callable, Literal, Sequence, TypeVar
 
 from temporalio import activity
@@ -51,10 +52,36 @@ def fire_once(
             raise FireOnceConfigError(
                 f"fire_once: {getattr(fn, '__name__', 'the activity')} is already decorated with @fire_once; give every option in one @fire_once(...)"
             )
+        _check_may_return_none(fn, options)
         setattr(fn, _ATTR, options)
         return fn
 
     return mark
+
+
+def _check_may_return_none(fn: Callable[..., Any], options: FireOnceOptions) -> None:
+    """Refuse ``'skip'`` (``None`` without running) and an external artifact (``None`` on a
+    fast-forward) on an activity annotated to return a value its callers could not be given: a
+    workflow typed ``str`` would get ``None``. TypeScript's types only let them on ``Promise<void>``.
+    An annotation that cannot be resolved, or none, is not checked."""
+    if options.on_in_flight == "skip":
+        why = "on_in_flight='skip' returns None without running it while another call holds the lock"
+    elif isinstance(options.artifact, ExternalArtifact):
+        why = "an external artifact returns None when a call fast-forwards"
+    else:
+        return
+    try:
+        returns = typing.get_type_hints(fn).get("return", Any)
+    except Exception:
+        return
+    if returns in (Any, object, type(None)) or type(None) in typing.get_args(returns):
+        return
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "the activity")
+    shown = returns.__name__ if isinstance(returns, type) else repr(returns)
+    raise FireOnceConfigError(
+        f"fire_once: {name} is annotated to return {shown}, but {why}, "
+        "so a caller would get None: annotate it -> None (or make None one of its types), or choose another policy"
+    )
 
 
 def options_of(fn: object) -> FireOnceOptions | None:

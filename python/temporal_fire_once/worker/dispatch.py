@@ -3,7 +3,8 @@ runs; on failure (cancellation included) release by compare-and-delete and re-ra
 cancelled before it runs releases and raises without running; on success
 commit the artifact, which takes over from the lock in one atomic step, or hold the lock for
 ``lock_ttl_ms`` (external artifacts, and a result that cannot be stored: then the waiters parked
-on the lock get that result, or its failure, from this holder)."""
+on the lock get that result, or its failure, from this holder). Once the job has returned or
+failed, that settling runs to its end even if the attempt is cancelled meanwhile."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from temporalio import activity
 from temporalio.api.common.v1 import Payload
@@ -27,6 +28,7 @@ from .hand_over import HandOver, complete_waiters, fail_waiters_with, settle_wai
 from .setup import CallSetup
 
 _logger = logging.getLogger("temporal_fire_once")
+T = TypeVar("T")
 # Raised by activity.raise_complete_async(): neither success nor failure, the job goes on.
 _COMPLETE_ASYNC: type[BaseException] = getattr(activity, "_CompleteAsyncError", type("_Never", (BaseException,), {}))
 _ASYNC_RESULT_WARNING = (
@@ -100,25 +102,52 @@ async def dispatch(call: CallSetup, lease: Lease, run: Callable[[], Awaitable[An
     try:
         result = await run()
     except _COMPLETE_ASYNC:
-        if renewal is not None:
-            await renewal.stop()
         if target.external_artifact_key is None:
             _logger.warning("%s (lock %s, scope %r, step %r)", _ASYNC_RESULT_WARNING, lease.lock_key, target.scope, target.step)
-        await _hold(call, lease, renewal)
+        await _to_the_end(_after(renewal, _hold(call, lease, renewal)))
         raise
     except BaseException:
-        if renewal is not None:
-            await renewal.stop()
-        await _release(call, lease)
+        await _to_the_end(_after(renewal, _release(call, lease)))
         raise
     finally:
         _current.reset(token)
+    if lease.target.external_artifact_key is not None:
+        await _to_the_end(_after(renewal, _hold(call, lease, renewal)))
+        return result
+    return await _to_the_end(_after(renewal, _commit(call, lease, renewal, result)))
+
+
+async def _after(renewal: Renewal | None, settle: Awaitable[T]) -> T:
+    """Stop renewing, then settle the lock: give it back, hold it, or commit the result."""
     if renewal is not None:
         await renewal.stop()
-    if lease.target.external_artifact_key is not None:
-        await _hold(call, lease, renewal)
-        return result
-    return await _commit(call, lease, renewal, result)
+    return await settle
+
+
+async def _to_the_end(settle: Awaitable[T]) -> T:
+    """Run ``settle`` to its end, even if this attempt is cancelled meanwhile (worker shutdown, or a
+    cancellation, pause or reset that the job's last heartbeat brought back), then end as
+    cancelled. The job has run: a commit cut short would leave the lock to its lease and the next
+    call would dispatch the job again; a release or a hold cut short, leave waiters without their
+    outcome. Every step is bounded by ``store_timeout_ms``; waiting here, rather than leaving the
+    work to the background, lets it land before a stopping worker's ``run()`` returns."""
+    work = asyncio.ensure_future(settle)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(work)
+            break
+        except asyncio.CancelledError:
+            if work.cancelled():
+                raise
+            cancelled = True  # the work goes on; so does the wait
+        except BaseException:
+            if not cancelled:
+                raise
+            break  # the attempt ends as cancelled all the same
+    if cancelled:
+        raise asyncio.CancelledError()
+    return result
 
 
 async def _commit(call: CallSetup, lease: Lease, renewal: Renewal | None, result: Any) -> Any:

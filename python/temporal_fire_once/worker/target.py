@@ -40,7 +40,7 @@ def resolve_target(
     hashed = ""
     if options.on_conflict != "ignore":
         key_fn = options.conflict_key
-        values = list(input.args) if key_fn is None else [_user_option("conflict_key", info, lambda: key_fn(input.args))]
+        values = call_arguments(input) if key_fn is None else [_user_option("conflict_key", info, lambda: key_fn(input.args))]
         hashed = _args_hash(values, "the arguments" if key_fn is None else "the value of the conflict_key option", info)
     namespace = key_namespace or info.namespace
     external = None
@@ -52,6 +52,18 @@ def resolve_target(
         key = _user_option("artifact.external", info, lambda: artifact.external(ArtifactIds(scope, job_type, namespace)))
         external = _external_key(guard, key, scope, job_type, namespace, info)
     return DispatchTarget(scope, step, job_type, namespace, external, holder, hashed)
+
+
+def call_arguments(input: ExecuteActivityInput) -> list[Any]:
+    """The arguments of the call, as its caller gave them. The SDK hands a dynamic activity
+    (``@activity.defn(dynamic=True)``) every argument in one sequence of ``RawValue``: those are
+    the arguments, each hashed by its payload as the SDK received it (the converter passes a
+    ``RawValue`` through), so the hash is the one a typed activity, or a TypeScript worker, takes
+    of the same call. The SDK tells a dynamic activity by its definition's missing name, as here."""
+    definition = activity._Definition.from_callable(input.fn)
+    if definition is not None and not definition.name and len(input.args) == 1:
+        return list(input.args[0])
+    return list(input.args)
 
 
 def _args_hash(values: list[Any], what: str, info: activity.Info) -> str:
@@ -72,21 +84,10 @@ def _external_key(guard: FireOnceGuard, key: object, scope: str, job_type: str, 
     scope's slot and this call's namespace, and not a key the guard writes itself: anything else
     (another scope's or namespace's key, a lock, a result artifact) would fast-forward on a job
     that is not this call's. Keys outside the prefix are the user's own."""
-    where = f"the external artifact key of {job_type!r} in scope {scope!r}"
-    context = {"activityType": info.activity_type}
-    if not isinstance(key, str) or key == "":
-        raise FireOnceConfigError(f"{where} must be a non-empty string (got {key!r})", context)
-    if not key.startswith(f"{guard.keys.prefix}:"):
-        return key
-    keys = guard.keys_for(namespace)
-    parsed = keys.parse(key)
-    if not key.startswith(f"{keys.scope_base(scope)}:") or (parsed is not None and parsed.kind != "external"):
-        raise FireOnceConfigError(
-            f"{where} is {key!r}: under the guard's prefix it must be a key of this scope in namespace {namespace!r} that the "
-            f"guard does not write, such as {keys.external(scope, job_type)!r} "
-            "(FireOnceKeys(prefix).for_namespace(ids.namespace).external(ids.scope, ids.job_type))",
-            context,
-        )
+    problem = guard.keys_for(namespace).external_key_problem(key, scope, job_type)
+    if problem is not None:
+        raise FireOnceConfigError(f"the external artifact key of {job_type!r} in scope {scope!r} {problem}", {"activityType": info.activity_type})
+    assert isinstance(key, str)
     return key
 
 
