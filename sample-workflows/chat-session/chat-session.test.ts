@@ -122,6 +122,23 @@ describe('chat-session: every message is a new run of the same session', () => {
     });
   });
 
+  it("a second job runner started under a live runner's ID takes no job, so the live runner's job runs once", async () => {
+    const keys = chatKeys(h.fresh().prefix);
+    const job = { sessionId: 'session-twin', jobType: 'summary', dispatch: 1, message: 'hello' };
+    const first = startJobRunner({ redisUrl: process.env.REDIS_URL!, keys, jobMs: 9_000, artifactDelayMs: 0, runnerId: 'twin' });
+    try {
+      await first.started;
+      await h.redis.lpush(keys.jobs, JSON.stringify(job));
+      await waitUntil('the first runner to take the job', async () => (await h.redis.llen(keys.processing('twin'))) === 1);
+      const second = startJobRunner({ redisUrl: process.env.REDIS_URL!, keys, jobMs: 0, artifactDelayMs: 0, runnerId: 'twin' });
+      await expect(second.started).rejects.toThrow('runner ID "twin" is held by a live runner');
+      await second.stop();
+    } finally {
+      await first.stop();
+    }
+    expect(await readCount(h.redis, keys.jobsResolved)).toBe(1);
+  });
+
   it('a run cancelled while it waits for its summary ends once the wait has stopped, by the cancellation, not at its deadline', async () => {
     // No job runner: the summary never comes, and the run waits for it (20 s at most).
     const { prefix, taskQueue, worker: base } = h.fresh();

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { DEFAULT_KEY_PREFIX, DEFAULT_TIMINGS, chatKeys, type ChatKeys, type JobTimings } from './config';
 import type { SummaryJob } from './activities';
@@ -21,6 +22,11 @@ export interface JobRunnerOptions extends JobTimings {
 
 /** A running job runner. */
 export interface JobRunner {
+  /**
+   * Resolves once the runner holds its `runnerId`; rejects if another live runner holds it (then
+   * the runner takes no job: it would run that runner's jobs a second time).
+   */
+  readonly started: Promise<void>;
   /** Stop taking jobs, let the running ones finish and write their artifacts, then disconnect. */
   stop(): Promise<void>;
 }
@@ -39,7 +45,11 @@ export interface JobRunner {
  */
 export function startJobRunner(options: JobRunnerOptions): JobRunner {
   const { keys } = options;
-  const processing = keys.processing(options.runnerId ?? 'runner-1');
+  const runnerId = options.runnerId ?? 'runner-1';
+  const processing = keys.processing(runnerId);
+  const claimKey = `${processing}:claim`;
+  const claimToken = randomUUID();
+  let renewing: NodeJS.Timeout | undefined;
   const blocking = new Redis(options.redisUrl);
   const writer = new Redis(options.redisUrl);
   const running = new Set<Promise<void>>();
@@ -65,6 +75,27 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
     running.add(done);
   }
 
+  /**
+   * Hold the runner ID while running: a second runner started under a live runner's ID would run
+   * that runner's jobs again from its processing list. A dead runner's claim lapses within
+   * CLAIM_TTL_MS, so one restarted under its ID waits that long at most, then takes over.
+   */
+  async function claim(): Promise<void> {
+    const deadline = Date.now() + CLAIM_TTL_MS + 2_000;
+    while ((await writer.set(claimKey, claimToken, 'PX', CLAIM_TTL_MS, 'NX')) === null) {
+      if (Date.now() > deadline) {
+        throw new Error(`job runner: runner ID ${JSON.stringify(runnerId)} is held by a live runner (${claimKey}): start each runner with its own RUNNER_ID`);
+      }
+      await sleep(250);
+    }
+    renewing = setInterval(() => {
+      void (writer.eval(IF_OURS_PEXPIRE, 1, claimKey, claimToken, CLAIM_TTL_MS) as Promise<number>).then(
+        (held) => held === 1 || console.error(`job runner: lost the claim on ${JSON.stringify(runnerId)} (${claimKey} expired)`),
+        () => undefined,
+      );
+    }, CLAIM_TTL_MS / 3);
+  }
+
   async function loop(): Promise<void> {
     // What a runner of this ID took and never finished: it died. Run those first.
     for (const taken of await writer.lrange(processing, 0, -1)) start(taken);
@@ -75,17 +106,26 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
     }
   }
 
-  const looping = loop().catch((err: unknown) => console.error('job runner: stopped taking jobs', err));
+  const started = claim();
+  const looping = started.then(loop).catch((err: unknown) => console.error('job runner: stopped taking jobs', err));
   return {
+    started,
     async stop() {
       stopped = true;
       await looping;
       await Promise.all(running);
+      clearInterval(renewing);
+      if (renewing !== undefined) await writer.eval(IF_OURS_DEL, 1, claimKey, claimToken);
       blocking.disconnect();
       await writer.quit();
     },
   };
 }
+
+/** How long a runner's claim on its ID outlives its last renewal (renewed three times as often). */
+const CLAIM_TTL_MS = 5_000;
+const IF_OURS_PEXPIRE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
+const IF_OURS_DEL = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
 if (require.main === module) {
   runMain(async () => {
@@ -96,6 +136,10 @@ if (require.main === module) {
     const keys = chatKeys(process.env.KEY_PREFIX ?? DEFAULT_KEY_PREFIX);
     const runnerId = process.env.RUNNER_ID ?? 'runner-1';
     const runner = startJobRunner({ redisUrl: redisUrl(), keys, ...timings, runnerId, log: (line) => console.log(line) });
+    await runner.started.catch(async (err: unknown) => {
+      await runner.stop();
+      throw err;
+    });
     console.log(
       `job runner ${runnerId}: taking jobs from ${keys.jobs} onto ${keys.processing(runnerId)} (job ${timings.jobMs} ms, artifact ${timings.artifactDelayMs} ms later); Ctrl-C to stop`,
     );
