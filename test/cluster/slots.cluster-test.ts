@@ -102,7 +102,9 @@ describe('every guard script touches one cluster slot', () => {
 
   it('an external artifact key outside the scope slot is refused by the cluster: the guard fails closed, nothing is locked', async () => {
     const crossSlotBefore = await errorCount(cluster, 'CROSSSLOT');
-    const target = { scope: 'session-x', step: 'dispatch', jobType: 'report', externalArtifactKey: `${prefix}:reports:session-x` };
+    // A key of the user's own, outside the guard's prefix: under the prefix, one outside the
+    // scope is refused before Redis is asked (test/core/external-key.test.ts).
+    const target = { scope: 'session-x', step: 'dispatch', jobType: 'report', externalArtifactKey: `reports-of-${prefix}:session-x` };
     expect(await keySlot(target.externalArtifactKey)).not.toBe(await scopeSlot(target.scope));
     const err = await guard.acquire(target).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
