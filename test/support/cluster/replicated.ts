@@ -91,6 +91,12 @@ export async function commandCalls(cluster: ReplicatedCluster, address: NodeAddr
   return Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
 }
 
+/** Errors of `type` (e.g. `TRYAGAIN`) that the node at `address` has replied since it started. */
+export async function errorReplies(cluster: ReplicatedCluster, address: NodeAddress, type: string): Promise<number> {
+  const stats = await cluster.node(address).info('errorstats');
+  return Number(new RegExp(`errorstat_${type}:count=(\\d+)`).exec(stats)?.[1] ?? 0);
+}
+
 function cli(...args: string[]): void {
   const run = spawnSync('redis-cli', args, { encoding: 'utf8', timeout: 60_000 });
   if (run.error || run.status !== 0) {
