@@ -1,8 +1,14 @@
-import { randomUUID } from 'node:crypto';
 import { Cluster } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable, type DispatchTarget, type Lease } from '../../src';
-import { keySlot } from '../support/cluster/cluster';
-import { commandCalls, errorReplies, migrateSlot, startReplicatedCluster, type NodeAddress, type ReplicatedCluster } from '../support/cluster/replicated';
+import {
+  commandCalls,
+  errorReplies,
+  migrateSlot,
+  startReplicatedCluster,
+  targetOn,
+  type NodeAddress,
+  type ReplicatedCluster,
+} from '../support/cluster/replicated';
 import { testPrefix } from '../support/redis';
 import { REPLICATION_PACE, waitFor } from '../support/wait';
 
@@ -44,14 +50,7 @@ describe('replica sync on a Cluster whose slot moves between calls', () => {
   }
 
   /** A fresh target whose scope lives on the first master (the one with the replica), and its slot. */
-  async function targetOnFirst(): Promise<{ target: DispatchTarget; slot: number }> {
-    const ranges = await cluster.cluster('SLOTS');
-    for (;;) {
-      const target = { scope: `s-${randomUUID()}`, step: 'dispatch', jobType: 'job' };
-      const slot = keySlot(guard.keys.lock(target.scope, target.step));
-      if (ranges.some(([from, to, owner]) => slot >= from && slot <= to && owner[1] === first.port)) return { target, slot };
-    }
-  }
+  const targetOnFirst = () => targetOn(cluster, guard, first);
 
   async function leaseOnFirst(): Promise<{ lease: Lease; slot: number }> {
     const { target, slot } = await targetOnFirst();

@@ -1,6 +1,9 @@
 import { spawnSync } from 'node:child_process';
-import { Redis } from 'ioredis';
+import { randomUUID } from 'node:crypto';
+import { Redis, type Cluster } from 'ioredis';
+import type { DispatchTarget, FireOnceGuard } from '../../../src';
 import { freePort } from '../../../sample-workflows/services';
+import { keySlot } from './cluster';
 import { spawnRedisServer, type SpawnedRedis } from '../redis-server';
 import { REPLICATION_PACE, waitFor } from '../wait';
 
@@ -83,6 +86,16 @@ export async function migrateSlot(cluster: ReplicatedCluster, slot: number, sour
   if (moving.length > 0) await from.migrate(target.host, target.port, '', 0, 5_000, 'KEYS', ...moving);
   if (keys !== undefined) return;
   for (const address of cluster.masters) await cluster.node(address).cluster('SETSLOT', slot, 'NODE', toId);
+}
+
+/** A fresh target whose scope the master at `owner` serves in `cluster`'s slot map, and its slot. */
+export async function targetOn(cluster: Cluster, guard: FireOnceGuard, owner: NodeAddress): Promise<{ target: DispatchTarget; slot: number }> {
+  const ranges = await cluster.cluster('SLOTS');
+  for (;;) {
+    const target = { scope: `s-${randomUUID()}`, step: 'dispatch', jobType: 'job' };
+    const slot = keySlot(guard.keys.lock(target.scope, target.step));
+    if (ranges.some(([from, to, node]) => slot >= from && slot <= to && node[1] === owner.port)) return { target, slot };
+  }
 }
 
 /** Calls of `command` (e.g. `wait`) that the node at `address` has served since it started. */
