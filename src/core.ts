@@ -21,6 +21,7 @@ export type { LuaScript, RedisClient } from './core/scripts';
 export { claimProtocol } from './core/protocol';
 export { SAFE_EVICTION_POLICY, checkEvictionPolicy, readEvictionPolicies } from './core/deployment/eviction';
 export type { EvictionCheckOptions, EvictionPolicy } from './core/deployment/eviction';
+export { checkWorkerRedis } from './core/deployment/worker-check';
 
 // The core guard's parts.
 export { WAITERS_GRACE_MS } from './core/guard';

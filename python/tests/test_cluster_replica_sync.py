@@ -133,3 +133,55 @@ async def test_a_renewal_sent_mid_migration_waits_on_the_master_its_keys_moved_t
         await asyncio.to_thread(migrate_slot, slot, first, second, nodes.masters)
     with redis.Redis(*second) as owner:
         assert owner.pttl(lease.lock_key) > 0
+
+
+def _error_replies(address: Address, kind: str) -> int:
+    with redis.Redis(*address) as node:
+        return int(node.info("errorstats").get(f"errorstat_{kind}", {}).get("count", 0))
+
+
+async def test_a_commit_mid_migration_answered_tryagain_is_sent_again_until_the_slot_has_moved(
+    cluster: RedisCluster, guard: FireOnceGuard, nodes: SpawnedCluster
+) -> None:
+    dispatched = 0
+    lease = await _lease_on_first(cluster, guard, nodes)
+    dispatched += 1
+    slot = cluster.keyslot(lease.lock_key)
+    first, second = nodes.masters[0], nodes.masters[1]
+    # The lock has moved to the second master, the artifact key (not written yet) has not: the
+    # first master answers ASK, and the second, asked, TRYAGAIN (a multi-key script with a key it
+    # does not hold) until the slot is its own.
+    await asyncio.to_thread(migrate_slot, slot, first, second, nodes.masters, [lease.lock_key.encode()])
+    try_agains = _error_replies(second, "TRYAGAIN")
+    committing = asyncio.ensure_future(guard.commit(lease, b"result"))
+    for _ in range(600):
+        if committing.done() or _error_replies(second, "TRYAGAIN") > try_agains:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.to_thread(migrate_slot, slot, first, second, nodes.masters)  # the migration ends
+    committed = (await asyncio.gather(committing, return_exceptions=True))[0]
+    with redis.Redis(*second) as owner:
+        owner.delete(lease.lock_key)  # its TTL runs out, had the commit left it
+    # The next invocation, by a guard that does not wait for replicas (the second master has none):
+    # it fast-forwards to the stored result, or dispatches again if the commit was lost.
+    later = FireOnceGuard(cluster, GuardOptions(key_prefix=guard.keys.prefix, replica_sync=False))
+    if isinstance(await later.acquire(lease.target), Acquired):
+        dispatched += 1
+    assert dispatched == 1
+    assert not isinstance(committed, BaseException) and (committed.ours, committed.stored) == (True, True), committed
+
+
+async def test_a_commit_answered_tryagain_until_the_store_timeout_nears_fails_saying_the_slot_is_moving(
+    cluster: RedisCluster, guard: FireOnceGuard, nodes: SpawnedCluster
+) -> None:
+    lease = await _lease_on_first(cluster, guard, nodes)
+    slot = cluster.keyslot(lease.lock_key)
+    first, second = nodes.masters[0], nodes.masters[1]
+    await asyncio.to_thread(migrate_slot, slot, first, second, nodes.masters, [lease.lock_key.encode()])  # never ends
+    try:
+        with pytest.raises(FireOnceStoreUnavailable) as caught:
+            await guard.commit(lease, b"result")
+        assert caught.value.retryable
+        assert "is moving (TRYAGAIN Multiple keys request during rehashing of slot): the write did not run where its WAIT could count it" in caught.value.message
+    finally:
+        await asyncio.to_thread(migrate_slot, slot, first, second, nodes.masters)

@@ -80,7 +80,7 @@ export class FireOnceGuard {
     this.options = resolveGuardOptions(options);
     this.keys = new FireOnceKeys(this.options.keyPrefix, this.options.namespace);
     this.store = new StoreCalls(this.options.storeTimeoutMs);
-    this.replicas = new ReplicaSync(this.options.redis, this.options.replicaSync);
+    this.replicas = new ReplicaSync(this.options.redis, this.options.replicaSync, this.options.storeTimeoutMs);
     this.known = this.options.knownArtifacts > 0 ? new LRUCache({ max: this.options.knownArtifacts }) : undefined;
   }
 

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { connectionTo, redirectOf } from './cluster-redirect';
 import { primariesOf } from './deployment/nodes';
 import type { ReplicaSyncSetting } from './options';
@@ -34,6 +35,8 @@ export interface Confirmed {
 const RECOUNT_EVERY_MS = 60_000;
 /** How many `MOVED` or `ASK` replies a write follows on a Cluster, its `WAIT` with it. */
 const REDIRECTS = 2;
+/** ioredis's defaults of the Cluster options a `TRYAGAIN` is retried by, if the client sets none. */
+const TRY_AGAIN = { retryDelayOnTryAgain: 100, maxRedirections: 16 };
 
 type Arg = string | number | Buffer;
 /** A script's reply and its `WAIT`'s, each with its error, as a pipeline resolves them. */
@@ -51,7 +54,11 @@ type Pair<R> = [[Error | null, R], [Error | null, number]];
  * none of it; ioredis follows no redirect of a pipeline in which another command succeeded. So
  * the pair is sent again, together, on the connection to the node the reply names (`ASKING`
  * first for an `ASK`), at most {@link REDIRECTS} times; a write still redirected then fails, and
- * the guard reports it retryable.
+ * the guard reports it retryable. A `TRYAGAIN` (mid-migration, a script whose keys are split
+ * between the two nodes, or missing where it was asked: a commit's artifact key, say) also comes
+ * back in place, where ioredis would retry a lone command: the pair is sent again to the same node
+ * after the client's `retryDelayOnTryAgain`, as often as its `maxRedirections` and
+ * `storeTimeoutMs` allow, so that a job that ran keeps its result once the slot has moved.
  */
 export class ReplicaSync {
   /** The last count, once known: read synchronously, so a guard without replicas adds no await. */
@@ -64,6 +71,8 @@ export class ReplicaSync {
   constructor(
     private readonly redis: RedisClient,
     readonly setting: ReplicaSyncSetting,
+    /** What bounds each write and its `WAIT` together: retries of a `TRYAGAIN` end within it. */
+    private readonly storeTimeoutMs: number,
   ) {}
 
   write<A extends readonly Arg[], R>(script: LuaScript<A, R>, keys: readonly string[], args: A, buffers = false): Promise<Written<R>> {
@@ -71,8 +80,9 @@ export class ReplicaSync {
     if (wanted === 0) return script(this.redis, keys, args, buffers).then((reply) => ({ reply, wanted, acked: 0 }));
     return Promise.resolve(wanted).then(async (count) => {
       if (count === 0) return { reply: await script(this.redis, keys, args, buffers), wanted: count, acked: 0 };
+      const started = performance.now();
       let replies = await this.pair(this.redis, false, script, keys, args, buffers, count);
-      if (redirectOf(replies[0][0])) replies = await this.follow(replies[0][0] as Error, script, keys, args, buffers, count);
+      if (isDetour(replies[0][0])) replies = await this.follow(replies[0][0] as Error, started, script, keys, args, buffers, count);
       const [[scriptErr, reply], [waitErr, acked]] = replies;
       if (scriptErr) throw scriptErr;
       // The script ran: its reply stands (a commit wrote, a release deleted, waiters were taken).
@@ -98,7 +108,7 @@ export class ReplicaSync {
       const [[moved], [err, acked]] = (await this.redis.pipeline().pttl(lock.lockKey).wait(count, this.setting.timeoutMs).exec()) as Pair<number>;
       if (moved && redirectOf(moved)) {
         const { lockKey, waitersKey, token, lockTtlMs, waitersTtlMs } = lock;
-        const rearmed = await this.follow(moved, extendScript, [lockKey, waitersKey], [token, lockTtlMs, waitersTtlMs, ''], false, count);
+        const rearmed = await this.follow(moved, performance.now(), extendScript, [lockKey, waitersKey], [token, lockTtlMs, waitersTtlMs, ''], false, count);
         const [[rearmErr, reply], [waitErr, rearmAcked]] = rearmed;
         if (rearmErr ?? waitErr) throw rearmErr ?? waitErr;
         return reply === 1 ? { wanted: count, acked: rearmAcked } : { wanted: count, acked: 0, lost: true };
@@ -153,23 +163,37 @@ export class ReplicaSync {
     return asking ? replies.slice(1) : replies;
   }
 
-  /** Send the pair again where `redirected` points, and on, at most {@link REDIRECTS} times. */
+  /**
+   * Send the pair again after `detour`: where a `MOVED` or `ASK` points, at most {@link REDIRECTS}
+   * times; to the same node after a `TRYAGAIN`, once the client's `retryDelayOnTryAgain` has
+   * passed, at most its `maxRedirections` times and while the try can end within `storeTimeoutMs`
+   * of `started` (its `WAIT` may take `timeoutMs`).
+   */
   private async follow<A extends readonly Arg[], R>(
-    redirected: Error,
+    detour: Error,
+    started: number,
     script: LuaScript<A, R>,
     keys: readonly string[],
     args: A,
     buffers: boolean,
     count: number,
   ) {
-    let last = redirected;
-    for (let followed = 0; followed < REDIRECTS && isCluster(this.redis); followed++) {
+    let [last, to, asking, redirects, tries]: [Error, RedisClient, boolean, number, number] = [detour, this.redis, false, 0, 0];
+    while (isCluster(this.redis)) {
       const redirect = redirectOf(last);
-      if (redirect?.kind === 'MOVED') this.redis.refreshSlotsCache(); // so that later calls go there first
-      const node = redirect && connectionTo(this.redis, redirect.address);
-      if (!redirect || !node) break;
-      const replies = await this.pair(node, redirect.kind === 'ASK', script, keys, args, buffers, count);
-      if (!redirectOf(replies[0][0])) return replies;
+      if (redirect) {
+        if (redirects++ === REDIRECTS) break;
+        if (redirect.kind === 'MOVED') this.redis.refreshSlotsCache(); // so that later calls go there first
+        const node = connectionTo(this.redis, redirect.address);
+        if (!node) break;
+        [to, asking] = [node, redirect.kind === 'ASK'];
+      } else {
+        const { retryDelayOnTryAgain: delay = TRY_AGAIN.retryDelayOnTryAgain, maxRedirections = TRY_AGAIN.maxRedirections } = this.redis.options;
+        if (tries++ === maxRedirections || performance.now() - started + delay + this.setting.timeoutMs >= this.storeTimeoutMs) break;
+        await sleep(delay);
+      }
+      const replies = await this.pair(to, asking, script, keys, args, buffers, count);
+      if (!isDetour(replies[0][0])) return replies;
       last = replies[0][0] as Error;
     }
     throw new Error(`the slot of ${keys[0]} is moving (${last.message}): the write did not run where its WAIT could count it`);
@@ -212,6 +236,11 @@ function shaOf(lua: string): string {
     shas.set(lua, sha);
   }
   return sha;
+}
+
+/** A reply that says the script did not run on a Cluster, and where or when to send it again. */
+function isDetour(err: Error | null): boolean {
+  return err !== null && (redirectOf(err) !== undefined || /^TRYAGAIN\b/.test(err.message));
 }
 
 function isNoScript(err: Error | null): boolean {

@@ -14,7 +14,7 @@ import { fireOnceActivityMap } from './fire-once';
 import { createFireOnceActivityInterceptor } from './interceptor';
 import { ParkedWatch } from './parked-watch';
 import { guardOptionsOf, resolvePluginOptions, ttlWarnings, type FireOncePluginOptions, type ResolvedPluginOptions } from './options';
-import { checkWorkerRedis } from './redis-check';
+import { checkPluginRedis } from './redis-check';
 
 /** How long a stopping worker gives Temporal to take the failures of the waiters it parked. */
 const PARKED_CLOSE_MS = 10_000;
@@ -213,7 +213,7 @@ export class FireOncePlugin extends SimplePlugin {
    */
   private start(): Promise<void> {
     this.started ??= (async () => {
-      this.redisChecked ??= checkWorkerRedis(this.fireOnceOptions).catch((err: unknown) => {
+      this.redisChecked ??= checkPluginRedis(this.fireOnceOptions).catch((err: unknown) => {
         this.redisChecked = undefined;
         throw err;
       });

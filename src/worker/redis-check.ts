@@ -1,22 +1,18 @@
 import { Runtime } from '@temporalio/worker';
-import { checkSelectedDatabase } from '../core/deployment/database';
-import { checkEvictionPolicy } from '../core/deployment/eviction';
-import { refuseSentinelClient } from '../core/deployment/sentinel';
+import { checkWorkerRedis } from '../core/deployment/worker-check';
 import type { ResolvedPluginOptions } from './options';
 
 /**
- * What a worker checks of its Redis before it takes a task: that Redis cannot evict the guard's
- * keys (`maxmemory-policy noeviction` on the primary or every Cluster master), and that the client
- * is in the database it names, on a data node (not a sentinel's address). Throws `FireOnceConfigError` otherwise; an evicting Redis is let
- * through when `allowEvictingRedis` is set: then the worker starts and the risk is logged at WARN
- * through the Temporal runtime's logger. Each call reads the policy again; the plugin calls it once.
+ * The plugin's start check: {@link checkWorkerRedis} (a data node, not a sentinel's address; a
+ * Redis that cannot evict the guard's keys; the database the client names) with the plugin's
+ * `allowEvictingRedis` and `storeTimeoutMs`. An evicting Redis let through by `allowEvictingRedis`
+ * is logged at WARN through the Temporal runtime's logger. Each call reads Redis again; the
+ * plugin calls it once.
  */
-export async function checkWorkerRedis(options: ResolvedPluginOptions): Promise<void> {
-  await refuseSentinelClient(options.redis, options.storeTimeoutMs);
-  await checkEvictionPolicy(options.redis, {
+export function checkPluginRedis(options: ResolvedPluginOptions): Promise<void> {
+  return checkWorkerRedis(options.redis, {
     allowEvictingRedis: options.allowEvictingRedis,
     timeoutMs: options.storeTimeoutMs,
     warn: (message, meta) => Runtime.instance().logger.warn(message, meta),
   });
-  await checkSelectedDatabase(options.redis, options.storeTimeoutMs);
 }

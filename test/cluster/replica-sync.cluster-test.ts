@@ -1,8 +1,14 @@
-import { randomUUID } from 'node:crypto';
 import { Cluster } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable, type DispatchTarget, type Lease } from '../../src';
-import { keySlot } from '../support/cluster/cluster';
-import { commandCalls, migrateSlot, startReplicatedCluster, type NodeAddress, type ReplicatedCluster } from '../support/cluster/replicated';
+import {
+  commandCalls,
+  errorReplies,
+  migrateSlot,
+  startReplicatedCluster,
+  targetOn,
+  type NodeAddress,
+  type ReplicatedCluster,
+} from '../support/cluster/replicated';
 import { testPrefix } from '../support/redis';
 import { REPLICATION_PACE, waitFor } from '../support/wait';
 
@@ -44,14 +50,7 @@ describe('replica sync on a Cluster whose slot moves between calls', () => {
   }
 
   /** A fresh target whose scope lives on the first master (the one with the replica), and its slot. */
-  async function targetOnFirst(): Promise<{ target: DispatchTarget; slot: number }> {
-    const ranges = await cluster.cluster('SLOTS');
-    for (;;) {
-      const target = { scope: `s-${randomUUID()}`, step: 'dispatch', jobType: 'job' };
-      const slot = keySlot(guard.keys.lock(target.scope, target.step));
-      if (ranges.some(([from, to, owner]) => slot >= from && slot <= to && owner[1] === first.port)) return { target, slot };
-    }
-  }
+  const targetOnFirst = () => targetOn(cluster, guard, first);
 
   async function leaseOnFirst(): Promise<{ lease: Lease; slot: number }> {
     const { target, slot } = await targetOnFirst();
@@ -115,6 +114,43 @@ describe('replica sync on a Cluster whose slot moves between calls', () => {
       await migrateSlot(nodes, slot, first, second);
     }
     expect(await nodes.node(second).pttl(lease.waitersKey)).toBeGreaterThan(0); // the renewal ran where the keys moved
+  });
+
+  it('a commit mid-migration answered TRYAGAIN is sent again until the slot has moved, and its result stands', async () => {
+    const { target, slot } = await targetOnFirst();
+    let lease: Lease | undefined;
+    const outcome = await guard.acquire(target);
+    if (outcome.kind === 'acquired') [dispatches, lease] = [dispatches + 1, outcome.lease];
+    // The lock has moved to the second master, the artifact key (not written yet) has not: the
+    // first master answers ASK, and the second, asked, TRYAGAIN (a multi-key script with a key it
+    // does not have) until the slot is its own.
+    await migrateSlot(nodes, slot, first, second, [lease!.lockKey]);
+    const tryAgains = await errorReplies(nodes, second, 'TRYAGAIN');
+    let settled = false;
+    const committing = guard.commit(lease!, Buffer.from('result')).finally(() => (settled = true));
+    await waitFor('the commit to be answered TRYAGAIN', async () => settled || (await errorReplies(nodes, second, 'TRYAGAIN')) > tryAgains, REPLICATION_PACE);
+    await migrateSlot(nodes, slot, first, second); // the migration ends
+    const committed = await committing.catch((err: unknown) => err);
+    await nodes.node(second).del(lease!.lockKey); // its TTL runs out, had the commit left it
+    // The next invocation, by a guard that does not wait for replicas (the second master has none):
+    // it fast-forwards to the stored result, or dispatches again if the commit was lost.
+    const next = await new FireOnceGuard({ redis: cluster, keyPrefix: guard.options.keyPrefix, replicaSync: false }).acquire(target);
+    if (next.kind === 'acquired') dispatches++;
+    expect(dispatches).toBe(1);
+    expect(committed).toEqual({ ours: true, stored: true, waiters: [] });
+  });
+
+  it('a commit answered TRYAGAIN until storeTimeoutMs nears fails retryably, saying the slot is moving', async () => {
+    const { lease, slot } = await leaseOnFirst();
+    await migrateSlot(nodes, slot, first, second, [lease.lockKey]); // and the migration never ends
+    try {
+      const err = await guard.commit(lease, Buffer.from('result')).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
+      expect((err as FireOnceStoreUnavailable).retryable).toBe(true);
+      expect((err as Error).message).toMatch(/is moving \(TRYAGAIN [^)]*\): the write did not run where its WAIT could count it/);
+    } finally {
+      await migrateSlot(nodes, slot, first, second);
+    }
   });
 
   it('a write still redirected after two redirects fails retryably, and an acquire dispatches nothing', async () => {

@@ -9,9 +9,21 @@ export const ACL_USER = 'fire-once-worker';
  * document and the test can never disagree: the test runs what the reader copies.
  */
 export function documentedAclLine(user = ACL_USER, doc = 'reliability.md'): string {
+  return documentedLine(`ACL SETUSER ${user} reset `, doc);
+}
+
+/** The commands docs/reliability.md's second line adds for a Redis Cluster (`+cluster|slots` …), without the `+`. */
+export function clusterGrants(): string[] {
+  return documentedLine(`ACL SETUSER ${ACL_USER} +`, 'reliability.md')
+    .split(' ')
+    .slice(3)
+    .map((rule) => rule.slice(1));
+}
+
+function documentedLine(start: string, doc: string): string {
   const text = readFileSync(join(__dirname, '..', '..', 'docs', doc), 'utf8');
-  const lines = text.split('\n').filter((line) => line.startsWith(`ACL SETUSER ${user} `));
-  if (lines.length !== 1) throw new Error(`docs/${doc} must contain exactly one "ACL SETUSER ${user} …" line (found ${lines.length})`);
+  const lines = text.split('\n').filter((line) => line.startsWith(start));
+  if (lines.length !== 1) throw new Error(`docs/${doc} must contain exactly one "${start}…" line (found ${lines.length})`);
   return lines[0];
 }
 

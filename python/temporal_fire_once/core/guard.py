@@ -47,7 +47,7 @@ class FireOnceGuard:
         self.redis = redis
         self.options = options or GuardOptions()
         self.keys = FireOnceKeys(self.options.key_prefix, self.options.namespace)
-        self._replicas = ReplicaSync(redis, self.options.replica_sync_setting)
+        self._replicas = ReplicaSync(redis, self.options.replica_sync_setting, self.options.store_timeout_ms)
         # Artifact keys seen to exist, most recent first (known_artifacts); keys only, never results.
         self._known: LRUCache[str, bool] | None = LRUCache(self.options.known_artifacts) if self.options.known_artifacts > 0 else None
 

@@ -14,7 +14,12 @@ share one connection, and redis-py is told not to follow redirects: it would re-
 alone to another node, and the ``WAIT`` answered where it was sent would count none of it. A
 ``MOVED`` or ``ASK`` reply means the script did not run; the pair is sent again, together, where
 the reply points (``ASKING`` first for an ``ASK``), at most ``REDIRECTS`` times, and a write still
-redirected then fails, retryably, as an unanswered one does. A limit left: redis-py retries a
+redirected then fails, retryably, as an unanswered one does. A ``TRYAGAIN`` (mid-migration, a script
+whose keys are split between the two nodes, or missing where it was asked: a commit's artifact key,
+say) comes back in place too, where redis-py would retry a lone command: the pair is sent again to
+the same node after ``TRY_AGAIN_DELAY_S``, at most ``TRY_AGAIN_TRIES`` times and while the try can
+end within ``store_timeout_ms``, so that a job that ran keeps its result once the slot has moved.
+A limit left: redis-py retries a
 Cluster pipeline it could not send (a connection error, a failover) and routes the retried commands
 anew: the script by its key, and the ``WAIT``, which has none, to the default node; when that is
 another master, its reply counts none of the script, and the write can pass as acknowledged.
@@ -30,7 +35,7 @@ from typing import Any, Sequence
 
 from redis.asyncio import RedisCluster
 from redis.asyncio.cluster import ClusterPipeline
-from redis.exceptions import AskError, MovedError, NoScriptError, ResponseError
+from redis.exceptions import AskError, MovedError, NoScriptError, ResponseError, TryAgainError
 
 from .eviction import primaries
 from .options import ReplicaSyncSetting
@@ -40,6 +45,10 @@ RECOUNT_EVERY_S = 60.0
 """How often ``'auto'`` counts the replicas again."""
 REDIRECTS = 2
 """How many ``MOVED`` or ``ASK`` replies a write follows on a Cluster, its ``WAIT`` with it."""
+TRY_AGAIN_DELAY_S = 0.1
+"""How long a write answered ``TRYAGAIN`` waits before it is sent again (ioredis's ``retryDelayOnTryAgain``)."""
+TRY_AGAIN_TRIES = 16
+"""How many ``TRYAGAIN`` replies a write is sent again after (redis-py's and ioredis's bound on a lone command)."""
 _ONLINE_REPLICA = re.compile(r"slave\d+")
 
 
@@ -57,9 +66,10 @@ class Written:
 
 
 class ReplicaSync:
-    def __init__(self, redis: RedisClient, setting: ReplicaSyncSetting) -> None:
+    def __init__(self, redis: RedisClient, setting: ReplicaSyncSetting, store_timeout_ms: int) -> None:
         self.redis = redis
         self.setting = setting
+        self._store_timeout_s = store_timeout_ms / 1000  # bounds each write and its WAIT together
         self._known: int | None = None  # the last count, once known
         self._counting: asyncio.Future[int] | None = None
         self._counted_at = 0.0
@@ -94,24 +104,34 @@ class ReplicaSync:
 
     async def _with_wait(self, script: LuaScript, keys: Sequence[str], args: Sequence[ScriptArg], wanted: int) -> list[Any]:
         """``[script reply, WAIT reply]`` from one pipeline on one connection, errors in place. On a
-        Cluster, a redirect sends the pair again where it points; one still redirected is an error."""
+        Cluster, a redirect sends the pair again where it points, a ``TRYAGAIN`` to the same node
+        after a delay; one still redirected, or answered ``TRYAGAIN``, is an error."""
         if not isinstance(self.redis, RedisCluster):
             return await self._pair(script, keys, args, wanted)
-        node, asking = self.redis.get_node_from_key(keys[0]), False
-        for _ in range(REDIRECTS + 1):
+        started = time.monotonic()
+        node, asking, redirects, tries = self.redis.get_node_from_key(keys[0]), False, 0, 0
+        detour: Exception = ResponseError(f"no node serves the slot of {keys[0]}")
+        while node is not None:
             replies = await self._pair(script, keys, args, wanted, node, asking)
-            redirect = replies[0]
-            if isinstance(redirect, MovedError):
-                # A plain command follows the MOVED, and the client updates its slot map as it does.
-                await self.redis.pttl(keys[0])
-                node, asking = self.redis.get_node_from_key(keys[0]), False
-            elif isinstance(redirect, AskError):
-                node, asking = self.redis.get_node(redirect.host, redirect.port), True
+            detour = replies[0]
+            if isinstance(detour, AskError):  # MovedError is one too
+                redirects += 1
+                if redirects > REDIRECTS:
+                    break
+                if isinstance(detour, MovedError):
+                    # A plain command follows the MOVED, and the client updates its slot map as it does.
+                    await self.redis.pttl(keys[0])
+                    node, asking = self.redis.get_node_from_key(keys[0]), False
+                else:
+                    node, asking = self.redis.get_node(detour.host, detour.port), True
+            elif isinstance(detour, TryAgainError):
+                tries += 1
+                if tries > TRY_AGAIN_TRIES or time.monotonic() - started + TRY_AGAIN_DELAY_S + self.setting.timeout_ms / 1000 >= self._store_timeout_s:
+                    break
+                await asyncio.sleep(TRY_AGAIN_DELAY_S)
             else:
                 return replies
-            if node is None:
-                break
-        moving = ResponseError(f"the slot of {keys[0]} is moving ({redirect}): the write did not run where its WAIT could count it")
+        moving = ResponseError(f"the slot of {keys[0]} is moving ({_as_replied(detour)}): the write did not run where its WAIT could count it")
         return [moving, moving]
 
     async def _pair(
@@ -159,6 +179,12 @@ class ReplicaSync:
         except Exception:
             pass
         return self._known or 0
+
+
+def _as_replied(err: Exception) -> str:
+    """A Cluster's reply as Redis sent it: redis-py's errors drop the word that names them."""
+    kind = "MOVED" if isinstance(err, MovedError) else "ASK" if isinstance(err, AskError) else "TRYAGAIN" if isinstance(err, TryAgainError) else ""
+    return f"{kind} {err}".strip()
 
 
 async def count_replicas(redis: RedisClient) -> int:

@@ -1,6 +1,7 @@
 """``FireOncePlugin``: one object that guards a worker's ``@fire_once`` activities and carries the
 dispatch scope in its workflows (``src/worker/plugin.ts``). Before the worker takes tasks it
-refuses a Redis that can evict the guard's keys (unless ``allow_evicting_redis``), then claims the
+refuses a client of a Sentinel's own address, and a Redis that can evict the guard's keys (unless
+``allow_evicting_redis``), then claims the
 key prefix for protocol v3, and refuses to start on a mismatch. A replayer gets the workflow
 side alone, and touches no Redis."""
 
@@ -19,6 +20,7 @@ from ..core.eviction import EvictionPolicy, check_eviction_policy
 from ..core.guard import FireOnceGuard
 from ..core.options import GuardOptions, ReplicaSyncOption
 from ..core.scripts import RedisClient
+from ..core.sentinel import refuse_sentinel_client
 from ..core.wake import WakeHub
 from ..workflow.interceptor import FireOnceWorkflowInterceptor
 from .interceptor import FireOnceInterceptor
@@ -87,10 +89,10 @@ class FireOncePlugin(SimplePlugin):
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        """Refuse a Redis that can evict the guard's keys (once per plugin; a refusal is checked
-        again at the next start), then claim the key prefix for this protocol (once per run);
-        run the worker; close the wake hub once no worker of this plugin runs: several may share
-        it. A ``Replayer`` does none of this (``SimplePlugin.run_replayer`` only replays)."""
+        """Refuse a sentinel's address, or a Redis that can evict the guard's keys (once per
+        plugin; a refusal is checked again at the next start), then claim the key prefix for this
+        protocol (once per run); run the worker; close the wake hub once no worker of this plugin
+        runs: several may share it. A ``Replayer`` does none of this (``SimplePlugin.run_replayer`` only replays)."""
         self._running += 1
         try:
             await self._check_redis()
@@ -102,20 +104,23 @@ class FireOncePlugin(SimplePlugin):
                 await self._wake.close()
 
     async def _check_redis(self) -> None:
-        """The eviction check, run once for all the workers of this plugin, as the TypeScript
-        plugin shares one promise: workers starting together wait for the check the first one
-        started, and share its outcome. A passed check is kept; a refusal or an error is dropped
+        """The start check (a sentinel's address, then the eviction policy), run once for all the
+        workers of this plugin, as the TypeScript plugin shares one promise: workers starting
+        together wait for the check the first one started, and share its outcome. A passed check is kept; a refusal or an error is dropped
         once it is settled, so the next start checks again. The check runs on even if the worker
         that started it is cancelled: others may be waiting for it."""
         check = self._redis_check
         if check is None:
-            allow = self.defaults.allow_evicting_redis
-            check = asyncio.ensure_future(
-                check_eviction_policy(self.guard.redis, allow_evicting_redis=allow, timeout_ms=self.guard.options.store_timeout_ms)
-            )
+            check = asyncio.ensure_future(self._start_check())
             check.add_done_callback(self._forget_failed_check)
             self._redis_check = check
         await asyncio.shield(check)
+
+    async def _start_check(self) -> list[EvictionPolicy]:
+        redis, timeout_ms = self.guard.redis, self.guard.options.store_timeout_ms
+        # First: a sentinel has no eviction policy to read, and the check would blame that instead.
+        await refuse_sentinel_client(redis, timeout_ms)
+        return await check_eviction_policy(redis, allow_evicting_redis=self.defaults.allow_evicting_redis, timeout_ms=timeout_ms)
 
     def _forget_failed_check(self, check: asyncio.Task[list[EvictionPolicy]]) -> None:
         if check.cancelled() or check.exception() is not None:  # exception() also marks it retrieved

@@ -47,6 +47,19 @@ export const REPLICA_NEEDS: Readonly<Record<string, Need>> = {
   wait: () => ['WAIT', '0', '0'],
 };
 
+/**
+ * What a worker's client sends on top of {@link WORKER_NEEDS} to a Redis Cluster node, as
+ * docs/reliability.md's Cluster line grants it: the slot map (both clients), ioredis's ready check,
+ * redis-py's command table, and `ASKING` after an `ASK` while a slot migrates (without it every
+ * call that meets one fails until the migration ends).
+ */
+export const CLUSTER_NEEDS: Readonly<Record<string, Need>> = {
+  'cluster|slots': () => ['CLUSTER', 'SLOTS'],
+  'cluster|info': () => ['CLUSTER', 'INFO'],
+  command: () => ['COMMAND'],
+  asking: () => ['ASKING'],
+};
+
 /** What the `fire-once` commands send (report, inspect, release, invalidate), on top of connecting. */
 export const CLI_NEEDS: Readonly<Record<string, Need>> = {
   info: () => ['INFO', 'memory'],
@@ -100,9 +113,11 @@ export async function checkAcl(node: DoctorNode, keys: FireOnceKeys, aclUser: st
   if (older !== undefined) return older;
   const at = { node: node.address };
   const replicas = Number(node.info.get('connected_slaves') ?? 0);
+  const cluster = node.info.get('cluster_enabled') === '1';
+  const workerNeeds = { ...WORKER_NEEDS, ...(replicas > 0 ? REPLICA_NEEDS : {}), ...(cluster ? CLUSTER_NEEDS : {}) };
   const results: Verdict[] = [];
   for (const [check, needs, missingStatus, who] of [
-    ['acl-worker', replicas > 0 ? { ...WORKER_NEEDS, ...REPLICA_NEEDS } : WORKER_NEEDS, 'fail', 'a worker'],
+    ['acl-worker', workerNeeds, 'fail', 'a worker'],
     ['acl-cli', CLI_NEEDS, 'warn', 'the fire-once CLI'],
   ] as const) {
     const names = Object.keys(needs);
@@ -131,8 +146,11 @@ export async function checkAcl(node: DoctorNode, keys: FireOnceKeys, aclUser: st
       continue;
     }
     const waitNote = missing.includes('wait') ? `; +wait because the primary has ${replicas} replica(s), which replicaSync waits for` : '';
+    const clusterNote = missing.some((m) => m in CLUSTER_NEEDS) ? '; the Cluster commands because this node is part of a Redis Cluster' : '';
     const consequence =
-      check === 'acl-worker' ? `a worker as this user cannot guard (it refuses to start or fails closed)${waitNote}` : 'these commands will fail with NOPERM';
+      check === 'acl-worker'
+        ? `a worker as this user cannot guard (it refuses to start or fails closed)${waitNote}${clusterNote}`
+        : 'these commands will fail with NOPERM';
     results.push(
       verdict(
         check as CheckName,
@@ -170,7 +188,11 @@ function beforeRedis7(node: DoctorNode, user: string, aclUser: string | undefine
   const why = hasUsers
     ? `that needs Redis 7.0 (redis.acl_check_cmd, ACL DRYRUN), and this is ${version}`
     : `Redis ${version} has no ACL users (they came with 6.0)`;
-  const fix = hasUsers ? { fix: `compare ACL GETUSER ${user} with docs/reliability.md's least-privilege line (with +wait if the primary has replicas)` } : {};
+  const fix = hasUsers
+    ? {
+        fix: `compare ACL GETUSER ${user} with docs/reliability.md's least-privilege line (with +wait if the primary has replicas, and its Cluster line on a Cluster)`,
+      }
+    : {};
   return checks.map(([check]) => verdict(check, 'unknown', `the permissions of user ${user} could not be checked: ${why}`, { ...at, ...fix }));
 }
 

@@ -20,10 +20,10 @@ export function addressOf(client: Redis): string {
 /**
  * Every node whose settings decide what happens to the guard's keys: the one node of a `Redis`
  * client, or every master of a `Cluster` (a Cluster client first waits for its slot map, which
- * the `PING` loads).
+ * any command loads: `INFO server`, which the least-privilege worker user may run, not `PING`).
  */
 export async function primariesOf(redis: RedisClient): Promise<Primary[]> {
   if (!isCluster(redis)) return [{ address: addressOf(redis), client: redis }];
-  if (redis.status !== 'ready') await redis.ping();
+  if (redis.status !== 'ready') await redis.info('server');
   return redis.nodes('master').map((client) => ({ address: addressOf(client), client }));
 }

@@ -1,8 +1,8 @@
 import { Redis } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable } from '../../../src';
 import { EXIT } from '../../../src/cli/exit-codes';
-import { WORKER_NEEDS } from '../../../src/cli/doctor/acl-check';
-import { ACL_USER, aclRules, documentedAclLine, grantedCommands, parseAclLog } from '../../security/acl-rules';
+import { CLUSTER_NEEDS, WORKER_NEEDS } from '../../../src/cli/doctor/acl-check';
+import { ACL_USER, aclRules, clusterGrants, documentedAclLine, grantedCommands, parseAclLog } from '../../security/acl-rules';
 import { SAFE_ARGS, doctorJson, serverWith, statuses, verdictsOf, type ServerWithAdmin } from './support';
 
 // `fire-once doctor` as, and about, ACL users: the documented least-privilege worker user passes
@@ -27,6 +27,10 @@ describe('fire-once doctor and ACL users', () => {
 
   it("checks exactly the commands docs/reliability.md's least-privilege line grants a worker", () => {
     expect(Object.keys(WORKER_NEEDS).sort()).toEqual(grantedCommands().sort());
+  });
+
+  it("checks exactly the commands docs/reliability.md's Cluster line adds, in its order, on a Cluster node", () => {
+    expect(Object.keys(CLUSTER_NEEDS)).toEqual(clusterGrants());
   });
 
   it('as the documented worker user: acl-worker ok, acl-cli warns what the CLI lacks, the fsync policy is unknown (CONFIG denied): exit 7', async () => {

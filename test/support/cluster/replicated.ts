@@ -1,6 +1,9 @@
 import { spawnSync } from 'node:child_process';
-import { Redis } from 'ioredis';
+import { randomUUID } from 'node:crypto';
+import { Redis, type Cluster } from 'ioredis';
+import type { DispatchTarget, FireOnceGuard } from '../../../src';
 import { freePort } from '../../../sample-workflows/services';
+import { keySlot } from './cluster';
 import { spawnRedisServer, type SpawnedRedis } from '../redis-server';
 import { REPLICATION_PACE, waitFor } from '../wait';
 
@@ -85,10 +88,26 @@ export async function migrateSlot(cluster: ReplicatedCluster, slot: number, sour
   for (const address of cluster.masters) await cluster.node(address).cluster('SETSLOT', slot, 'NODE', toId);
 }
 
+/** A fresh target whose scope the master at `owner` serves in `cluster`'s slot map, and its slot. */
+export async function targetOn(cluster: Cluster, guard: FireOnceGuard, owner: NodeAddress): Promise<{ target: DispatchTarget; slot: number }> {
+  const ranges = await cluster.cluster('SLOTS');
+  for (;;) {
+    const target = { scope: `s-${randomUUID()}`, step: 'dispatch', jobType: 'job' };
+    const slot = keySlot(guard.keys.lock(target.scope, target.step));
+    if (ranges.some(([from, to, node]) => slot >= from && slot <= to && node[1] === owner.port)) return { target, slot };
+  }
+}
+
 /** Calls of `command` (e.g. `wait`) that the node at `address` has served since it started. */
 export async function commandCalls(cluster: ReplicatedCluster, address: NodeAddress, command: string): Promise<number> {
   const stats = await cluster.node(address).info('commandstats');
   return Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+}
+
+/** Errors of `type` (e.g. `TRYAGAIN`) that the node at `address` has replied since it started. */
+export async function errorReplies(cluster: ReplicatedCluster, address: NodeAddress, type: string): Promise<number> {
+  const stats = await cluster.node(address).info('errorstats');
+  return Number(new RegExp(`errorstat_${type}:count=(\\d+)`).exec(stats)?.[1] ?? 0);
 }
 
 function cli(...args: string[]): void {

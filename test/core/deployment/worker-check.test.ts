@@ -1,0 +1,80 @@
+import { Redis } from 'ioredis';
+import { FireOnceConfigError, FireOnceGuard } from '../../../src';
+import { checkWorkerRedis } from '../../../src/core';
+import { testPrefix } from '../../support/redis';
+import { spawnRedisServer, type SpawnedRedis } from '../../support/redis-server';
+import { spawnSentinel } from '../../support/sentinel';
+
+// The start check of a worker wired by hand (docs/usage.md, "Wiring by hand"): the same three
+// refusals the plugin makes at worker start, on real redis-servers and a real sentinel. Each test
+// starts a hand-wired worker as documented, checkWorkerRedis first, then one guarded dispatch,
+// counted here.
+describe('checkWorkerRedis: the start check of a hand-wired worker', () => {
+  let safe: SpawnedRedis;
+  let evicting: SpawnedRedis;
+  const clients: Redis[] = [];
+  const connect = (url: string) => {
+    const client = new Redis(url, { maxRetriesPerRequest: 1 });
+    client.on('error', () => undefined); // a refused SELECT comes as an error event
+    clients.push(client);
+    return client;
+  };
+
+  beforeAll(async () => {
+    [safe, evicting] = await Promise.all([spawnRedisServer(), spawnRedisServer(['--maxmemory-policy', 'allkeys-lru'])]);
+  });
+  afterAll(async () => {
+    for (const client of clients) client.disconnect();
+    await Promise.all([safe?.stop(), evicting?.stop()]);
+  });
+
+  /** A hand-wired worker's start, then one invocation: the error that stopped it, and its dispatches. */
+  async function start(redis: Redis, allowEvictingRedis = false): Promise<{ error?: unknown; dispatches: number }> {
+    let dispatches = 0;
+    try {
+      await checkWorkerRedis(redis, { allowEvictingRedis, warn: () => undefined });
+      const outcome = await new FireOnceGuard({ redis, keyPrefix: testPrefix('hand-wired') }).acquire({ scope: 's', step: 'send', jobType: 'send' });
+      if (outcome.kind === 'acquired') dispatches++;
+      return { dispatches };
+    } catch (error) {
+      return { error, dispatches };
+    }
+  }
+
+  it('a data node that cannot evict, in the database it names: the worker starts and dispatches', async () => {
+    expect(await start(connect(`${safe.url}/3`))).toEqual({ dispatches: 1 });
+  });
+
+  it('a client naming a database the server does not have: refused, where ioredis would go on in database 0', async () => {
+    const { error, dispatches } = await start(connect(`${safe.url}/16`));
+    expect(dispatches).toBe(0);
+    expect(error).toBeInstanceOf(FireOnceConfigError);
+    expect((error as Error).message).toMatch(/^the Redis client names database 16, which Redis at 127\.0\.0\.1:\d+ refused \(ERR DB index is out of range\)/);
+  });
+
+  it("a client of a Sentinel's address: refused, naming the masters, allowEvictingRedis or not", async () => {
+    const sentinel = await spawnSentinel({ host: '127.0.0.1', port: safe.port });
+    try {
+      for (const allowEvictingRedis of [false, true]) {
+        const { error, dispatches } = await start(connect(sentinel.url), allowEvictingRedis);
+        expect(dispatches).toBe(0);
+        expect(error).toBeInstanceOf(FireOnceConfigError);
+        expect((error as Error).message).toMatch(
+          new RegExp(`^Redis at 127\\.0\\.0\\.1:${sentinel.port} is a Sentinel, .* it monitors orders at 127\\.0\\.0\\.1:${safe.port}$`),
+        );
+      }
+    } finally {
+      await sentinel.stop();
+    }
+  });
+
+  it('a Redis that can evict: refused; with allowEvictingRedis, reported through warn and started', async () => {
+    const refused = await start(connect(evicting.url));
+    expect(refused.dispatches).toBe(0);
+    expect(refused.error).toBeInstanceOf(FireOnceConfigError);
+    expect((refused.error as Error).message).toMatch(/has maxmemory-policy allkeys-lru/);
+    const warnings: string[] = [];
+    await checkWorkerRedis(connect(evicting.url), { allowEvictingRedis: true, warn: (message) => warnings.push(message) });
+    expect(warnings).toEqual([expect.stringMatching(/^fire-once: Redis at .* has maxmemory-policy allkeys-lru: .*allowEvictingRedis is true$/)]);
+  });
+});
