@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { describeMasters, sentinelMasters } from '../core/deployment/sentinel';
+import { describeMasters, listMasters, sentinelMasters } from '../core/deployment/sentinel';
 import { CliError, EXIT } from './exit-codes';
 
 /**
@@ -11,7 +11,6 @@ import { CliError, EXIT } from './exit-codes';
 export async function refuseSentinel(client: Redis, shownUrl: string, source: string): Promise<void> {
   const masters = await sentinelMasters(client);
   if (masters === undefined) return;
-  const instead =
-    masters.length === 0 ? describeMasters(masters) : `point it at the master it monitors (${masters.map((m) => `${m.name} at ${m.address}`).join(', ')})`;
+  const instead = masters.length === 0 ? describeMasters(masters) : `point it at the master it monitors (${listMasters(masters)})`;
   throw new CliError(`${source} names a Redis Sentinel (${shownUrl}), which holds no keys: ${instead}`, EXIT.usage);
 }

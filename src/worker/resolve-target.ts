@@ -1,7 +1,6 @@
 import type { Headers } from '@temporalio/common';
 import { SCOPE_HEADER, scopeFromHeader } from '../common/header';
 import { FireOnceConfigError, FireOnceMissingScope } from '../core/errors';
-import type { FireOnceGuard } from '../core/guard';
 import type { DispatchTarget } from '../core/target';
 import { encodeId } from '../core/keys';
 import { argsHash, notAPromise } from './args-hash';
@@ -34,7 +33,9 @@ export function resolveTarget({ setup, options, ctx, input }: GuardedCall): Disp
   // (FireOnceInvalidId), before the user's function sees it.
   encodeId('scope', scope);
   const key = userOption('artifact.external', activityType, () => artifact.external({ scope, jobType, namespace: base.namespace }));
-  return { ...base, externalArtifactKey: externalKey(setup.guard, key, base) };
+  const target = { ...base, externalArtifactKey: key as string };
+  setup.guard.artifactKey(target); // refuses a key the guard must not take, before anything is locked
+  return target;
 }
 
 /**
@@ -49,19 +50,6 @@ function userOption<T>(name: 'scope' | 'conflictKey' | 'artifact.external', acti
     const why = err instanceof FireOnceConfigError ? err.message : `threw: ${String(err)}`;
     throw new FireOnceConfigError(`the ${name} option of activity ${JSON.stringify(activityType)} ${why}`, { activityType }, { cause: err });
   }
-}
-
-/**
- * Check the key an `external` option built. Under the guard's prefix it must be in this scope's
- * slot and this call's namespace, and not a key the guard writes itself: anything else (another
- * scope's or namespace's key, a lock, a result artifact) would fast-forward on a job that is not
- * this call's. Keys outside the prefix are the user's own.
- */
-function externalKey(guard: FireOnceGuard, key: unknown, target: { scope: string; jobType: string; namespace: string }): string {
-  const problem = guard.keysFor(target.namespace).externalKeyProblem(key, target.scope, target.jobType);
-  if (problem !== undefined)
-    throw new FireOnceConfigError(`the external artifact key of ${JSON.stringify(target.jobType)} in scope ${JSON.stringify(target.scope)} ${problem}`);
-  return key as string;
 }
 
 function scopeFromHeaders(headers: Headers): string | undefined {

@@ -37,9 +37,14 @@ export async function sentinelMasters(client: Redis): Promise<MonitoredMaster[] 
   }
 }
 
-/** `<name> at <ip>:<port>, …`, or that there are none. */
+/** `<name> at <ip>:<port>, …`. */
+export function listMasters(masters: readonly MonitoredMaster[]): string {
+  return masters.map((m) => `${m.name} at ${m.address}`).join(', ');
+}
+
+/** `it monitors <name> at <ip>:<port>, …`, or that there are none. */
 export function describeMasters(masters: readonly MonitoredMaster[]): string {
-  return masters.length === 0 ? 'it monitors no master' : `it monitors ${masters.map((m) => `${m.name} at ${m.address}`).join(', ')}`;
+  return masters.length === 0 ? 'it monitors no master' : `it monitors ${listMasters(masters)}`;
 }
 
 /**
