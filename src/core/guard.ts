@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { FireOnceConfigError, FireOnceCorruptArtifact, FireOnceProtocolError, FireOnceStoreUnavailable } from './errors';
-import { FireOnceKeys, encodeId } from './keys';
+import { foundByAcquire } from './acquire-reply';
+import { FireOnceStoreUnavailable } from './errors';
+import { FireOnceKeys } from './keys';
 import { GUARD_OPTIONS, callDuration, checkKnownKeys, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
 import {
   ACQUIRE_OPTIONS,
@@ -13,9 +14,8 @@ import {
   type Lease,
   type Settled,
 } from './outcomes';
-import { artifactArgument, checkArgsHash, lockTail, parseLock } from './records';
+import { artifactArgument, checkArgsHash, lockTail } from './records';
 import {
-  ACQUIRE_REPLY,
   acquireScript,
   coalesceWrites,
   COMMIT_REFUSED,
@@ -28,7 +28,8 @@ import {
 } from './scripts';
 import { ReplicaSync, type Confirmed, type Written } from './replica-sync';
 import { StoreCalls } from './store-calls';
-import { checkTarget, conflict, contextOf, differs, storedPayload, type DispatchTarget } from './target';
+import { artifactKeyOf, checkLease, keysOf, stepKeys } from './step-keys';
+import { checkTarget, contextOf, storedPayload, type DispatchTarget } from './target';
 
 /**
  * How long a parked waiter's registration outlives the lock, so its worker can notice the lock is gone.
@@ -90,7 +91,7 @@ export class FireOnceGuard {
 
   /** The keys of `namespace` (the guard's own when absent). */
   keysFor(namespace: string | undefined): FireOnceKeys {
-    return namespace === undefined ? this.keys : this.keys.forNamespace(namespace);
+    return keysOf(this.keys, namespace);
   }
 
   /**
@@ -103,7 +104,7 @@ export class FireOnceGuard {
     checkKnownKeys('acquire', options, ACQUIRE_OPTIONS);
     const lockTtlMs = callDuration('lockTtlMs', options.lockTtlMs, this.options.lockTtlMs);
     const argsHash = checkArgsHash(target.argsHash);
-    const { lockKey, waitersKey, artifactKey } = this.stepKeys(target);
+    const { lockKey, waitersKey, artifactKey } = stepKeys(this.keys, target);
     const mode = target.externalArtifactKey !== undefined ? 'x' : options.readTtl ? 't' : 'r';
     if (mode === 'r' && this.known?.get(artifactKey) === true) {
       const record = await this.readKnown(target, artifactKey);
@@ -144,31 +145,9 @@ export class FireOnceGuard {
       }
       return { kind: 'acquired', lease: { target, lockKey, artifactKey, waitersKey, token, fencingToken: reply } };
     }
-    if (Buffer.isBuffer(reply)) {
-      const artifact = storedPayload(reply, target, artifactKey);
-      this.known?.set(artifactKey, true);
-      return { kind: 'fast-forward', artifact, artifactKey };
-    }
-    if (Buffer.isBuffer(reply[0])) {
-      const artifact = storedPayload(reply[0], target, artifactKey);
-      this.known?.set(artifactKey, true);
-      return { kind: 'fast-forward', artifact, artifactKey, ttlMs: Number(reply[1]) };
-    }
-    switch (reply[0]) {
-      case ACQUIRE_REPLY.EXISTS:
-        return { kind: 'fast-forward', artifact: Buffer.alloc(0), artifactKey, ttlMs: Number(reply[1]) };
-      case ACQUIRE_REPLY.HELD: {
-        const lock = parseLock(reply[2].toString());
-        if (lock === undefined) throw new FireOnceProtocolError('the lock holds a value this protocol never writes', contextOf(target, lockKey));
-        const sameHolder = lock.holder !== '' && lock.holder === target.holder;
-        if (!sameHolder && differs(argsHash, lock.argsHash)) throw conflict(target, lockKey, 'the dispatch in flight was started');
-        return { kind: 'held', ttlMs: Number(reply[1]), lockKey, holder: lock.holder, sameHolder, fencingToken: lock.fencingToken };
-      }
-      case ACQUIRE_REPLY.CORRUPT:
-        throw new FireOnceCorruptArtifact(`stored artifact is not one this library wrote: ${reply[1].toString()}`, contextOf(target, artifactKey));
-      default:
-        throw new FireOnceProtocolError(`unexpected reply from ${acquireScript.command}: ${String(reply[0])}`, contextOf(target, lockKey));
-    }
+    const found = foundByAcquire(reply, target, argsHash, lockKey, artifactKey);
+    if (found.kind === 'fast-forward' && mode !== 'x') this.known?.set(artifactKey, true);
+    return found;
   }
 
   /**
@@ -182,7 +161,7 @@ export class FireOnceGuard {
    */
   async commit(lease: Lease, artifact: Buffer, options: CommitOptions = {}): Promise<Committed> {
     checkKnownKeys('commit', options, COMMIT_OPTIONS);
-    this.checkLease('commit', lease);
+    checkLease(this.keys, 'commit', lease);
     const ttl = callDuration('artifactTtlMs', options.artifactTtlMs, this.options.artifactTtlMs);
     const record = artifactArgument(lease.target.argsHash ?? '', artifact);
     return this.store.run(
@@ -203,7 +182,7 @@ export class FireOnceGuard {
    * The waiters parked on a released lock are handed over, to be failed so that they retry.
    */
   async release(lease: Lease): Promise<Settled> {
-    this.checkLease('release', lease);
+    checkLease(this.keys, 'release', lease);
     return this.store.run(
       () => contextOf(lease.target, lease.lockKey, lease.token),
       this.replicas.write(releaseScript, [lease.lockKey, lease.waitersKey], [lease.token, this.channel(lease.target)], true).then(settled),
@@ -216,7 +195,7 @@ export class FireOnceGuard {
    * if the lock was lost (expired or another holder's); nothing is changed then.
    */
   async extend(lease: Lease, lockTtlMs: number): Promise<boolean> {
-    this.checkLease('extend', lease);
+    checkLease(this.keys, 'extend', lease);
     const ttl = GUARD_OPTIONS.lockTtlMs.check('lockTtlMs', lockTtlMs);
     return this.store.run(
       () => contextOf(lease.target, lease.lockKey, lease.token),
@@ -242,7 +221,7 @@ export class FireOnceGuard {
    * leaves it, for `'fixed'` mode). `ours` is false, and nothing is handed over, if the lock was lost.
    */
   async keep(lease: Lease, lockTtlMs: number | undefined): Promise<Settled> {
-    this.checkLease('keep', lease);
+    checkLease(this.keys, 'keep', lease);
     const ttl = lockTtlMs === undefined ? '' : GUARD_OPTIONS.lockTtlMs.check('lockTtlMs', lockTtlMs);
     return this.store.run(
       () => contextOf(lease.target, lease.lockKey, lease.token),
@@ -256,7 +235,7 @@ export class FireOnceGuard {
    * worker that parked them hands them over instead (PROTOCOL.md section 7). One round trip.
    */
   async handBack(lease: Lease, waiters: readonly Buffer[]): Promise<void> {
-    this.checkLease('handBack', lease);
+    checkLease(this.keys, 'handBack', lease);
     if (waiters.length === 0) return;
     const key = lease.waitersKey;
     const replies = await this.store.run(
@@ -288,26 +267,7 @@ export class FireOnceGuard {
 
   /** The artifact key the target is checked against: the external one, or the guard's own. */
   artifactKey(target: DispatchTarget): string {
-    if (target.externalArtifactKey === undefined) return this.keysFor(target.namespace).artifact(target.scope, target.jobType);
-    encodeId('jobType', target.jobType); // validated even when unused in the key
-    return this.externalKey(target);
-  }
-
-  /**
-   * The target's external artifact key, unless the guard must not take it: another scope's or
-   * namespace's key, or one it writes itself, would read or replace a result that is not this
-   * call's ({@link FireOnceKeys.externalKeyProblem}).
-   */
-  private externalKey(target: DispatchTarget): string {
-    const key = target.externalArtifactKey;
-    const problem = this.keysFor(target.namespace).externalKeyProblem(key, target.scope, target.jobType);
-    if (problem !== undefined) {
-      throw new FireOnceConfigError(
-        `the external artifact key of ${JSON.stringify(target.jobType)} in scope ${JSON.stringify(target.scope)} ${problem}`,
-        contextOf(target, String(key)),
-      );
-    }
-    return key as string;
+    return artifactKeyOf(this.keys, target);
   }
 
   /**
@@ -325,31 +285,6 @@ export class FireOnceGuard {
     if (record !== null) return record;
     this.known?.delete(artifactKey);
     return undefined;
-  }
-
-  /**
-   * A lease names the keys that commit, release and extend write: refuse one whose keys are not
-   * those this guard builds for its target (a lease of a guard with another `keyPrefix`, or one
-   * edited or made by hand), so that no lease writes into another scope's or prefix's keys.
-   */
-  private checkLease(what: string, lease: Lease): void {
-    const target = lease?.target;
-    const keys = target === undefined ? undefined : this.stepKeys(target);
-    if (keys === undefined || lease.lockKey !== keys.lockKey || lease.waitersKey !== keys.waitersKey || lease.artifactKey !== keys.artifactKey) {
-      throw new FireOnceConfigError(
-        `${what}: the lease's keys are not this guard's for its target (keyPrefix ${JSON.stringify(this.keys.prefix)}): pass the lease acquire() returned, unchanged, to a guard with the keyPrefix that acquired it`,
-        target === undefined ? {} : contextOf(target, String(lease.lockKey)),
-      );
-    }
-  }
-
-  /** The keys of the target's step, as acquire writes them into its lease: lock, waiter list, artifact. */
-  private stepKeys(target: DispatchTarget): Pick<Lease, 'lockKey' | 'waitersKey' | 'artifactKey'> {
-    const base = this.keysFor(target.namespace).scopeBase(target.scope);
-    const step = encodeId('step', target.step);
-    const jobType = encodeId('jobType', target.jobType); // checked even when an external key is used
-    const artifactKey = target.externalArtifactKey === undefined ? `${base}:a:${jobType}` : this.externalKey(target);
-    return { lockKey: `${base}:l:${step}`, waitersKey: `${base}:w:${step}`, artifactKey };
   }
 
   private channel(target: DispatchTarget): string {
