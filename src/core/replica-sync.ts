@@ -42,6 +42,15 @@ type Arg = string | number | Buffer;
 /** A script's reply and its `WAIT`'s, each with its error, as a pipeline resolves them. */
 type Pair<R> = [[Error | null, R], [Error | null, number]];
 
+/** One write and the replicas its `WAIT` asks for, as sent again after a redirect. */
+interface OneWrite<A extends readonly Arg[], R> {
+  readonly script: LuaScript<A, R>;
+  readonly keys: readonly string[];
+  readonly args: A;
+  readonly buffers: boolean;
+  readonly count: number;
+}
+
 /**
  * Runs the guard's write scripts with `WAIT <replicas> <timeout>` pipelined behind them on the
  * same connection (on a Cluster, to the script's own master), so a write the replicas keep up
@@ -81,8 +90,9 @@ export class ReplicaSync {
     return Promise.resolve(wanted).then(async (count) => {
       if (count === 0) return { reply: await script(this.redis, keys, args, buffers), wanted: count, acked: 0 };
       const started = performance.now();
-      let replies = await this.pair(this.redis, false, script, keys, args, buffers, count);
-      if (isDetour(replies[0][0])) replies = await this.follow(replies[0][0] as Error, started, script, keys, args, buffers, count);
+      const write: OneWrite<A, R> = { script, keys, args, buffers, count };
+      let replies = await this.pair(this.redis, false, write);
+      if (isDetour(replies[0][0])) replies = await this.follow(replies[0][0] as Error, started, write);
       const [[scriptErr, reply], [waitErr, acked]] = replies;
       if (scriptErr) throw scriptErr;
       // The script ran: its reply stands (a commit wrote, a release deleted, waiters were taken).
@@ -107,8 +117,14 @@ export class ReplicaSync {
       if (count === 0) return { wanted: count, acked: 0 };
       const [[moved], [err, acked]] = (await this.redis.pipeline().pttl(lock.lockKey).wait(count, this.setting.timeoutMs).exec()) as Pair<number>;
       if (moved && redirectOf(moved)) {
-        const { lockKey, waitersKey, token, lockTtlMs, waitersTtlMs } = lock;
-        const rearmed = await this.follow(moved, performance.now(), extendScript, [lockKey, waitersKey], [token, lockTtlMs, waitersTtlMs, ''], false, count);
+        const args = [lock.token, lock.lockTtlMs, lock.waitersTtlMs, ''] as [string, number, number, ''];
+        const rearmed = await this.follow(moved, performance.now(), {
+          script: extendScript,
+          keys: [lock.lockKey, lock.waitersKey],
+          args,
+          buffers: false,
+          count,
+        });
         const [[rearmErr, reply], [waitErr, rearmAcked]] = rearmed;
         if (rearmErr ?? waitErr) throw rearmErr ?? waitErr;
         return reply === 1 ? { wanted: count, acked: rearmAcked } : { wanted: count, acked: 0, lost: true };
@@ -125,15 +141,8 @@ export class ReplicaSync {
    * WAIT ran before the write it was meant to wait for, and counted replicas that never had it.
    * The first time, EVAL: Redis caches the script, and later writes name it by its SHA1.
    */
-  private async pair<A extends readonly Arg[], R>(
-    to: RedisClient,
-    asking: boolean,
-    script: LuaScript<A, R>,
-    keys: readonly string[],
-    args: A,
-    buffers: boolean,
-    count: number,
-  ): Promise<Pair<R>> {
+  private async pair<A extends readonly Arg[], R>(to: RedisClient, asking: boolean, write: OneWrite<A, R>): Promise<Pair<R>> {
+    const { script, keys, args, buffers, count } = write;
     const sha = shaOf(script.lua);
     const send = (command: 'evalsha' | 'eval', body: string) => this.pipelined(to, asking, count, buffers, [command, body], script.numberOfKeys, keys, args);
     let replies = this.loaded.has(sha) ? await send('evalsha', sha) : undefined;
@@ -169,15 +178,7 @@ export class ReplicaSync {
    * passed, at most its `maxRedirections` times and while the try can end within `storeTimeoutMs`
    * of `started` (its `WAIT` may take `timeoutMs`).
    */
-  private async follow<A extends readonly Arg[], R>(
-    detour: Error,
-    started: number,
-    script: LuaScript<A, R>,
-    keys: readonly string[],
-    args: A,
-    buffers: boolean,
-    count: number,
-  ) {
+  private async follow<A extends readonly Arg[], R>(detour: Error, started: number, write: OneWrite<A, R>): Promise<Pair<R>> {
     let [last, to, asking, redirects, tries]: [Error, RedisClient, boolean, number, number] = [detour, this.redis, false, 0, 0];
     while (isCluster(this.redis)) {
       const redirect = redirectOf(last);
@@ -192,11 +193,11 @@ export class ReplicaSync {
         if (tries++ === maxRedirections || performance.now() - started + delay + this.setting.timeoutMs >= this.storeTimeoutMs) break;
         await sleep(delay);
       }
-      const replies = await this.pair(to, asking, script, keys, args, buffers, count);
+      const replies = await this.pair(to, asking, write);
       if (!isDetour(replies[0][0])) return replies;
       last = replies[0][0] as Error;
     }
-    throw new Error(`the slot of ${keys[0]} is moving (${last.message}): the write did not run where its WAIT could count it`);
+    throw new Error(`the slot of ${write.keys[0]} is moving (${last.message}): the write did not run where its WAIT could count it`);
   }
 
   /** How many replicas a write must reach now: a number once counted, a promise while counting. */
