@@ -22,7 +22,7 @@ def check_key_prefix(label: str, value: object) -> str:
     :class:`FireOnceConfigError` naming ``label``, as ``checkKeyPrefix`` in TypeScript."""
     if not isinstance(value, str) or not KEY_PREFIX_PATTERN.fullmatch(value):
         raise FireOnceConfigError(f"{label} must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit (got {value!r})")
-    return value
+    return str.__str__(value)  # a plain str: keys are f-strings, and a subclass formats as it likes
 
 _PLAIN = re.compile(r"[A-Za-z0-9._~-]{1,512}")
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-")
@@ -50,8 +50,12 @@ def encode_id(kind: IdKind, value: object) -> str:
     >>> encode_id("scope", "chat:7*")
     'chat%3A7%2A'
     """
-    if isinstance(value, str) and _PLAIN.fullmatch(value):
-        return value
+    if isinstance(value, str):
+        # A plain str, never a subclass: keys are f-strings, and a (str, Enum) member formats as
+        # "Jobs.SUMMARY", not as its value (which the TypeScript package and a plain str key on).
+        value = str.__str__(value)
+        if _PLAIN.fullmatch(value):
+            return value
     problem = id_problem(kind, value)
     if problem is not None:
         raise FireOnceInvalidId(problem)
@@ -94,7 +98,7 @@ class FireOnceKeys:
         # A brace in the prefix would move every key's Cluster slot to the prefix's hash tag.
         self.prefix = check_key_prefix("prefix", prefix)
         self.namespace = namespace
-        self.root = f"{prefix}:v{PROTOCOL_VERSION}:"
+        self.root = f"{self.prefix}:v{PROTOCOL_VERSION}:"
         self._ns = encode_id("namespace", namespace)
 
     def for_namespace(self, namespace: str) -> FireOnceKeys:

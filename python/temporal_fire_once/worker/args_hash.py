@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import math
+from decimal import Decimal
 from typing import Any, Sequence
 
 from temporalio.api.common.v1 import Payload
@@ -89,7 +90,9 @@ def canonical_json(value: Any) -> str:
         return "null" if value is None else ("true" if value else "false")
     if isinstance(value, str):
         return _js_string(value)
-    if isinstance(value, (int, float)):
+    if isinstance(value, int):
+        return _js_integer(value)
+    if isinstance(value, float):
         return _js_number(value)
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(canonical_json(item) for item in value) + "]"
@@ -119,6 +122,21 @@ def _js_string(text: str) -> str:
             out.append(ch)
     out.append('"')
     return "".join(out)
+
+
+def _js_integer(number: int) -> str:
+    """``number`` as ECMAScript writes the double nearest it, if that reads back as ``number``;
+    otherwise all its digits. Integers a double cannot hold (a 64-bit ID past 2**53) would
+    otherwise hash alike when they differ, and a later call would get a result made for another
+    argument. TypeScript never writes such an integer, so no TypeScript hash changes.
+
+    >>> _js_integer(2**53), _js_integer(1234567890123456800), _js_integer(1234567890123456789)
+    ('9007199254740992', '1234567890123456800', '1234567890123456789')
+    """
+    written = _js_number(number)
+    if -(2**53) <= number <= 2**53 or (written != "null" and int(Decimal(written)) == number):
+        return written
+    return str(number)
 
 
 def _js_number(number: int | float) -> str:
