@@ -87,4 +87,23 @@ describe('bad input: IDs with special characters work, on distinct keys', () => 
     }
     expect(await differences(redis, before)).toEqual([]);
   });
+
+  it('IDs are not normalised: é as one code point (NFC) and as e + combining accent (NFD) are two scopes', async () => {
+    const [nfc, nfd] = ['caf\u00e9', 'cafe\u0301'];
+    expect(nfc.normalize('NFC')).toBe(nfd.normalize('NFC')); // the same text to a reader
+    const activities = {
+      job: fireOnce(
+        async (scope: string) => {
+          await counter.hit(scope);
+          return scope;
+        },
+        { scope: ([scope]) => scope, step: 'send', jobType: 'report' },
+      ),
+    };
+    for (const scope of [nfc, nfd, nfc, nfd])
+      expect(decoded(await runActivity({ config: { guard }, activities, activityType: 'job', args: [scope] }))).toBe(scope);
+    expect([await counter.count(nfc), await counter.count(nfd)]).toEqual([1, 1]);
+    expect(guard.keys.artifact(nfc, 'report')).not.toBe(guard.keys.artifact(nfd, 'report'));
+    expect(await differences(redis, before)).toEqual([]);
+  });
 });
