@@ -1,6 +1,6 @@
 """Guarded activities of the kinds the SDK runs besides a plain ``async def``, on a real dev server
-and a real Redis: a dynamic activity (``@activity.defn(dynamic=True)``), and a sync one in a
-process pool. Each counts its dispatches with a counter the guard does not own."""
+and a real Redis: a dynamic activity (``@activity.defn(dynamic=True)``), a sync one in a
+process pool, and a method of an activities class given to the worker bound to its instance. Each counts its dispatches with a counter the guard does not own."""
 
 from __future__ import annotations
 
@@ -103,3 +103,36 @@ async def test_a_sync_activity_in_a_process_pool_is_guarded(temporal_env: Any, c
             )
     assert results == ["HI"] * 3
     assert Path(counter).read_text().split() == ["hi"]
+
+
+class Mailer:
+    """Activities as methods, the SDK's way: decorated in the class, given to the worker bound to an
+    instance, which holds what they share (here, the counter)."""
+
+    def __init__(self, redis: Redis, counter: str) -> None:
+        self.redis, self.counter = redis, counter
+
+    @fire_once(step="send-mail")
+    @activity.defn(name="sendMail")
+    async def send(self, to: str) -> str:
+        await self.redis.incr(self.counter)  # a counter the guard does not own
+        await asyncio.sleep(0.3)
+        return f"sent to {to}"
+
+
+async def test_a_method_of_an_activities_class_is_guarded(temporal_env: Any, client: Redis, prefix: str) -> None:
+    counter = f"{prefix}:runs"
+    collect_garbage()
+    queue = f"py-{uuid.uuid4().hex[:8]}"
+    mailer = Mailer(client, counter)
+    plugin = FireOncePlugin(client, key_prefix=prefix, poll_interval_ms=50)
+    async with Worker(temporal_env.client, task_queue=queue, workflows=[GuardedCall], activities=[mailer.send], plugins=[plugin]):
+        results = await asyncio.gather(
+            *(
+                temporal_env.client.execute_workflow(GuardedCall.run, args=["s-method", "sendMail", ["ada"]], id=f"{queue}-{i}", task_queue=queue)
+                for i in range(3)
+            )
+        )
+    assert results == ["sent to ada"] * 3
+    assert int(await client.get(counter) or 0) == 1
+    assert await client.exists(FireOnceKeys(prefix).artifact("s-method", "send-mail"))

@@ -74,3 +74,15 @@ def test_it_is_accepted_on_one_whose_callers_may_get_none(fn: Callable[..., Any]
 def test_other_policies_take_any_annotation() -> None:
     copy = fresh(returns_text)
     assert fire_once(on_in_flight="fail")(copy) is copy
+
+
+def test_fire_once_without_parentheses_is_refused_naming_the_fix() -> None:
+    with pytest.raises(FireOnceConfigError, match=r"^fire_once: write @fire_once\(\) with parentheses .*, not @fire_once, above returns_text$"):
+        fire_once(activity.defn(fresh(returns_text)))
+
+
+def test_fire_once_on_a_bound_method_is_refused_naming_the_fix() -> None:
+    jobs = Jobs()
+    with pytest.raises(FireOnceConfigError, match=r"^fire_once: Jobs\.send is a bound method, .* decorate it in its class"):
+        fire_once()(jobs.send)
+    assert not hasattr(Jobs.send, "__temporal_fire_once__")  # neither the class nor another instance is marked

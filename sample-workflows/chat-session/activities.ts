@@ -10,6 +10,8 @@ export interface SummaryJob {
   readonly jobType: string;
   /** The dispatch count when it was pushed: which dispatch this job came from. */
   readonly dispatch: number;
+  /** Which run of the job this is, set by the job runner when it puts a failed one back. @defaultValue 1 */
+  readonly attempt?: number;
 }
 
 /** What the chat workflow may call. */

@@ -139,6 +139,50 @@ describe('chat-session: every message is a new run of the same session', () => {
     expect(await readCount(h.redis, keys.jobsResolved)).toBe(1);
   });
 
+  // A job whose run fails (here its INCR of jobsResolved, which holds no number) must not stay on
+  // the processing list until a runner of its ID restarts: it goes back on the queue, and after
+  // maxAttempts runs onto the dead-letter list.
+  async function failingJob(onFailure: (line: string) => void = () => undefined) {
+    const keys = chatKeys(h.fresh().prefix);
+    await h.redis.set(keys.jobsResolved, 'not a number');
+    const log = (line: string) => void (line.includes(' failed') && onFailure(line));
+    const runner = startJobRunner({ redisUrl: process.env.REDIS_URL!, keys, jobMs: 0, artifactDelayMs: 0, runnerId: 'failing', log });
+    await runner.started;
+    await h.redis.lpush(keys.jobs, JSON.stringify({ sessionId: 'session-fail', jobType: 'summary', dispatch: 1, message: 'hello' }));
+    return { keys, runner };
+  }
+
+  it('a job whose run failed goes back on the queue and runs again, not left on the processing list', async () => {
+    const failures: string[] = [];
+    const { keys, runner } = await failingJob((line) => {
+      failures.push(line);
+      void h.redis.del(keys.jobsResolved); // mended before the job is put back: its next run succeeds
+    });
+    try {
+      await waitUntil('the retried job to write its summary', async () => (await h.redis.exists(keys.summary('session-fail'))) === 1);
+    } finally {
+      await runner.stop();
+    }
+    expect(failures).toEqual([expect.stringMatching(/^job from dispatch #1 failed \(attempt 1 of 3\): .*; put back on /)]);
+    expect(await readCount(h.redis, keys.jobsResolved)).toBe(1);
+    expect([await h.redis.llen(keys.processing('failing')), await h.redis.llen(keys.jobs), await h.redis.llen(keys.deadJobs)]).toEqual([0, 0, 0]);
+  });
+
+  it('a job that fails every run ends on the dead-letter list after maxAttempts, and nowhere else', async () => {
+    const failures: string[] = [];
+    const { keys, runner } = await failingJob((line) => failures.push(line));
+    try {
+      await waitUntil('the job to reach the dead-letter list', async () => (await h.redis.llen(keys.deadJobs)) === 1);
+    } finally {
+      await runner.stop();
+    }
+    expect(failures).toHaveLength(3);
+    expect(failures[2]).toMatch(/^job from dispatch #1 failed \(attempt 3 of 3\): .*; moved to .*:jobs:dead$/);
+    expect(JSON.parse((await h.redis.lindex(keys.deadJobs, 0))!)).toMatchObject({ sessionId: 'session-fail', dispatch: 1, attempt: 3 });
+    expect([await h.redis.llen(keys.processing('failing')), await h.redis.llen(keys.jobs)]).toEqual([0, 0]);
+    expect(await h.redis.exists(keys.summary('session-fail'))).toBe(0);
+  });
+
   it('a run cancelled while it waits for its summary ends once the wait has stopped, by the cancellation, not at its deadline', async () => {
     // No job runner: the summary never comes, and the run waits for it (20 s at most).
     const { prefix, taskQueue, worker: base } = h.fresh();

@@ -39,6 +39,8 @@ export interface ChatKeys {
   readonly jobs: string;
   /** The jobs the runner `runnerId` has taken and not finished. */
   processing(runnerId: string): string;
+  /** Redis list of the jobs whose every run failed (`maxAttempts` of them), newest at the head. */
+  readonly deadJobs: string;
   /** INCR'd by the dispatch activity body: the count of dispatches, which the guard does not own. */
   readonly dispatches: string;
   /** INCR'd by the job runner each time a job resolves, before its artifact is written. */
@@ -63,6 +65,7 @@ export function chatKeys(prefix: string): ChatKeys {
     prefix,
     jobs: `${prefix}:jobs`,
     processing: (runnerId) => `${prefix}:jobs:processing:${runnerId}`,
+    deadJobs: `${prefix}:jobs:dead`,
     dispatches: `${prefix}:count:dispatches`,
     jobsResolved: `${prefix}:count:jobs-resolved`,
     summary: (sessionId, jobType = SUMMARY_JOB) => `${keys.scopeBase(sessionId)}:result:${encodeId('jobType', jobType)}`,

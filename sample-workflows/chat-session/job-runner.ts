@@ -18,6 +18,11 @@ export interface JobRunnerOptions extends JobTimings {
    * A runner started under the ID of one that died runs those jobs first. @defaultValue `'runner-1'`
    */
   readonly runnerId?: string;
+  /**
+   * Runs a job gets: one whose run fails goes back on the queue for another, and after this many
+   * onto the dead-letter list `keys.deadJobs`. @defaultValue 3
+   */
+  readonly maxAttempts?: number;
 }
 
 /** A running job runner. */
@@ -41,12 +46,16 @@ export interface JobRunner {
  * which Redis 5 has; `BLMOVE` needs 6.2), and the job leaves that list only once its artifact is
  * written. A runner that dies mid-job loses nothing: the next one started under its `runnerId`
  * runs what it left there. With `BLPOP` such a job was gone, and once the lock's TTL ran out the
- * next message dispatched it again.
+ * next message dispatched it again. A job whose run fails leaves the list in one step too: back
+ * on the queue, or after `maxAttempts` runs onto the dead-letter list, where an operator finds it.
  */
 export function startJobRunner(options: JobRunnerOptions): JobRunner {
   const { keys } = options;
   const runnerId = options.runnerId ?? 'runner-1';
   const processing = keys.processing(runnerId);
+  const maxAttempts = options.maxAttempts ?? 3;
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new Error(`maxAttempts must be a positive integer (got ${maxAttempts})`);
+  const report = options.log ?? ((line: string) => console.error(`job runner: ${line}`));
   const claimKey = `${processing}:claim`;
   const claimToken = randomUUID();
   let renewing: NodeJS.Timeout | undefined;
@@ -65,14 +74,38 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
     options.log?.(`job from dispatch #${job.dispatch} wrote ${keys.summary(job.sessionId, job.jobType)}`);
   }
 
-  /** Run a job taken onto the processing list; it leaves the list once its artifact is written. */
+  /**
+   * Run a job taken onto the processing list; it leaves the list once its artifact is written, or
+   * once its run failed (see {@link putBack}). If Redis refuses that, it stays there, and a
+   * runner restarted under this ID runs it.
+   */
   function start(taken: string): void {
     const job = JSON.parse(taken) as SummaryJob;
     const done = runJob(job)
-      .then(async () => void (await writer.lrem(processing, 1, taken)))
-      .catch((err: unknown) => console.error(`job runner: job from dispatch #${job.dispatch} failed; left on ${processing}`, err))
+      .then(
+        () => writer.lrem(processing, 1, taken),
+        (err: unknown) => putBack(taken, job, err),
+      )
+      .then(
+        () => undefined,
+        (err: unknown) => console.error(`job runner: job from dispatch #${job.dispatch} could not leave ${processing}; left there`, err),
+      )
       .finally(() => running.delete(done));
     running.add(done);
+  }
+
+  /**
+   * A job whose run failed moves, in one step, from the processing list back onto the queue (at
+   * the head: the end of the line) with its attempt counted, or after `maxAttempts` runs onto the
+   * dead-letter list. Left on the processing list, it waited for a runner of this ID to restart.
+   */
+  async function putBack(taken: string, job: SummaryJob, err: unknown): Promise<void> {
+    const attempt = job.attempt ?? 1;
+    const retry = attempt < maxAttempts;
+    const to = retry ? keys.jobs : keys.deadJobs;
+    const reason = err instanceof Error ? err.message : String(err);
+    report(`job from dispatch #${job.dispatch} failed (attempt ${attempt} of ${maxAttempts}): ${reason}; ${retry ? 'put back on' : 'moved to'} ${to}`);
+    await writer.eval(MOVE_IF_OURS, 2, processing, to, taken, JSON.stringify({ ...job, attempt: retry ? attempt + 1 : attempt }));
   }
 
   /**
@@ -125,6 +158,8 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
 /** How long a runner's claim on its ID outlives its last renewal (renewed three times as often). */
 const CLAIM_TTL_MS = 5_000;
 const IF_OURS_PEXPIRE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
+/** Move ARGV[1] off the processing list KEYS[1], as ARGV[2], onto the head of KEYS[2]; nothing if it is not there. */
+const MOVE_IF_OURS = "if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 1 then return redis.call('LPUSH', KEYS[2], ARGV[2]) end return 0";
 const IF_OURS_DEL = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
 if (require.main === module) {
@@ -135,7 +170,8 @@ if (require.main === module) {
     };
     const keys = chatKeys(process.env.KEY_PREFIX ?? DEFAULT_KEY_PREFIX);
     const runnerId = process.env.RUNNER_ID ?? 'runner-1';
-    const runner = startJobRunner({ redisUrl: redisUrl(), keys, ...timings, runnerId, log: (line) => console.log(line) });
+    const maxAttempts = intFromEnv('MAX_ATTEMPTS', 3);
+    const runner = startJobRunner({ redisUrl: redisUrl(), keys, ...timings, runnerId, maxAttempts, log: (line) => console.log(line) });
     await runner.started.catch(async (err: unknown) => {
       await runner.stop();
       throw err;

@@ -3,6 +3,7 @@ interceptor reads them (the way ``@FireOnce`` delegates to ``fireOnce`` on the T
 
 from __future__ import annotations
 
+import inspect
 import typing
 from typing import Any, Callable, Literal, Sequence, TypeVar
 
@@ -16,6 +17,8 @@ _ATTR = "__temporal_fire_once__"
 
 
 def fire_once(
+    _misused: object = None,
+    /,
     *,
     step: str | None = None,
     job_type: str | None = None,
@@ -31,7 +34,9 @@ def fire_once(
     observe_only: bool | None = None,
 ) -> Callable[[F], F]:
     """Guard an activity: it dispatches at most once per (scope, step); later calls fast-forward
-    to its stored result. Put it above or below ``@activity.defn``. Options are checked here, so
+    to its stored result. Put it above or below ``@activity.defn``, always with its parentheses,
+    on a function or on a method in its class (give the worker the method of an instance, as the
+    SDK has it); never on a bound method, which cannot carry the options. Options are checked here, so
     a bad one fails at import with ``FireOnceConfigError`` naming it. The options and their
     defaults are :class:`FireOnceOptions`'s.
 
@@ -43,10 +48,20 @@ def fire_once(
     >>> options_of(summarise).job_type
     'summary'
     """
+    if _misused is not None:
+        raise FireOnceConfigError(
+            f"fire_once: write @fire_once() with parentheses (options, if any, inside them), not @fire_once, above {_name(_misused)}"
+        )
     # Each option left None takes its default, declared once in FireOnceOptions.
-    options = FireOnceOptions(**{name: value for name, value in locals().items() if value is not None})
+    options = FireOnceOptions(**{name: value for name, value in locals().items() if value is not None and name != "_misused"})
 
     def mark(fn: F) -> F:
+        if inspect.ismethod(fn):
+            # Its attributes are its function's, shared by the class and every instance, and it takes none of its own.
+            raise FireOnceConfigError(
+                f"fire_once: {_name(fn)} is a bound method, which cannot carry options (nor can @activity.defn mark one): "
+                "decorate it in its class, above or below @activity.defn, and give the worker the instance's method"
+            )
         if options_of(fn) is not None:
             # The outer decorator's options would replace the inner's without a word.
             raise FireOnceConfigError(
@@ -76,12 +91,16 @@ def _check_may_return_none(fn: Callable[..., Any], options: FireOnceOptions) -> 
         return
     if returns in (Any, object, type(None)) or type(None) in typing.get_args(returns):
         return
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "the activity")
+    name = _name(fn)
     shown = returns.__name__ if isinstance(returns, type) else repr(returns)
     raise FireOnceConfigError(
         f"fire_once: {name} is annotated to return {shown}, but {why}, "
         "so a caller would get None: annotate it -> None (or make None one of its types), or choose another policy"
     )
+
+
+def _name(fn: object) -> str:
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "the activity"))
 
 
 def options_of(fn: object) -> FireOnceOptions | None:

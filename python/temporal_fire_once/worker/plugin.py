@@ -16,12 +16,12 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from ..core.eviction import EvictionPolicy, check_eviction_policy
+from ..core.eviction import EvictionPolicy
 from ..core.guard import FireOnceGuard
 from ..core.options import GuardOptions, ReplicaSyncOption
 from ..core.scripts import RedisClient
-from ..core.sentinel import refuse_sentinel_client
 from ..core.wake import WakeHub
+from ..core.worker_check import check_worker_redis
 from ..workflow.interceptor import FireOnceWorkflowInterceptor
 from .interceptor import FireOnceInterceptor
 from .options import DefaultInFlightPolicy, LockMode, WorkerDefaults, ttl_warnings
@@ -104,7 +104,7 @@ class FireOncePlugin(SimplePlugin):
                 await self._wake.close()
 
     async def _check_redis(self) -> None:
-        """The start check (a sentinel's address, then the eviction policy), run once for all the
+        """The start check (:func:`check_worker_redis`: a refused database, a sentinel's address, the eviction policy), run once for all the
         workers of this plugin, as the TypeScript plugin shares one promise: workers starting
         together wait for the check the first one started, and share its outcome. A passed check is kept; a refusal or an error is dropped
         once it is settled, so the next start checks again. The check runs on even if the worker
@@ -117,10 +117,9 @@ class FireOncePlugin(SimplePlugin):
         await asyncio.shield(check)
 
     async def _start_check(self) -> list[EvictionPolicy]:
-        redis, timeout_ms = self.guard.redis, self.guard.options.store_timeout_ms
-        # First: a sentinel has no eviction policy to read, and the check would blame that instead.
-        await refuse_sentinel_client(redis, timeout_ms)
-        return await check_eviction_policy(redis, allow_evicting_redis=self.defaults.allow_evicting_redis, timeout_ms=timeout_ms)
+        return await check_worker_redis(
+            self.guard.redis, allow_evicting_redis=self.defaults.allow_evicting_redis, timeout_ms=self.guard.options.store_timeout_ms
+        )
 
     def _forget_failed_check(self, check: asyncio.Task[list[EvictionPolicy]]) -> None:
         if check.cancelled() or check.exception() is not None:  # exception() also marks it retrieved

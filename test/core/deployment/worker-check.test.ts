@@ -52,6 +52,15 @@ describe('checkWorkerRedis: the start check of a hand-wired worker', () => {
     expect((error as Error).message).toMatch(/^the Redis client names database 16, which Redis at 127\.0\.0\.1:\d+ refused \(ERR DB index is out of range\)/);
   });
 
+  it('a client its caller switched to another database after connecting stays there: the check selects nothing', async () => {
+    const redis = connect(`${safe.url}/3`);
+    await redis.select(5);
+    const before = await redis.call('CLIENT', 'INFO');
+    expect(before).toMatch(/ db=5 /);
+    expect(await start(redis)).toEqual({ dispatches: 1 });
+    expect(await redis.call('CLIENT', 'INFO')).toMatch(/ db=5 /);
+  });
+
   it("a client of a Sentinel's address: refused, naming the masters, allowEvictingRedis or not", async () => {
     const sentinel = await spawnSentinel({ host: '127.0.0.1', port: safe.port });
     try {

@@ -1,0 +1,60 @@
+"""The plugin's start checks, for a worker wired by hand (``src/core/deployment/worker-check.ts``):
+a bare :class:`FireOnceGuard`, or a hand-wired ``FireOnceInterceptor``, which nothing checks
+otherwise. ``FireOncePlugin`` runs the same function before a worker takes a task."""
+
+from __future__ import annotations
+
+import asyncio
+
+from redis.asyncio import RedisCluster
+from redis.exceptions import RedisError, ResponseError
+
+from .errors import FireOnceConfigError, FireOnceStoreUnavailable
+from .eviction import EvictionPolicy, check_eviction_policy, primaries
+from .scripts import RedisClient
+from .sentinel import refuse_sentinel_client
+
+
+async def check_worker_redis(redis: RedisClient, *, allow_evicting_redis: bool = False, timeout_ms: int = 5_000) -> list[EvictionPolicy]:
+    """Raise ``FireOnceConfigError`` when the client names a database Redis refuses, when it is a
+    client of a Sentinel's own address (naming the masters; use ``Sentinel(...).master_for(name)``),
+    or when Redis can evict the guard's keys (see :func:`check_eviction_policy`;
+    ``allow_evicting_redis`` lets this one through, logged at WARNING). ``FireOnceStoreUnavailable``
+    when Redis does not answer within ``timeout_ms``. Returns the eviction policies read.
+
+    Example::
+
+        redis = Redis.from_url(url)
+        await check_worker_redis(redis)  # before the worker takes a task
+        guard = FireOnceGuard(redis)
+    """
+    # The database first: redis-py selects it on each new connection, and a refusal fails every
+    # command after, which the other checks would blame on what they read.
+    await check_selected_database(redis, timeout_ms)
+    # Then a sentinel: it has no eviction policy to read, and that check would blame that instead.
+    await refuse_sentinel_client(redis, timeout_ms)
+    return await check_eviction_policy(redis, allow_evicting_redis=allow_evicting_redis, timeout_ms=timeout_ms)
+
+
+async def check_selected_database(redis: RedisClient, timeout_ms: int) -> None:
+    """Refuse a client that names a database (``redis://host:port/3``, ``db=3``) Redis refuses: one
+    the server does not have, or an ACL user without ``+select``. Nothing is selected here: a
+    ``PING`` opens a connection, which sends the ``SELECT`` itself. A Cluster has database 0 only."""
+    if isinstance(redis, RedisCluster):
+        return
+    db = redis.connection_pool.connection_kwargs.get("db") or 0
+    if not db:
+        return
+    try:
+        async with asyncio.timeout(timeout_ms / 1000):
+            await redis.ping()
+    except TimeoutError as err:
+        raise FireOnceStoreUnavailable(f"Redis did not answer within {timeout_ms} ms while database {db} was selected") from err
+    except ResponseError as err:
+        (address, _), *_ = await primaries(redis)
+        raise FireOnceConfigError(
+            f"the Redis client names database {db}, which Redis at {address} refused ({str(err).strip()}): every command would fail. "
+            "Name a database the server has (0 to its `databases` setting less one), or grant the user +select"
+        ) from err
+    except (RedisError, OSError) as err:
+        raise FireOnceStoreUnavailable(f"could not select database {db}: {err}") from err

@@ -1,0 +1,83 @@
+"""``check_worker_redis``: the plugin's start checks for a worker wired by hand with the core guard
+(``test/core/deployment/worker-check.test.ts``), on real redis-servers and a real sentinel. Each
+test starts a hand-wired worker as documented, ``check_worker_redis`` first, then one guarded
+dispatch, counted here."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import AsyncIterator, Iterator
+from urllib.parse import urlparse
+
+import pytest
+import redis
+from redis.asyncio import Redis
+
+from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceConfigError, FireOnceGuard, GuardOptions, check_worker_redis
+
+from .conftest import redis_server
+from .redis_sentinel import spawn_sentinel
+
+
+@pytest.fixture(scope="module")
+def evicting_url() -> Iterator[str]:
+    """A redis-server of its own that evicts under memory pressure."""
+    with redis_server() as url:
+        with redis.Redis.from_url(url) as admin:
+            admin.config_set("maxmemory-policy", "allkeys-lru")
+        yield url
+
+
+@pytest.fixture
+async def connect() -> AsyncIterator[list[Redis]]:
+    clients: list[Redis] = []
+    yield clients
+    for client in clients:
+        await client.aclose()
+
+
+async def _start(url: str, clients: list[Redis], allow_evicting_redis: bool = False) -> tuple[BaseException | None, int]:
+    """A hand-wired worker's start, then one invocation: the error that stopped it, and its dispatches."""
+    redis: Redis = Redis.from_url(url)
+    clients.append(redis)
+    dispatches = 0
+    try:
+        await check_worker_redis(redis, allow_evicting_redis=allow_evicting_redis)
+        guard = FireOnceGuard(redis, GuardOptions(key_prefix=f"hand-wired-{uuid.uuid4().hex[:8]}"))
+        if isinstance(await guard.acquire(DispatchTarget("s", "send", "send")), Acquired):
+            dispatches += 1
+        return None, dispatches
+    except Exception as err:
+        return err, dispatches
+
+
+async def test_a_data_node_that_cannot_evict_in_the_database_it_names_starts_and_dispatches(redis_url: str, connect: list[Redis]) -> None:
+    assert await _start(f"{redis_url}/3", connect) == (None, 1)
+
+
+async def test_a_client_naming_a_database_the_server_lacks_is_refused_naming_it(redis_url: str, connect: list[Redis]) -> None:
+    error, dispatches = await _start(f"{redis_url}/16", connect, allow_evicting_redis=True)
+    assert dispatches == 0 and isinstance(error, FireOnceConfigError)
+    assert error.message.startswith(f"the Redis client names database 16, which Redis at {urlparse(redis_url).netloc} refused (DB index is out of range)")
+
+
+@pytest.mark.parametrize("allow_evicting_redis", [False, True])
+async def test_a_client_of_a_sentinels_address_is_refused_naming_its_masters(redis_url: str, connect: list[Redis], allow_evicting_redis: bool) -> None:
+    master = urlparse(redis_url)
+    with spawn_sentinel(str(master.hostname), int(master.port or 0)) as url:
+        error, dispatches = await _start(url, connect, allow_evicting_redis)
+    assert dispatches == 0 and isinstance(error, FireOnceConfigError)
+    assert error.message.startswith(f"Redis at 127.0.0.1:{urlparse(url).port} is a Sentinel, ")
+    assert error.message.endswith(f"it monitors orders at {master.hostname}:{master.port}")
+
+
+async def test_an_evicting_redis_is_refused_and_with_allow_evicting_redis_logged_and_started(
+    evicting_url: str, connect: list[Redis], caplog: pytest.LogCaptureFixture
+) -> None:
+    error, dispatches = await _start(evicting_url, connect)
+    assert dispatches == 0 and isinstance(error, FireOnceConfigError)
+    assert "has maxmemory-policy allkeys-lru" in error.message
+    with caplog.at_level(logging.WARNING, logger="temporal_fire_once"):
+        assert await _start(evicting_url, connect, allow_evicting_redis=True) == (None, 1)
+    assert [r.getMessage() for r in caplog.records if "allkeys-lru" in r.getMessage() and "allow_evicting_redis is True" in r.getMessage()]
