@@ -32,8 +32,8 @@ export async function onHeld(
 
 /**
  * The retry delay of `'fail'`: half the time the holder has run so far (its fencing token is its
- * start on the Redis clock), at most the lock's TTL left. A waiter that comes back soon after a
- * short job's result exists, and backs off as a long job runs on, with no fixed cap.
+ * start on the Redis clock), at least 100 ms and at most the lock's TTL left. A waiter that comes
+ * back soon after a short job's result exists, and backs off as a long job runs on, with no fixed cap.
  */
 export function failRetryDelay(held: { readonly ttlMs: number; readonly fencingToken: number }, now = Date.now()): number {
   const elapsedMs = Math.max(now - held.fencingToken / 1000, 0);

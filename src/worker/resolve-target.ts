@@ -11,7 +11,7 @@ import type { GuardedCall } from './guarded-call';
  * set), step, job type, key namespace, holder and args hash, and for an external artifact its
  * checked key. Throws, before anything is locked: `FireOnceMissingScope` without a scope,
  * `FireOnceConfigError` for an option's function that fails (`userOption`) or an external key the
- * guard must not take (`externalKey`), `FireOnceInvalidId` for an external artifact's bad scope.
+ * guard must not take (`guard.artifactKey`), `FireOnceInvalidId` for an external artifact's bad scope.
  */
 export function resolveTarget({ setup, options, ctx, input }: GuardedCall): DispatchTarget {
   const { activityType, workflowExecution, activityId, namespace } = ctx.info;

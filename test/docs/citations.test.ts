@@ -69,4 +69,18 @@ describe('docs cite tests that exist', () => {
     });
     expect(missing).toEqual([]);
   });
+
+  it('every test file the docs name, cited or not, is tracked', () => {
+    // A file named in a table, a link or a list, with no test name after it, is not a citation
+    // above, yet reads as proof all the same (a deleted test file stayed linked this way).
+    const named = /(?:[\w.-]+\/)*(?:[\w.-]+\.(?:test|fault|cluster-test)\.ts|[\w-]+-guarantees\.ts|test_\w+\.py)\b/g;
+    const missing = docs.flatMap((doc) =>
+      [...readFileSync(join(root, doc), 'utf8').matchAll(named)].flatMap(([path]) => {
+        const under = path.replace(/^(\.\.\/)+/, '');
+        const found = under.includes('/') ? tracked.some((file) => file === under || file.endsWith(`/${under}`)) : testFiles.has(under);
+        return found ? [] : [`${doc}: ${path}`];
+      }),
+    );
+    expect(missing).toEqual([]);
+  });
 });

@@ -8,7 +8,7 @@ import { recordResult } from '../support/faults/report';
 
 // Failover right after acquires, with jobs in flight. A primary, one replica and three
 // sentinels (all spawned here, no persistence); the guard reaches them through Sentinel with
-// ioredis' failoverDetector, as OPERATIONS.md recommends. Each trial sends SCOPES acquires for
+// ioredis' failoverDetector, as docs/deployment.md recommends. Each trial sends SCOPES acquires for
 // fresh scopes, 2 ms apart, "dispatches" every one it wins (an INCR on the suite's shared Redis,
 // which the guard does not own) and never commits: the jobs are in flight. Once half of the
 // acquires have answered, the primary is SIGKILLed; the rest fail closed. The sentinels promote

@@ -1,5 +1,5 @@
 """What a call does when another holds its lock (``onHeld`` and ``waitInSlotFor`` in
-``src/worker/interceptor.ts``, and ``src/core/wait.ts``): ``'skip'`` returns ``None``, ``'fail'``
+``src/worker/in-flight.ts``, and ``src/core/wait.ts``): ``'skip'`` returns ``None``, ``'fail'``
 raises the retryable ``FireOnceInFlight`` with a retry delay that grows with the holder's run, and
 ``'wait'`` waits in the worker slot, re-checking at every poll and at every wake-up in the scope,
 until the lock is gone, the attempt's deadline nears or the activity is cancelled."""

@@ -1,4 +1,4 @@
-"""The target of one guarded call (``resolveTarget`` in ``src/worker/interceptor.ts``): its scope,
+"""The target of one guarded call (``resolveTarget`` in ``src/worker/resolve-target.ts``): its scope,
 step, job type, namespace, holder and args hash, and the external artifact key its ``artifact``
 option builds. The option functions the user wrote run here, before anything is locked: one that
 raises or returns an awaitable, arguments the payload converter cannot serialise, or an external

@@ -22,7 +22,7 @@ export type SettingRead =
 
 /**
  * Read one setting of `node`: from `INFO` first, then from `CONFIG GET`. INFO comes first because
- * a least-privilege user may run it (the ACL documented in RELIABILITY.md grants `+info`) while
+ * a least-privilege user may run it (the ACL documented in docs/reliability.md grants `+info`) while
  * `CONFIG` is admin-only, denied or renamed on most managed services; asking CONFIG first would
  * put a denial in `ACL LOG` at every start. A reply error (NOPERM, an unknown or renamed
  * command) moves on to the next source; a connection error is thrown.
