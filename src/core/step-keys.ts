@@ -35,9 +35,10 @@ export function artifactKeyOf(keys: FireOnceKeys, target: DispatchTarget): strin
 /**
  * The target's external artifact key, unless the guard must not take it: another scope's or
  * namespace's key, or one it writes itself, would read or replace a result that is not this
- * call's ({@link FireOnceKeys.externalKeyProblem}).
+ * call's ({@link FireOnceKeys.externalKeyProblem}); nor a key that is no string, `undefined`
+ * included (an `external` option that returned nothing).
  */
-function externalKey(keys: FireOnceKeys, target: DispatchTarget): string {
+export function externalKey(keys: FireOnceKeys, target: DispatchTarget): string {
   const key = target.externalArtifactKey;
   const problem = keysOf(keys, target.namespace).externalKeyProblem(key, target.scope, target.jobType);
   if (problem !== undefined) {

@@ -3,6 +3,7 @@ import { SCOPE_HEADER, scopeFromHeader } from '../common/header';
 import { FireOnceConfigError, FireOnceMissingScope } from '../core/errors';
 import type { DispatchTarget } from '../core/target';
 import { encodeId } from '../core/keys';
+import { externalKey } from '../core/step-keys';
 import { argsHash, notAPromise } from './args-hash';
 import type { GuardedCall } from './guarded-call';
 
@@ -11,7 +12,7 @@ import type { GuardedCall } from './guarded-call';
  * set), step, job type, key namespace, holder and args hash, and for an external artifact its
  * checked key. Throws, before anything is locked: `FireOnceMissingScope` without a scope,
  * `FireOnceConfigError` for an option's function that fails (`userOption`) or an external key the
- * guard must not take (`guard.artifactKey`), `FireOnceInvalidId` for an external artifact's bad scope.
+ * guard must not take, or none (`externalKey`), `FireOnceInvalidId` for an external artifact's bad scope.
  */
 export function resolveTarget({ setup, options, ctx, input }: GuardedCall): DispatchTarget {
   const { activityType, workflowExecution, activityId, namespace } = ctx.info;
@@ -34,7 +35,10 @@ export function resolveTarget({ setup, options, ctx, input }: GuardedCall): Disp
   encodeId('scope', scope);
   const key = userOption('artifact.external', activityType, () => artifact.external({ scope, jobType, namespace: base.namespace }));
   const target = { ...base, externalArtifactKey: key as string };
-  setup.guard.artifactKey(target); // refuses a key the guard must not take, before anything is locked
+  encodeId('jobType', jobType);
+  // Refuses a key the guard must not take, or none at all, before anything is locked: an external
+  // option that returned undefined would otherwise run the call in result mode.
+  externalKey(setup.guard.keys, target);
   return target;
 }
 

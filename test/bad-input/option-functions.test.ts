@@ -47,6 +47,11 @@ describe('bad input: option functions that throw', () => {
       /the artifact\.external option of activity "summarise" returned a Promise/,
     ],
     [
+      'artifact.external returns undefined (it would fall back to storing the result)',
+      { scope: ([s]) => s, artifact: { external: (() => undefined) as unknown as () => string } },
+      /the external artifact key of "summarise" in scope "s" must be a non-empty string \(got undefined\)/,
+    ],
+    [
       'artifact.external throws',
       { scope: ([s]) => s, artifact: { external: boom } },
       /the artifact\.external option of activity "summarise" threw: TypeError: boom/,

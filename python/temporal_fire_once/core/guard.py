@@ -66,7 +66,7 @@ class FireOnceGuard:
         step = encode_id("step", target.step)
         job_type = encode_id("jobType", target.job_type)
         lock_key, waiters_key = f"{base}:l:{step}", f"{base}:w:{step}"
-        artifact_key = f"{base}:a:{job_type}" if target.external_artifact_key is None else self._external_key(target)
+        artifact_key = f"{base}:a:{job_type}" if target.external_artifact_key is None else self.external_key(target)
         mode = "x" if target.external_artifact_key is not None else ("t" if read_ttl else "r")
         if mode == "r" and self._known is not None and self._known.get(artifact_key, False):
             record = await self._read_known(target, artifact_key)
@@ -226,12 +226,13 @@ class FireOnceGuard:
         if target.external_artifact_key is None:
             return self.keys_for(target.namespace).artifact(target.scope, target.job_type)
         encode_id("jobType", target.job_type)
-        return self._external_key(target)
+        return self.external_key(target)
 
-    def _external_key(self, target: DispatchTarget) -> str:
+    def external_key(self, target: DispatchTarget) -> str:
         """The target's external artifact key, unless the guard must not take it: another scope's
         or namespace's key, or one it writes itself, would read or replace a result that is not
-        this call's (``FireOnceKeys.external_key_problem``)."""
+        this call's (``FireOnceKeys.external_key_problem``); nor a key that is no string, ``None``
+        included (an ``external`` option that returned nothing)."""
         key = target.external_artifact_key
         problem = self.keys_for(target.namespace).external_key_problem(key, target.scope, target.job_type)
         if problem is not None:

@@ -43,15 +43,20 @@ def resolve_target(
         values = call_arguments(input) if key_fn is None else [_user_option("conflict_key", info, lambda: key_fn(input.args))]
         hashed = _args_hash(values, "the arguments" if key_fn is None else "the value of the conflict_key option", info)
     namespace = key_namespace or info.namespace
-    external = None
     artifact = options.artifact
-    if artifact != "result":
-        # The key is built from the scope: a bad one is refused as the guard would refuse it
-        # (FireOnceInvalidId), before the user's function sees it.
-        encode_id("scope", scope)
-        key = _user_option("artifact.external", info, lambda: artifact.external(ArtifactIds(scope, job_type, namespace)))
-        external = _external_key(guard, key, scope, job_type, namespace, info)
-    return DispatchTarget(scope, step, job_type, namespace, external, holder, hashed)
+    if artifact == "result":
+        return DispatchTarget(scope, step, job_type, namespace, None, holder, hashed)
+    # The key is built from the scope: a bad one is refused as the guard would refuse it
+    # (FireOnceInvalidId), before the user's function sees it.
+    encode_id("scope", scope)
+    key = _user_option("artifact.external", info, lambda: artifact.external(ArtifactIds(scope, job_type, namespace)))
+    target = DispatchTarget(scope, step, job_type, namespace, key, holder, hashed)
+    encode_id("jobType", job_type)
+    # Refused with FireOnceConfigError, before anything is locked: no key (None would run the call
+    # in result mode), or under the guard's prefix a key not in this scope's slot and namespace,
+    # or one the guard writes itself (a lock, a result).
+    guard.external_key(target)
+    return target
 
 
 def call_arguments(input: ExecuteActivityInput) -> list[Any]:
@@ -77,18 +82,6 @@ def _args_hash(values: list[Any], what: str, info: activity.Info) -> str:
             f"{what} of activity {info.activity_type!r} cannot be serialised by the payload converter ({type(err).__name__})",
             {"activityType": info.activity_type},
         ) from None
-
-
-def _external_key(guard: FireOnceGuard, key: object, scope: str, job_type: str, namespace: str, info: activity.Info) -> str:
-    """Check the key an ``external`` option built. Under the guard's prefix it must be in this
-    scope's slot and this call's namespace, and not a key the guard writes itself: anything else
-    (another scope's or namespace's key, a lock, a result artifact) would fast-forward on a job
-    that is not this call's. Keys outside the prefix are the user's own."""
-    problem = guard.keys_for(namespace).external_key_problem(key, scope, job_type)
-    if problem is not None:
-        raise FireOnceConfigError(f"the external artifact key of {job_type!r} in scope {scope!r} {problem}", {"activityType": info.activity_type})
-    assert isinstance(key, str)
-    return key
 
 
 def _user_option(name: str, info: activity.Info, fn: Callable[[], T]) -> T:
