@@ -15,6 +15,7 @@ const root = join(__dirname, '..', '..');
 const rootPackage = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
   name: string;
   exports: Record<string, string | Record<string, string>>;
+  dependencies: Record<string, string>;
 };
 
 /** What `npm pack --json` reports for one package. */
@@ -88,6 +89,16 @@ describe('the packed package in a fresh project', () => {
     expect(files.filter((f) => !f.startsWith('dist/') && !['LICENSE', 'README.md', 'PROTOCOL.md', 'package.json'].includes(f))).toEqual([]);
     expect(files.filter((f) => /\.test\.|(^|\/)(src|test|sample-workflows)\//.test(f))).toEqual([]);
     expect(files.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toEqual([]);
+  });
+
+  it('requires at run time every dependency it declares, so that no install carries a package it never loads', () => {
+    const dist = join(consumerDir, 'node_modules', rootPackage.name, 'dist');
+    const code = readdirSync(dist, { recursive: true, encoding: 'utf8' })
+      .filter((f) => f.endsWith('.js'))
+      .map((f) => readFileSync(join(dist, f), 'utf8'))
+      .join('\n');
+    const required = new Set([...code.matchAll(/require\("((?:@[^/"]+\/)?[^/"]+)/g)].map((m) => m[1]));
+    expect(Object.keys(rootPackage.dependencies).filter((name) => !required.has(name))).toEqual([]);
   });
 
   it('resolves every entry through the exports map to the built JS, for require and import', async () => {
