@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
@@ -15,6 +15,7 @@ const root = join(__dirname, '..', '..');
 const rootPackage = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
   name: string;
   exports: Record<string, string | Record<string, string>>;
+  dependencies: Record<string, string>;
 };
 
 /** What `npm pack --json` reports for one package. */
@@ -90,6 +91,16 @@ describe('the packed package in a fresh project', () => {
     expect(files.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toEqual([]);
   });
 
+  it('requires at run time every dependency it declares, so that no install carries a package it never loads', () => {
+    const dist = join(consumerDir, 'node_modules', rootPackage.name, 'dist');
+    const code = readdirSync(dist, { recursive: true, encoding: 'utf8' })
+      .filter((f) => f.endsWith('.js'))
+      .map((f) => readFileSync(join(dist, f), 'utf8'))
+      .join('\n');
+    const required = new Set([...code.matchAll(/require\("((?:@[^/"]+\/)?[^/"]+)/g)].map((m) => m[1]));
+    expect(Object.keys(rootPackage.dependencies).filter((name) => !required.has(name))).toEqual([]);
+  });
+
   it('resolves every entry through the exports map to the built JS, for require and import', async () => {
     const cjs = lastJsonLine<{ resolved: Record<string, string>; exports: Record<string, string[]>; deepImport: string }>(
       await run('node', ['entries.js'], { cwd: consumerDir }),
@@ -116,6 +127,21 @@ describe('the packed package in a fresh project', () => {
   ])('type-checks a TypeScript consumer of every entry against the shipped .d.ts (%s resolution)', async (_resolution, config) => {
     await run('node', [tsc, '-p', config], { cwd: consumerDir });
   });
+
+  it("loads every entry after README's install line when peers are not installed for it (yarn 1, npm --legacy-peer-deps)", async () => {
+    // README's own line, each package at the version tested here so that npm's cache serves it.
+    const line = /## Install\n+```sh\n(npm install [^\n]+)\n```/.exec(readFileSync(join(root, 'README.md'), 'utf8'))?.[1];
+    const names = (line ?? '').split(' ').slice(2);
+    expect(names).toContain(rootPackage.name);
+    const versions = consumerVersions();
+    const specs = names.map((name) => (name === rootPackage.name ? join(workDir, packed.filename) : `${name}@${versions[name] ?? 'missing'}`));
+    const dir = join(workDir, 'legacy-peers');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'legacy-peers', version: '0.0.0', private: true }));
+    await run('npm', ['install', '--legacy-peer-deps', '--prefer-offline', '--no-audit', '--no-fund', ...specs], { cwd: dir, timeoutMs: 180_000 });
+    const load = `for (const e of ['', '/core', '/workflow']) require('${rootPackage.name}' + e); console.log('{}')`;
+    await run('node', ['-e', load], { cwd: dir });
+  }, 240_000);
 
   it('bundles a workflow that imports temporal-fire-once/workflow, with the plugin, and no ioredis', async () => {
     const { codePath } = lastJsonLine<{ codePath: string }>(await run('node', ['bundle.js'], { cwd: consumerDir, timeoutMs: 180_000 }));
