@@ -95,8 +95,9 @@ export class FireOnceGuard {
   }
 
   /**
-   * One round trip: fast-forward if the artifact exists, otherwise try to take the lock with a
-   * fresh token. Invalid IDs throw `FireOnceInvalidId`, and a target field or option of another
+   * One round trip (a second to wait for replicas, when a lock is taken on a Redis with replicas;
+   * a plain `GET` first for an artifact `knownArtifacts` saw): fast-forward if the artifact
+   * exists, otherwise try to take the lock with a fresh token. Invalid IDs throw `FireOnceInvalidId`, and a target field or option of another
    * name `FireOnceConfigError`, before Redis is asked anything.
    */
   async acquire(target: DispatchTarget, options: AcquireOptions = {}): Promise<AcquireOutcome> {
@@ -231,7 +232,7 @@ export class FireOnceGuard {
 
   /**
    * Put back on their list the parked waiters a commit, release or hold handed to a caller that
-   * cannot complete them (no Temporal client), with the list's grace as its TTL: the reap of the
+   * cannot complete them (no Temporal client, or an acquire undoing its lock), with the list's grace as its TTL: the reap of the
    * worker that parked them hands them over instead (PROTOCOL.md section 7). One round trip.
    */
   async handBack(lease: Lease, waiters: readonly Buffer[]): Promise<void> {

@@ -31,7 +31,8 @@ def resolve_target(
     scope = _user_option("scope", info, lambda: scope_fn(input.args, info)) if scope_fn is not None else scope_from_headers(input.headers)
     if scope is None:
         raise FireOnceMissingScope(
-            f"activity {info.activity_type!r} has no dispatch scope: call set_dispatch_scope() in the workflow, or give fire_once a scope option",
+            f"activity {info.activity_type!r} has no dispatch scope: call set_dispatch_scope() in the workflow, or give fire_once a scope option; "
+            "a workflow worker without the plugin's workflow interceptor (FireOnceWorkflowInterceptor) carries no scope",
             {"activityType": info.activity_type},
         )
     step = options.step or info.activity_type
