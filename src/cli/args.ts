@@ -17,7 +17,7 @@ export const DEFAULT_PREFIX = 'fire-once';
 /** The Temporal namespace the CLI reads and writes when `--namespace` is not given. */
 export { DEFAULT_NAMESPACE };
 /** Where the CLI looks for Redis when neither `--redis` nor `REDIS_URL` says. */
-export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 
 const UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 

@@ -126,7 +126,7 @@ export interface ReplicaSyncSetting {
 export const REPLICA_SYNC_TIMEOUT_MS = 200;
 
 /** The check of the `replicaSync` option, for the guard's option table. */
-export function checkReplicaSync(label: string, value: unknown): ReplicaSyncSetting {
+function checkReplicaSync(label: string, value: unknown): ReplicaSyncSetting {
   if (value === 'auto') return { replicas: 'auto', timeoutMs: REPLICA_SYNC_TIMEOUT_MS };
   if (value === false) return { replicas: 0, timeoutMs: REPLICA_SYNC_TIMEOUT_MS };
   if (value === null || typeof value !== 'object') {

@@ -220,7 +220,7 @@ export class ReplicaSync {
  * The replicas streaming from the primary (`state=online` in `INFO replication`), or the fewest
  * any Cluster master has. A replica still in its first sync cannot acknowledge anything yet.
  */
-export async function countReplicas(redis: RedisClient): Promise<number> {
+async function countReplicas(redis: RedisClient): Promise<number> {
   const counts = await Promise.all(
     (await primariesOf(redis)).map(async ({ client }) => (await client.info('replication')).match(/^slave\d+:.*state=online/gm)?.length ?? 0),
   );

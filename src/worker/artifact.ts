@@ -19,7 +19,7 @@ export function payloadToBytes(payload: Payload): Buffer {
 }
 
 /** Stored bytes back to a payload; throws {@link FireOnceCorruptArtifact} for anything else. */
-export function bytesToPayload(bytes: Buffer, context: FireOnceErrorContext): Payload {
+function bytesToPayload(bytes: Buffer, context: FireOnceErrorContext): Payload {
   let decoded: temporal.api.common.v1.Payload;
   try {
     decoded = ProtoPayload.decode(bytes);

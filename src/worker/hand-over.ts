@@ -9,7 +9,7 @@ import { converterFailure, decodeArtifact, encodeArtifact, resultOf } from './ar
 import { toApplicationFailure } from './failures';
 
 /** The retry delay a handed-over waiter is failed with: as good as none, so one of them acquires at once. */
-export const PARKED_RETRY_DELAY_MS = 1;
+const PARKED_RETRY_DELAY_MS = 1;
 
 type Logger = Context['log'];
 
