@@ -231,11 +231,19 @@ def make_activities(redis: Redis, prefix: str) -> list[Any]:
         return counter_id
 
     @fire_once()
+    @activity.defn(name="bigIdJob")
+    async def big_id_job(counter_id: str, big_id: int) -> dict[str, Any]:
+        """Takes an integer past 2**53 (a snowflake ID), which a double cannot carry."""
+        await redis.incr(counter_key(prefix, counter_id))
+        return {"counterId": counter_id, "id": str(big_id)}
+
+    @fire_once()
     @activity.defn(name="unhashableArgsJob")
     async def unhashable_args_job(counter_id: str, pattern: Pattern) -> None:
         await redis.incr(counter_key(prefix, counter_id))
 
     return [
+        big_id_job,
         *async_option_jobs,
         async_job,
         external_async_job,

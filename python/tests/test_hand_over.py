@@ -12,6 +12,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from temporal_fire_once.core import DispatchTarget
 from temporal_fire_once.worker.hand_over import complete_waiters, settle_waiters
 
 
@@ -45,13 +46,15 @@ class Handles:
 async def test_the_result_reaches_the_waiters_of_the_same_arguments_and_the_others_retry_at_once() -> None:
     handles = Handles()
     payload = Payload(metadata={"encoding": b"json/plain"}, data=b'"r"')
-    entries = [b"w:h1:same", b"w::unchecked", b"bare-token", b"w:h2:other"]
+    # h0: the hash an older release took of the same arguments (an integer past 2**53 in them).
+    entries = [b"w:h1:same", b"w::unchecked", b"bare-token", b"w:h0:former", b"w:h2:other"]
 
     async def settle(client: Client, tokens: Sequence[bytes]) -> None:
         await complete_waiters(client, tokens, payload)
 
-    await settle_waiters(cast(Client, handles), entries, "h1", "step", settle)
-    for token in (b"same", b"unchecked", b"bare-token"):
+    target = DispatchTarget("s", "step", "step", args_hash="h1", former_args_hash="h0")
+    await settle_waiters(cast(Client, handles), entries, target, settle)
+    for token in (b"same", b"unchecked", b"bare-token", b"former"):
         given = handles.given[token]
         assert isinstance(given, RawValue) and given.payload == payload
     retry = handles.given[b"other"]

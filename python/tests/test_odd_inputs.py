@@ -9,9 +9,27 @@ import enum
 from redis.asyncio import Redis
 from temporalio.converter import PayloadConverter
 
-from temporal_fire_once.core import Acquired, DispatchTarget, FastForward, FireOnceGuard, FireOnceKeyConflict, FireOnceKeys, GuardOptions
+from typing import Any
+
+from temporal_fire_once.core import (
+    Acquired,
+    DispatchTarget,
+    FastForward,
+    FireOnceGuard,
+    FireOnceKeyConflict,
+    FireOnceKeys,
+    GuardOptions,
+    Held,
+    format_artifact,
+    parse_artifact,
+)
 from temporal_fire_once.core.keys import check_key_prefix
 from temporal_fire_once.worker import args_hash
+from temporal_fire_once.worker.args_hash import args_hashes
+
+from .pyactivities import counter_key
+from .pyworkflows import GuardedCall
+from .test_worker import run_worker
 
 
 class Jobs(str, enum.Enum):
@@ -80,3 +98,49 @@ async def test_integer_arguments_a_double_cannot_tell_apart_still_conflict(clien
         later = None
     assert later is None, f"the call with {second} got {later!r}"
     assert dispatched == [first]
+
+
+# The hash 0.7.0's args_hash.py took of [1234567890123456789], through the nearest double: the
+# hash its locks, results and parked waiters carry.
+HASHED_BY_0_7 = "5XzZPFLFbidBiPt-KL2QUFjv8d_Mpv1HxRc3SN08V10"
+
+
+async def test_a_lock_or_result_stored_by_0_7_for_such_an_integer_still_serves_the_same_call(client: Redis, prefix: str) -> None:
+    """Records 0.7 wrote carry its hash until they expire (results: 7 days by default). Read as
+    another call's, every re-run of a completed step with a snowflake ID in its arguments would fail
+    with ``FireOnceKeyConflict`` after the upgrade; they are the call's former hash instead."""
+    first, second = 1234567890123456789, 1234567890123456788
+    converter = PayloadConverter.default
+    exact, former = args_hashes([first], converter)
+    assert former == HASHED_BY_0_7 != exact
+    assert args_hashes([2**53], converter)[1] == args_hashes([{"id": "x" * 20}], converter)[1] == ""  # nothing else has one
+
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    held = await guard.acquire(DispatchTarget("s", "fetch", "fetch", args_hash=HASHED_BY_0_7, holder="0.7 worker"))
+    assert isinstance(held, Acquired)
+    call = DispatchTarget("s", "fetch", "fetch", args_hash=exact, former_args_hash=former, holder="0.8 worker")
+    assert isinstance(await guard.acquire(call), Held)  # waits for 0.7's dispatch, no conflict
+    await guard.commit(held.lease, b"made for the first by 0.7")
+    again = await guard.acquire(call)
+    assert isinstance(again, FastForward) and again.artifact == b"made for the first by 0.7"
+    # 0.7's records cannot tell the two integers apart: they serve either, as 0.7 did. Records
+    # written from 0.8 on can (test_integer_arguments_a_double_cannot_tell_apart_still_conflict).
+    assert args_hashes([second], converter)[1] == HASHED_BY_0_7
+
+
+async def test_a_python_worker_fast_forwards_to_a_result_0_7_stored_for_a_snowflake_id(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """End to end: the result of a call with a snowflake ID, its record rewritten with the hash 0.7
+    took, serves the same call again (1 dispatch) instead of failing it with a key conflict."""
+    args = ["big-id", 1234567890123456789]
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        first = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-big", "bigIdJob", args], id=f"{queue}-1", task_queue=queue)
+        key = FireOnceKeys(prefix).artifact("s-big", "bigIdJob")
+        raw = await client.get(key)
+        assert isinstance(raw, bytes)
+        stored = parse_artifact(raw)
+        assert stored is not None and stored.args_hash == args_hashes(args, PayloadConverter.default)[0]
+        await client.set(key, format_artifact(args_hashes(args, PayloadConverter.default)[1], stored.payload), keepttl=True)
+        again = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-big", "bigIdJob", args], id=f"{queue}-2", task_queue=queue)
+    assert again == first == {"counterId": "big-id", "id": "1234567890123456789"}
+    assert await client.get(counter_key(prefix, "big-id")) == b"1"

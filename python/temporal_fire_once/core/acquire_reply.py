@@ -27,7 +27,7 @@ def found_by_acquire(reply: Any, target: DispatchTarget, lock_key: str, artifact
         if lock is None:
             raise FireOnceProtocolError("the lock holds a value this protocol never writes", error_context(target, lock_key))
         same = lock.holder != "" and lock.holder == target.holder
-        if not same and _differs(target.args_hash, lock.args_hash):
+        if not same and _differs(target, lock.args_hash):
             raise _conflict(target, lock_key, "the dispatch in flight was started")
         return Held(int(reply[1]), lock_key, lock.holder, same, lock.fencing_token)
     if code == AcquireReply.CORRUPT:
@@ -41,13 +41,16 @@ def stored_result(record: bytes, target: DispatchTarget, artifact_key: str) -> b
     artifact = parse_artifact(record)
     if artifact is None:
         raise FireOnceCorruptArtifact("stored artifact is not one this library wrote: not an artifact record", error_context(target, artifact_key))
-    if _differs(target.args_hash, artifact.args_hash):
+    if _differs(target, artifact.args_hash):
         raise _conflict(target, artifact_key, "the stored artifact was produced")
     return artifact.payload
 
 
-def _differs(mine: str, stored: str) -> bool:
-    return mine != "" and stored != "" and mine != stored
+def _differs(target: DispatchTarget, stored: str) -> bool:
+    """Whether a record stored with ``stored`` was made for other arguments than ``target``'s: only
+    when both recorded a hash, and ``stored`` is neither the call's hash nor its former one."""
+    mine = target.args_hash
+    return mine != "" and stored != "" and stored != mine and stored != target.former_args_hash
 
 
 def _conflict(target: DispatchTarget, key: str, what: str) -> FireOnceKeyConflict:

@@ -18,6 +18,10 @@ class DispatchTarget:
     external_artifact_key: str | None = None
     holder: str = ""
     args_hash: str = ""
+    #: The args hash releases up to 0.7 wrote for the same arguments, where it differs (an integer
+    #: past 2**53 in them, PROTOCOL.md section 5): a lock, result or parked waiter stored with it
+    #: is this call's, so that records stored before an upgrade still serve the call they were made for.
+    former_args_hash: str = ""
 
 
 @dataclass(frozen=True)

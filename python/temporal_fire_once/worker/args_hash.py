@@ -14,8 +14,9 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 from decimal import Decimal
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadConverter
@@ -28,9 +29,30 @@ _NULL_PART = b"j4:null"
 def args_hash(values: Sequence[Any], converter: PayloadConverter) -> str:
     """The hash of ``values`` (the arguments, or ``[conflict_key(args)]``). A ``set`` or
     ``frozenset`` in them counts in a sorted order (:func:`in_stable_order`)."""
+    return args_hashes(values, converter)[0]
+
+
+def args_hashes(values: Sequence[Any], converter: PayloadConverter) -> tuple[str, str]:
+    """The hash of ``values``, and the one releases up to 0.7 took of them where it differs, else
+    ``""``: those wrote an integer past 2**53 through the nearest double (:func:`_js_integer`), and
+    the locks, results and parked waiters they stored carry that hash until they expire
+    (``DispatchTarget.former_args_hash``)."""
+    payloads = converter.to_payloads([in_stable_order(value) for value in values])
+    exact = _digest(payload_part(payload) for payload in payloads)
+    # Such an integer has 16 digits or more; without a run of them, nothing was written otherwise.
+    if not any(_LONG_DIGITS.search(payload.data) for payload in payloads):
+        return exact, ""
+    former = _digest(payload_part(payload, exact_integers=False) for payload in payloads)
+    return exact, "" if former == exact else former
+
+
+_LONG_DIGITS = re.compile(rb"\d{16}")
+
+
+def _digest(parts: Iterable[bytes]) -> str:
     digest = hashlib.sha256()
-    for payload in converter.to_payloads([in_stable_order(value) for value in values]):
-        digest.update(payload_part(payload))
+    for part in parts:
+        digest.update(part)
     return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
 
 
@@ -65,12 +87,12 @@ def in_stable_order(value: Any) -> Any:
     return value
 
 
-def payload_part(payload: Payload) -> bytes:
+def payload_part(payload: Payload, exact_integers: bool = True) -> bytes:
     """What one payload feeds into the hash: ``binary/null`` (Python's ``None``) counts as JSON null."""
     if payload.metadata.get("encoding") == _BINARY_NULL:
         return _NULL_PART
     if payload.metadata.get("encoding") == _JSON_PLAIN:
-        canonical = canonical_json(json.loads(payload.data.decode("utf-8"))).encode("utf-8")
+        canonical = canonical_json(json.loads(payload.data.decode("utf-8")), exact_integers).encode("utf-8")
         return b"j%d:" % len(canonical) + canonical
     entries = sorted(payload.metadata.items(), key=lambda item: _utf16(item[0]))
     out = b"p%d:" % len(entries)
@@ -80,7 +102,7 @@ def payload_part(payload: Payload) -> bytes:
     return out + b"%d:" % len(payload.data) + payload.data
 
 
-def canonical_json(value: Any) -> str:
+def canonical_json(value: Any, exact_integers: bool = True) -> str:
     """ECMAScript ``JSON.stringify`` of the parsed value, with object keys sorted.
 
     >>> canonical_json({"b": [1.0, 1e21, 1e-7], "a": "\\u00e9\\n"})
@@ -91,14 +113,14 @@ def canonical_json(value: Any) -> str:
     if isinstance(value, str):
         return _js_string(value)
     if isinstance(value, int):
-        return _js_integer(value)
+        return _js_integer(value) if exact_integers else _js_number(value)
     if isinstance(value, float):
         return _js_number(value)
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(canonical_json(item) for item in value) + "]"
+        return "[" + ",".join(canonical_json(item, exact_integers) for item in value) + "]"
     if isinstance(value, dict):
         keys = sorted(value, key=_utf16)
-        return "{" + ",".join(f"{_js_string(k)}:{canonical_json(value[k])}" for k in keys) + "}"
+        return "{" + ",".join(f"{_js_string(k)}:{canonical_json(value[k], exact_integers)}" for k in keys) + "}"
     raise TypeError(f"not a JSON value: {type(value).__name__}")
 
 

@@ -244,7 +244,7 @@ async def _keep(call: CallSetup, lease: Lease, ttl: int | None, client: Client |
         return
     if settled.waiters:
         try:
-            await settle_waiters(client, settled.waiters, lease.target.args_hash, lease.target.step, hand_over)
+            await settle_waiters(client, settled.waiters, lease.target, hand_over)
         except Exception as err:
             _logger.error("fire-once: handing over parked waiters failed: %s", err)
 

@@ -18,6 +18,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from ..core.outcomes import DispatchTarget
 from ..core.records import parse_waiter
 
 _logger = logging.getLogger("temporal_fire_once")
@@ -40,8 +41,9 @@ async def fail_waiters_with(client: Client, tokens: Sequence[bytes], error: Exce
     await asyncio.gather(*(_settle(client, token, "fail", lambda handle: handle.fail(error)) for token in tokens))
 
 
-async def settle_waiters(client: Client, entries: Sequence[bytes], args_hash: str, step: str, settle: HandOver) -> None:
-    """Hand the waiters of ``entries`` the outcome of a dispatch called with ``args_hash``:
+async def settle_waiters(client: Client, entries: Sequence[bytes], target: DispatchTarget, settle: HandOver) -> None:
+    """Hand the waiters of ``entries`` the outcome of a dispatch of ``target`` (its args hash, or
+    its former one: ``DispatchTarget.former_args_hash``):
     ``settle`` gets the task tokens of those parked with the same arguments (or with none
     checked); those parked with other arguments (on the lock of a holder that died before this one
     took the step over) are failed so that they retry, and their retry decides for itself."""
@@ -49,11 +51,12 @@ async def settle_waiters(client: Client, entries: Sequence[bytes], args_hash: st
     other: list[bytes] = []
     for entry in entries:
         waiter = parse_waiter(entry)
-        (other if args_hash != "" and waiter.args_hash != "" and args_hash != waiter.args_hash else same).append(waiter.token)
+        mine = target.args_hash
+        (other if mine != "" and waiter.args_hash not in ("", mine, target.former_args_hash) else same).append(waiter.token)
     if other:
-        _logger.warning("fire-once: parked waiters of other arguments than the dispatch that settled; failing them so they retry (step %r)", step)
+        _logger.warning("fire-once: parked waiters of other arguments than the dispatch that settled; failing them so they retry (step %r)", target.step)
         retry = ApplicationError(
-            f"step {json.dumps(step)} was dispatched with other arguments than this call's; retry",
+            f"step {json.dumps(target.step)} was dispatched with other arguments than this call's; retry",
             type="FireOnceInFlight",
             non_retryable=False,
             next_retry_delay=PARKED_RETRY_DELAY,

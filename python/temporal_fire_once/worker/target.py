@@ -17,7 +17,7 @@ from ..core.errors import FireOnceConfigError, FireOnceMissingScope
 from ..core.guard import FireOnceGuard
 from ..core.keys import encode_id
 from ..core.outcomes import DispatchTarget
-from .args_hash import args_hash
+from .args_hash import args_hashes
 from .options import ArtifactIds, FireOnceOptions
 
 T = TypeVar("T")
@@ -38,20 +38,20 @@ def resolve_target(
     step = options.step or info.activity_type
     job_type = options.job_type or step
     holder = f"{info.workflow_id or ''} {info.workflow_run_id or ''} {info.activity_id}"
-    hashed = ""
+    hashed = former = ""
     if options.on_conflict != "ignore":
         key_fn = options.conflict_key
         values = call_arguments(input) if key_fn is None else [_user_option("conflict_key", info, lambda: key_fn(input.args))]
-        hashed = _args_hash(values, "the arguments" if key_fn is None else "the value of the conflict_key option", info)
+        hashed, former = _args_hashes(values, "the arguments" if key_fn is None else "the value of the conflict_key option", info)
     namespace = key_namespace or info.namespace
     artifact = options.artifact
     if artifact == "result":
-        return DispatchTarget(scope, step, job_type, namespace, None, holder, hashed)
+        return DispatchTarget(scope, step, job_type, namespace, None, holder, hashed, former)
     # The key is built from the scope: a bad one is refused as the guard would refuse it
     # (FireOnceInvalidId), before the user's function sees it.
     encode_id("scope", scope)
     key = _user_option("artifact.external", info, lambda: artifact.external(ArtifactIds(scope, job_type, namespace)))
-    target = DispatchTarget(scope, step, job_type, namespace, key, holder, hashed)
+    target = DispatchTarget(scope, step, job_type, namespace, key, holder, hashed, former)
     encode_id("jobType", job_type)
     # Refused with FireOnceConfigError, before anything is locked: no key (None would run the call
     # in result mode), or under the guard's prefix a key not in this scope's slot and namespace,
@@ -72,12 +72,12 @@ def call_arguments(input: ExecuteActivityInput) -> list[Any]:
     return list(input.args)
 
 
-def _args_hash(values: list[Any], what: str, info: activity.Info) -> str:
-    """The args hash of ``values``. If the payload converter cannot serialise them, the worker's
+def _args_hashes(values: list[Any], what: str, info: activity.Info) -> tuple[str, str]:
+    """The args hash of ``values``, and its former one (:func:`args_hashes`). If the payload converter cannot serialise them, the worker's
     code is at fault, not the call: a non-retryable ``FireOnceConfigError`` naming ``what`` and the
     error's class (never its message, which may quote the value), before anything is locked."""
     try:
-        return args_hash(values, activity.payload_converter())
+        return args_hashes(values, activity.payload_converter())
     except Exception as err:
         raise FireOnceConfigError(
             f"{what} of activity {info.activity_type!r} cannot be serialised by the payload converter ({type(err).__name__})",
