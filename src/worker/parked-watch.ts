@@ -28,6 +28,8 @@ export const HAND_BACK_WINDOW_MS = 1_000;
 
 interface Parked {
   readonly token: Uint8Array;
+  /** The worker that parked it (one of the several that may share this watch): its heartbeats go through that worker's client. */
+  readonly completer: Completer;
   readonly heartbeatMs: number | undefined;
   /** The activity's heartbeat details when it parked, which each heartbeat passes on. */
   readonly details: unknown;
@@ -40,7 +42,8 @@ interface Parked {
 
 interface Watched {
   readonly spot: ParkingSpot;
-  readonly completer: Completer;
+  /** The reap hands the list over through this: the last worker that parked here and has not stopped ({@link ParkedWatch.close}). */
+  completer: Completer;
   readonly parked: Map<string, Parked>;
   busy: boolean;
 }
@@ -104,7 +107,8 @@ export class ParkedWatch {
       entry = { spot, completer, parked: new Map(), busy: false };
       this.watched.set(spot.waitersKey, entry);
     }
-    entry.parked.set(Buffer.from(token).toString('base64'), { token, heartbeatMs, details, nextBeat: Date.now() + beatEvery(heartbeatMs) });
+    entry.completer = completer;
+    entry.parked.set(Buffer.from(token).toString('base64'), { token, completer, heartbeatMs, details, nextBeat: Date.now() + beatEvery(heartbeatMs) });
     // Heartbeats are due every third of the heartbeat timeout, whatever `reapEveryMs` is: the
     // timer runs at the shorter of the two, and reaps only every `reapEveryMs`.
     const tickMs = Math.min(this.reapEveryMs, beatEvery(heartbeatMs));
@@ -135,22 +139,22 @@ export class ParkedWatch {
    * failure call has returned, or after `timeoutMs` if given, with the number of waiters whose
    * failure Temporal had not answered by then (0 when it answered all): a Temporal that never
    * answers would otherwise keep a stopping worker from stopping. Never rejects.
+   * With `client`, only the waiters one of several workers sharing this watch parked through it
+   * are failed (through it: its connection may be closed once the worker stops), and the watch goes on.
    */
-  async close(timeoutMs?: number): Promise<number> {
-    this.stop();
-    const entries = [...this.watched.values()].filter(({ parked }) => parked.size > 0);
-    this.watched.clear();
+  async close(timeoutMs?: number, client?: Completer['client']): Promise<number> {
+    const leaving = this.leave(client);
     let unanswered = 0;
     const failed = this.detached(() =>
       Promise.all(
-        entries.flatMap(({ spot, completer, parked }) => {
+        leaving.flatMap(({ spot, parked }) => {
           const why = `the worker that parked this call on step ${JSON.stringify(spot.target.step)} shut down; retry`;
-          completer.log.info('fire-once: worker stopping; failing its parked waiters so that they retry at once', {
+          parked[0].completer.log.info('fire-once: worker stopping; failing its parked waiters so that they retry at once', {
             ...logOf(spot),
-            waiters: String(parked.size),
+            waiters: String(parked.length),
           });
           // One call per waiter, so that what is left unanswered can be counted.
-          return [...parked.values()].map(({ token }) => {
+          return parked.map(({ token, completer }) => {
             unanswered++;
             return failWaiters(completer, [token], why)
               .catch((err: unknown) => gone(completer, 'fail', err))
@@ -162,6 +166,28 @@ export class ParkedWatch {
     if (timeoutMs === undefined) await failed;
     else await atMost(failed, timeoutMs);
     return unanswered;
+  }
+
+  /**
+   * Stop watching the waiters parked through `client` (all of them without it), and return them
+   * by `(scope, step)`. A step still watched for other workers is handed over through one of theirs.
+   */
+  private leave(client: Completer['client'] | undefined): { spot: ParkingSpot; parked: Parked[] }[] {
+    const leaving: { spot: ParkingSpot; parked: Parked[] }[] = [];
+    for (const [waitersKey, entry] of this.watched) {
+      const parked: Parked[] = [];
+      for (const [key, p] of entry.parked) {
+        if (client !== undefined && p.completer.client !== client) continue;
+        parked.push(p);
+        entry.parked.delete(key);
+      }
+      if (parked.length > 0) leaving.push({ spot: entry.spot, parked });
+      const staying = entry.parked.values().next();
+      if (staying.done) this.watched.delete(waitersKey);
+      else if (entry.completer.client === client) entry.completer = staying.value.completer;
+    }
+    if (this.watched.size === 0) this.stop();
+    return leaving;
   }
 
   private stop(): void {
@@ -194,7 +220,7 @@ export class ParkedWatch {
 
   private async reap(entry: Watched): Promise<void> {
     const mine = [...entry.parked.keys()];
-    const { completer, spot } = entry;
+    const { spot } = entry;
     /** Stop watching the tokens parked before this reap, and give them back. */
     const forget = (): Uint8Array[] => {
       const tokens = mine.flatMap((key) => entry.parked.get(key)?.token ?? []);
@@ -206,6 +232,7 @@ export class ParkedWatch {
     try {
       outcome = await this.lot.reap(spot);
     } catch (err) {
+      const { completer } = entry;
       // Fail this worker's parked waiters as a waiter in its slot fails on its next poll: retryably
       // when Redis is away (FireOnceStoreUnavailable), so their retries check again once it is
       // back; for good when the artifact is not one this library wrote (FireOnceCorruptArtifact).
@@ -239,7 +266,8 @@ export class ParkedWatch {
       if (parked === undefined || listed.has(key) || now - (parked.missingSince ??= now) >= HAND_BACK_WINDOW_MS) entry.parked.delete(key);
     }
     if (entry.parked.size === 0) this.watched.delete(spot.waitersKey);
-    await handOverReaped(completer, spot, outcome);
+    // Read after the reap's round trip: a worker that stopped meanwhile has handed this on.
+    await handOverReaped(entry.completer, spot, outcome);
   }
 
   /** Heartbeat every waiter of `entry` whose next beat is due by `due`. */
@@ -248,7 +276,7 @@ export class ParkedWatch {
     for (const [key, parked] of entry.parked) {
       if (parked.heartbeatMs === undefined || due < parked.nextBeat) continue;
       parked.nextBeat = now + beatEvery(parked.heartbeatMs);
-      entry.completer.client.activity.heartbeat(parked.token, parked.details).then(
+      parked.completer.client.activity.heartbeat(parked.token, parked.details).then(
         () => (parked.beatFailing = false),
         (err: unknown) => this.beatFailed(entry, key, parked, err),
       );
@@ -257,7 +285,7 @@ export class ParkedWatch {
 
   /** A heartbeat of a parked waiter did not go through: end it as the worker ends its own activities, or beat again. */
   private beatFailed(entry: Watched, key: string, parked: Parked, err: unknown): void {
-    const { completer } = entry;
+    const { completer } = parked;
     const name = (err as Error | undefined)?.name ?? '';
     const ended = PAUSED_OR_RESET.get(name);
     if (name === 'ActivityNotFoundError') {

@@ -122,10 +122,11 @@ export class FireOncePlugin extends SimplePlugin {
 
   /**
    * Claims the key prefix and subscribes the local cache to the invalidations of every namespace
-   * its workers file keys under, before the worker takes tasks; runs the worker; then, once no
-   * worker runs, fails the waiters its workers parked so that they retry on a worker that runs
-   * ({@link ParkedWatch.close}), sends the last dispatch-log batch and closes the plugin's
-   * subscriber connection.
+   * its workers file keys under, before the worker takes tasks; runs the worker; then fails the
+   * waiters this worker parked so that they retry on a worker that runs ({@link ParkedWatch.close}),
+   * through its own client, before its connection may be closed (the plugin's other workers, if
+   * any, go on watching theirs); and once no worker runs, sends the last dispatch-log batch and
+   * closes the plugin's subscriber connection.
    */
   override async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
     this.runningWorkers++;
@@ -137,10 +138,14 @@ export class FireOncePlugin extends SimplePlugin {
       await super.runWorker(worker, next);
     } finally {
       if (--this.runningWorkers === 0) {
-        await this.closeParked();
+        await this.closeParked(undefined);
         await this.flushLog();
         this.wake.close();
         this.started = undefined;
+      } else if (worker.client !== undefined) {
+        // Workers sharing this plugin may have connections of their own, and this one's may be
+        // closed once its run() resolves: its waiters are failed now, through its own client.
+        await this.closeParked(worker.client);
       }
     }
   }
@@ -171,16 +176,17 @@ export class FireOncePlugin extends SimplePlugin {
   }
 
   /**
-   * Fail the waiters this plugin's workers parked, so that they retry at once. That calls
+   * Fail the waiters a stopping worker parked through `client` (without it, every waiter still
+   * watched: the last worker stops), so that they retry at once. That calls
    * Temporal: it gets at most {@link PARKED_CLOSE_MS}, so that a Temporal gone or stalled at
    * shutdown cannot keep the worker from stopping. The waiters whose failure it had not answered
    * by then end at their heartbeat or start-to-close timeout, and are counted at WARN.
    */
-  private async closeParked(): Promise<void> {
-    const unanswered = await this.parkedWatch.close(PARKED_CLOSE_MS);
+  private async closeParked(client: Worker['client']): Promise<void> {
+    const unanswered = await this.parkedWatch.close(PARKED_CLOSE_MS, client);
     if (unanswered > 0) {
       Runtime.instance().logger.warn(
-        `fire-once: ${unanswered} parked waiters' failures had no answer from Temporal within ${PARKED_CLOSE_MS} ms as the last worker stopped: they end at their heartbeat or start-to-close timeout`,
+        `fire-once: ${unanswered} parked waiters' failures had no answer from Temporal within ${PARKED_CLOSE_MS} ms as ${client === undefined ? 'the last' : 'a'} worker stopped: they end at their heartbeat or start-to-close timeout`,
         { unanswered },
       );
     }
