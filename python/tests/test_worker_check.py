@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 
 from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceConfigError, FireOnceGuard, GuardOptions, check_worker_redis
 
-from .conftest import redis_server
+from .conftest import REPO, redis_server
 from .redis_sentinel import spawn_sentinel
 
 
@@ -37,14 +37,14 @@ async def connect() -> AsyncIterator[list[Redis]]:
         await client.aclose()
 
 
-async def _start(url: str, clients: list[Redis], allow_evicting_redis: bool = False) -> tuple[BaseException | None, int]:
+async def _start(url: str, clients: list[Redis], allow_evicting_redis: bool = False, prefix: str = "") -> tuple[BaseException | None, int]:
     """A hand-wired worker's start, then one invocation: the error that stopped it, and its dispatches."""
     redis: Redis = Redis.from_url(url)
     clients.append(redis)
     dispatches = 0
     try:
         await check_worker_redis(redis, allow_evicting_redis=allow_evicting_redis)
-        guard = FireOnceGuard(redis, GuardOptions(key_prefix=f"hand-wired-{uuid.uuid4().hex[:8]}"))
+        guard = FireOnceGuard(redis, GuardOptions(key_prefix=prefix or f"hand-wired-{uuid.uuid4().hex[:8]}"))
         if isinstance(await guard.acquire(DispatchTarget("s", "send", "send")), Acquired):
             dispatches += 1
         return None, dispatches
@@ -60,6 +60,18 @@ async def test_a_client_naming_a_database_the_server_lacks_is_refused_naming_it(
     error, dispatches = await _start(f"{redis_url}/16", connect, allow_evicting_redis=True)
     assert dispatches == 0 and isinstance(error, FireOnceConfigError)
     assert error.message.startswith(f"the Redis client names database 16, which Redis at {urlparse(redis_url).netloc} refused (DB index is out of range)")
+
+
+async def test_the_documented_worker_user_granted_select_starts_in_its_database_and_dispatches(redis_url: str, connect: list[Redis]) -> None:
+    # The least-privilege line of docs/reliability.md, plus the +select the refusal asks for; it has
+    # no +ping, which the guard never sends.
+    prefix, user = f"hand-wired-{uuid.uuid4().hex[:8]}", f"worker-{uuid.uuid4().hex[:8]}"
+    line = next(line for line in (REPO / "docs" / "reliability.md").read_text().splitlines() if line.startswith("ACL SETUSER fire-once-worker reset "))
+    substitutes = {">CHANGE-ME": ">pw", "~fire-once:*": f"~{prefix}:*", "&fire-once:*": f"&{prefix}:*"}
+    with redis.Redis.from_url(redis_url) as admin:
+        admin.execute_command("ACL", "SETUSER", user, *(substitutes.get(rule, rule) for rule in line.split(" ")[3:]), "+select")
+    url = urlparse(redis_url)
+    assert await _start(f"redis://{user}:pw@{url.netloc}/3", connect, prefix=prefix) == (None, 1)
 
 
 @pytest.mark.parametrize("allow_evicting_redis", [False, True])

@@ -39,7 +39,9 @@ async def check_worker_redis(redis: RedisClient, *, allow_evicting_redis: bool =
 async def check_selected_database(redis: RedisClient, timeout_ms: int) -> None:
     """Refuse a client that names a database (``redis://host:port/3``, ``db=3``) Redis refuses: one
     the server does not have, or an ACL user without ``+select``. Nothing is selected here: a
-    ``PING`` opens a connection, which sends the ``SELECT`` itself. A Cluster has database 0 only."""
+    ``TIME`` opens a connection, which sends the ``SELECT`` itself. ``TIME``, not ``PING``: the
+    guard's scripts run it, so every worker user may (the documented one has no ``+ping``, and a
+    refused ``PING`` would be blamed on the database). A Cluster has database 0 only."""
     if isinstance(redis, RedisCluster):
         return
     db = redis.connection_pool.connection_kwargs.get("db") or 0
@@ -47,7 +49,7 @@ async def check_selected_database(redis: RedisClient, timeout_ms: int) -> None:
         return
     try:
         async with asyncio.timeout(timeout_ms / 1000):
-            await redis.ping()
+            await redis.time()
     except TimeoutError as err:
         raise FireOnceStoreUnavailable(f"Redis did not answer within {timeout_ms} ms while database {db} was selected") from err
     except ResponseError as err:
