@@ -183,6 +183,34 @@ describe('chat-session: every message is a new run of the same session', () => {
     expect(await h.redis.exists(keys.summary('session-fail'))).toBe(0);
   });
 
+  // A job the runner cannot read (here not JSON) must not stop the runner: before the fix the
+  // parse threw in its loop, it took no job again, and one restarted under its ID stopped the same
+  // way on the job left on its processing list.
+  it('a job the runner cannot read goes to the dead-letter list, and the jobs behind it still run', async () => {
+    const keys = chatKeys(h.fresh().prefix);
+    const failures: string[] = [];
+    const runner = startJobRunner({
+      redisUrl: process.env.REDIS_URL!,
+      keys,
+      jobMs: 0,
+      artifactDelayMs: 0,
+      runnerId: 'garbled',
+      log: (l) => void failures.push(l),
+    });
+    await runner.started;
+    // The runner takes from the tail: the garbled job first, then the good one.
+    await h.redis.lpush(keys.jobs, 'not json', JSON.stringify({ sessionId: 'session-after', jobType: 'summary', dispatch: 2, message: 'hello' }));
+    try {
+      await waitUntil('the job behind the garbled one to write its summary', async () => (await h.redis.exists(keys.summary('session-after'))) === 1, 10_000);
+    } finally {
+      await runner.stop();
+    }
+    expect(await readCount(h.redis, keys.jobsResolved)).toBe(1);
+    expect(await h.redis.lrange(keys.deadJobs, 0, -1)).toEqual(['not json']);
+    expect([await h.redis.llen(keys.processing('garbled')), await h.redis.llen(keys.jobs)]).toEqual([0, 0]);
+    expect(failures.filter((l) => l.includes('cannot be read'))).toHaveLength(1);
+  });
+
   it('a run cancelled while it waits for its summary ends once the wait has stopped, by the cancellation, not at its deadline', async () => {
     // No job runner: the summary never comes, and the run waits for it (20 s at most).
     const { prefix, taskQueue, worker: base } = h.fresh();

@@ -80,18 +80,27 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
    * runner restarted under this ID runs it.
    */
   function start(taken: string): void {
-    const job = JSON.parse(taken) as SummaryJob;
-    const done = runJob(job)
-      .then(
-        () => writer.lrem(processing, 1, taken),
-        (err: unknown) => putBack(taken, job, err),
-      )
+    const job = readJob(taken);
+    const settled =
+      job === undefined
+        ? unreadable(taken)
+        : runJob(job).then(
+            () => writer.lrem(processing, 1, taken),
+            (err: unknown) => putBack(taken, job, err),
+          );
+    const done = settled
       .then(
         () => undefined,
-        (err: unknown) => console.error(`job runner: job from dispatch #${job.dispatch} could not leave ${processing}; left there`, err),
+        (err: unknown) => console.error(`job runner: job ${taken} could not leave ${processing}; left there`, err),
       )
       .finally(() => running.delete(done));
     running.add(done);
+  }
+
+  /** A job this runner cannot read goes straight to the dead-letter list: run, it would stop the runner. */
+  async function unreadable(taken: string): Promise<void> {
+    report(`job ${JSON.stringify(taken)} cannot be read (not a JSON object); moved to ${keys.deadJobs}`);
+    await writer.eval(MOVE_IF_OURS, 2, processing, keys.deadJobs, taken, taken);
   }
 
   /**
@@ -153,6 +162,16 @@ export function startJobRunner(options: JobRunnerOptions): JobRunner {
       await writer.quit();
     },
   };
+}
+
+/** The job `taken` holds, or undefined when it is no JSON object. */
+function readJob(taken: string): SummaryJob | undefined {
+  try {
+    const job: unknown = JSON.parse(taken);
+    return job !== null && typeof job === 'object' && !Array.isArray(job) ? (job as SummaryJob) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** How long a runner's claim on its ID outlives its last renewal (renewed three times as often). */
