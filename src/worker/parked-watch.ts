@@ -225,7 +225,7 @@ export class ParkedWatch {
     const forget = (): Uint8Array[] => {
       const tokens = mine.flatMap((key) => entry.parked.get(key)?.token ?? []);
       for (const key of mine) entry.parked.delete(key);
-      if (entry.parked.size === 0) this.watched.delete(spot.waitersKey);
+      this.unwatchIfEmpty(entry);
       return tokens;
     };
     let outcome: ReapOutcome;
@@ -265,9 +265,15 @@ export class ParkedWatch {
       const parked = entry.parked.get(key);
       if (parked === undefined || listed.has(key) || now - (parked.missingSince ??= now) >= HAND_BACK_WINDOW_MS) entry.parked.delete(key);
     }
-    if (entry.parked.size === 0) this.watched.delete(spot.waitersKey);
-    // Read after the reap's round trip: a worker that stopped meanwhile has handed this on.
-    await handOverReaped(entry.completer, spot, outcome);
+    this.unwatchIfEmpty(entry);
+    // Read after the reap's round trip: a worker that stopped meanwhile has handed this on, or
+    // left, and another worker's newer waiter on the step has an entry of its own.
+    await handOverReaped((this.watched.get(spot.waitersKey) ?? entry).completer, spot, outcome);
+  }
+
+  /** Stop watching `entry`'s step once it has no waiter, unless a newer entry took its place. */
+  private unwatchIfEmpty(entry: Watched): void {
+    if (entry.parked.size === 0 && this.watched.get(entry.spot.waitersKey) === entry) this.watched.delete(entry.spot.waitersKey);
   }
 
   /** Heartbeat every waiter of `entry` whose next beat is due by `due`. */

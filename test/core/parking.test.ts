@@ -132,6 +132,52 @@ describe("parked waiters' list", () => {
     }
   });
 
+  it("a reap in flight as its worker stops leaves another worker's newer waiter on that step watched, and hands over through that worker", async () => {
+    // Two workers share one watch (one plugin). A parks waiter-1 and its reap starts; A stops
+    // (close with its client: waiter-1 failed, its entry dropped); B parks waiter-2 on the same
+    // step; the lock expires; then A's reap lands. It must not drop B's entry, nor hand the list
+    // over through A's client, whose connection is closed once A's run() resolves.
+    const { lot, spot } = await parkOnHeldLock(200);
+    const real = lot.reap.bind(lot);
+    let reapStarted!: () => void;
+    const started = new Promise<void>((resolve) => (reapStarted = resolve));
+    let letReapLand!: () => void;
+    const gate = new Promise<void>((resolve) => (letReapLand = resolve));
+    let calls = 0;
+    // The first reap (A's) waits for the gate, then runs on Redis; later ones (B's, while A's is
+    // held) find the lock standing, so that only A's reap takes the list.
+    jest.spyOn(lot, 'reap').mockImplementation(async (s) => {
+      if (++calls > 1) return { kind: 'held' };
+      reapStarted();
+      await gate;
+      return real(s);
+    });
+    const recorder = () => {
+      const seen: string[] = [];
+      const client = { activity: { fail: async (token: Uint8Array) => void seen.push(Buffer.from(token).toString()), complete: async () => undefined } };
+      const quiet = { warn: () => undefined, error: () => undefined, debug: () => undefined, info: () => undefined };
+      return { seen, completer: { client, log: quiet, payloadConverter: defaultPayloadConverter, payloadCodecs: [] } as unknown as Completer };
+    };
+    const [a, b] = [recorder(), recorder()];
+    const watch = new ParkedWatch(lot, 50);
+    try {
+      watch.watch(spot, a.completer, Buffer.from('waiter-1'), undefined);
+      await started;
+      await watch.close(1_000, a.completer.client);
+      expect(a.seen).toEqual(['waiter-1']); // A's own waiter, failed as A stopped
+      const parked = await lot.park(target, Buffer.from('waiter-2'));
+      expect(parked.kind).toBe('parked');
+      watch.watch(spot, b.completer, Buffer.from('waiter-2'), undefined);
+      await waitFor('the lock to expire', async () => (await redis.pttl(spot.lockKey)) === -2, { timeoutMs: 10_000, everyMs: 25 });
+      letReapLand();
+      await waitFor('the list to be handed over', async () => b.seen.length + a.seen.length > 1, { timeoutMs: 10_000, everyMs: 25 });
+      expect({ throughA: a.seen, throughB: b.seen.sort() }).toEqual({ throughA: ['waiter-1'], throughB: ['waiter-1', 'waiter-2'] });
+      expect(watch.size).toBe(1); // waiter-2 is still B's to watch until the hand-back window ends
+    } finally {
+      await watch.close();
+    }
+  });
+
   it('keeps a parked waiter watched through a failed heartbeat, and stops only when Temporal says it is gone', async () => {
     const { lot, spot } = await parkOnHeldLock(600_000);
     // Temporal's answers to the waiter's heartbeats, in order: unreachable past the client's
