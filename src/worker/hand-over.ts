@@ -150,3 +150,27 @@ export function gone({ log }: Completer, what: string, err: unknown): void {
 export function logOf(spot: ParkingSpot): Record<string, string> {
   return { key: spot.waitersKey, scope: spot.target.scope, step: spot.target.step, jobType: spot.target.jobType };
 }
+
+/**
+ * A heartbeat of a parked waiter failed with `err`: end the waiter as the worker ends a running
+ * activity of its own, and resolve whether its attempt is over (no longer to watch). Not found:
+ * it ended. Cancellation requested: report it, so a workflow waiting for it is not kept waiting.
+ * Paused or reset (`temporal activity pause`/`reset`): fail the attempt, so Temporal retries it
+ * when unpaused, or at once. Anything else is Temporal not answering: `false`, beat again.
+ */
+export function endedByBeat(completer: Completer, token: Uint8Array, err: unknown): boolean {
+  const name = (err as Error | undefined)?.name ?? '';
+  const ended = PAUSED_OR_RESET.get(name);
+  if (name === 'ActivityNotFoundError') gone(completer, 'heartbeat', err);
+  else if (name === 'ActivityCancelledError')
+    completer.client.activity.reportCancellation(token).catch((e: unknown) => gone(completer, 'report the cancellation of', e));
+  else if (ended !== undefined) completer.client.activity.fail(token, new ApplicationFailure(...ended)).catch((e: unknown) => gone(completer, 'fail', e));
+  else return false;
+  return true;
+}
+
+/** What the worker fails its own running activity with when Temporal says it was paused or reset. */
+const PAUSED_OR_RESET = new Map<string, [message: string, type: string]>([
+  ['ActivityPausedError', ['Activity paused', 'ActivityPause']],
+  ['ActivityResetError', ['Activity reset', 'ActivityReset']],
+]);

@@ -1,5 +1,4 @@
 import { AsyncResource } from 'node:async_hooks';
-import { ApplicationFailure } from '@temporalio/common';
 import { FireOnceError, FireOnceStoreUnavailable } from '../core/errors';
 import { WAITERS_GRACE_MS } from '../core/guard';
 import type { ParkingLot, ParkingSpot, ReapOutcome } from '../core/parking';
@@ -7,7 +6,7 @@ import { parseWaiter } from '../core/records';
 import { MAX_DURATION_MS, positiveInteger } from '../core/options';
 import { atMost } from '../core/store-calls';
 import { toApplicationFailure } from './failures';
-import { failWaiters, failWaitersWith, gone, handOverReaped, logOf, type Completer } from './hand-over';
+import { endedByBeat, failWaiters, failWaitersWith, gone, handOverReaped, logOf, type Completer } from './hand-over';
 
 /**
  * The longest time between two reaps of one worker. A waiter list lives the lock's PTTL plus
@@ -289,37 +288,19 @@ export class ParkedWatch {
     }
   }
 
-  /** A heartbeat of a parked waiter did not go through: end it as the worker ends its own activities, or beat again. */
+  /** A heartbeat of a parked waiter did not go through: unwatch it if its attempt is over, or beat again. */
   private beatFailed(entry: Watched, key: string, parked: Parked, err: unknown): void {
-    const { completer } = parked;
-    const name = (err as Error | undefined)?.name ?? '';
-    const ended = PAUSED_OR_RESET.get(name);
-    if (name === 'ActivityNotFoundError') {
-      gone(completer, 'heartbeat', err);
-    } else if (name === 'ActivityCancelledError') {
-      // Cancellation requested: say so, so a workflow waiting for it is not kept waiting.
-      completer.client.activity.reportCancellation(parked.token).catch((e: unknown) => gone(completer, 'report the cancellation of', e));
-    } else if (ended !== undefined) {
-      // Paused or reset (`temporal activity pause`/`reset`): fail the attempt as the worker fails
-      // a running activity of its own, so Temporal retries it when unpaused, or at once.
-      completer.client.activity.fail(parked.token, new ApplicationFailure(...ended)).catch((e: unknown) => gone(completer, 'fail', e));
-    } else {
-      // Temporal did not answer (a restart, a network blip past the client's retries): keep it
-      // and beat again; its heartbeat timeout ends it only if that goes on.
-      if (!parked.beatFailing)
-        completer.log.warn('fire-once: could not heartbeat a parked waiter; trying again at each beat', { error: (err as Error).message });
-      parked.beatFailing = true;
+    if (endedByBeat(parked.completer, parked.token, err)) {
+      entry.parked.delete(key);
       return;
     }
-    entry.parked.delete(key);
+    // Temporal did not answer (a restart, a network blip past the client's retries): keep it
+    // and beat again; its heartbeat timeout ends it only if that goes on.
+    if (!parked.beatFailing)
+      parked.completer.log.warn('fire-once: could not heartbeat a parked waiter; trying again at each beat', { error: (err as Error).message });
+    parked.beatFailing = true;
   }
 }
-
-/** What the worker fails its own running activity with when Temporal says it was paused or reset. */
-const PAUSED_OR_RESET = new Map<string, [message: string, type: string]>([
-  ['ActivityPausedError', ['Activity paused', 'ActivityPause']],
-  ['ActivityResetError', ['Activity reset', 'ActivityReset']],
-]);
 
 function beatEvery(heartbeatMs: number | undefined): number {
   return heartbeatMs === undefined ? Infinity : Math.max(Math.floor(heartbeatMs / 3), 100);
