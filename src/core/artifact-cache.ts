@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import { FireOnceConfigError } from './errors';
 import { checkKnownKeys, duration, positiveInteger, resolveSpecs, type OptionSpecs } from './options';
 import type { WakeHub } from './wake';
 
@@ -69,6 +70,8 @@ export class ArtifactCache {
   private live = false;
   /** Hubs whose health this cache follows: once each, however often it is attached. */
   private readonly followed = new WeakSet<WakeHub>();
+  /** The invalidation channels attached so far: the cache may keep only the keys of their namespaces ({@link follows}). */
+  private readonly channels = new Set<string>();
   /** Invalidations received so far (see {@link mark}). */
   private invalidations = 0;
   /** One callback for every channel and every attach, so that attaching again adds nothing. */
@@ -99,9 +102,16 @@ export class ArtifactCache {
   /**
    * Subscribe to the invalidation channels; the cache serves only while that subscription is live.
    * Attaching again, with more channels (a worker of another namespace) or after the hub was
-   * closed and reopened (a worker restarted), subscribes what is not yet subscribed.
+   * closed and reopened (a worker restarted), subscribes what is not yet subscribed. Refuses a hub
+   * on a Redis Cluster client with `FireOnceConfigError`, as the plugin refuses `localCache` there:
+   * the cache could not tell when invalidations were lost, and would serve a deleted artifact.
    */
   async attach(hub: WakeHub, channels: readonly string[]): Promise<void> {
+    if (hub.onCluster) {
+      throw new FireOnceConfigError(
+        'ArtifactCache.attach: a local cache is not supported with a Redis Cluster client: it could not tell when invalidations were lost',
+      );
+    }
     if (!this.followed.has(hub)) {
       this.followed.add(hub);
       hub.onHealth((healthy) => {
@@ -110,7 +120,16 @@ export class ArtifactCache {
       });
     }
     await Promise.all(channels.map((channel) => hub.join(channel, this.drop)));
+    for (const channel of channels) this.channels.add(channel);
     this.live = true;
+  }
+
+  /**
+   * Whether `channel` was attached: the artifacts of a namespace whose invalidation channel it is
+   * not must not be kept, for their invalidations never reach this cache.
+   */
+  follows(channel: string): boolean {
+    return this.channels.has(channel);
   }
 
   /** The cached bytes of `key`, unless absent, expired, detached, or stored for other arguments. */

@@ -1,4 +1,4 @@
-import type { RedisClient } from './scripts';
+import { isCluster, type RedisClient } from './scripts';
 
 type Waiter = (message: string) => void;
 
@@ -27,6 +27,14 @@ export class WakeHub {
   private readonly healthListeners: ((healthy: boolean) => void)[] = [];
 
   constructor(private readonly redis: RedisClient) {}
+
+  /**
+   * Whether its client is a Redis Cluster's. ioredis re-subscribes a Cluster's subscriber without
+   * a 'close' or 'ready', so {@link onHealth} cannot report a gap in which messages were lost.
+   */
+  get onCluster(): boolean {
+    return isCluster(this.redis);
+  }
 
   /**
    * Subscribe to `channel` (shared with other waiters of it). Resolves once the subscription is

@@ -5,7 +5,7 @@ import { holderId, type Committed, type Lease, type Settled } from '../core/outc
 import { startRenewal, type Renewal } from '../core/renewal';
 import { converterFailure, encodeArtifact, resultOf } from './artifact';
 import { runWithFireOnceContext } from './context';
-import type { GuardedCall } from './guarded-call';
+import { cacheFor, type GuardedCall } from './guarded-call';
 import type { Observer } from './observe';
 import type { LockMode } from './options';
 import { toApplicationFailure } from './failures';
@@ -119,7 +119,8 @@ async function commitResult(
     return resultOf(payload, setup.payloadConverter);
   }
   const artifactTtlMs = options.artifactTtlMs ?? setup.guard.options.artifactTtlMs;
-  const mark = setup.cache?.mark();
+  const cache = cacheFor(call, lease.target.namespace);
+  const mark = cache?.mark();
   const committed = async (settled: Committed, late: boolean) => {
     const holder = { holder: log.holder, fencingToken: lease.fencingToken, ...(late ? { late: true } : {}) };
     if (!settled.stored) {
@@ -130,7 +131,7 @@ async function commitResult(
       );
       return;
     }
-    setup.cache?.set(lease.artifactKey, bytes, lease.target.argsHash ?? '', artifactTtlMs, mark);
+    cache?.set(lease.artifactKey, bytes, lease.target.argsHash ?? '', artifactTtlMs, mark);
     await handOver(call, lease, settled, log, handResult);
     observer.decision('committed', holder);
     if (!settled.ours)

@@ -33,3 +33,28 @@ export interface GuardedCall {
   /** When this attempt began on this worker: its start-to-close timeout runs from about then. */
   readonly startedMs: number;
 }
+
+/** The caches already warned about, with the channels they do not follow. */
+const warned = new WeakMap<ArtifactCache, Set<string>>();
+
+/**
+ * The local cache for a call whose keys are filed under `namespace`, or `undefined` when there is
+ * none or it does not follow that namespace's invalidations (a cache attached by hand to another
+ * namespace's channel): it would go on serving an artifact invalidated elsewhere. WARNs once per channel.
+ */
+export function cacheFor({ setup, ctx }: Pick<GuardedCall, 'setup' | 'ctx'>, namespace: string | undefined): ArtifactCache | undefined {
+  const { cache } = setup;
+  if (cache === undefined) return undefined;
+  const channel = setup.guard.keysFor(namespace).invalidations();
+  if (cache.follows(channel)) return cache;
+  const seen = warned.get(cache) ?? new Set<string>();
+  warned.set(cache, seen);
+  if (!seen.has(channel)) {
+    seen.add(channel);
+    ctx.log.warn(
+      `fire-once: the local cache is not attached to namespace ${JSON.stringify(namespace)}'s invalidations (${channel}): its calls are not cached; attach it with cache.attach(hub, [guard.keysFor(namespace).invalidations()])`,
+      { channel },
+    );
+  }
+  return undefined;
+}

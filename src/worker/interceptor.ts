@@ -2,7 +2,7 @@ import { defaultPayloadConverter, type PayloadCodec, type PayloadConverter } fro
 import type { ActivityInboundCallsInterceptor, ActivityInterceptorsFactory } from '@temporalio/worker';
 import type { ArtifactCache } from '../core/artifact-cache';
 import type { DispatchLog } from '../core/dispatch-log';
-import { FireOnceConfigError, FireOnceError } from '../core/errors';
+import { FireOnceConfigError, FireOnceError, describe } from '../core/errors';
 import type { FireOnceGuard } from '../core/guard';
 import { checkKnownKeys } from '../core/options';
 import { ParkingLot } from '../core/parking';
@@ -70,6 +70,7 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
     throw new FireOnceConfigError(`${WHERE}: guard must be a FireOnceGuard`);
   if (!(config.activities instanceof Map)) throw new FireOnceConfigError(`${WHERE}: activities must be a Map (see fireOnceActivityMap)`);
   for (const [name, options] of config.activities) checkActivityOptions(options as FireOnceOptions<never>, `${WHERE}: activity ${JSON.stringify(name)}`);
+  checkParts(config);
   const defaults = resolveActivityDefaults(config, WHERE);
   const parking = new ParkingLot(config.guard);
   const setup: InterceptorSetup = {
@@ -106,4 +107,27 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
     };
     return { inbound };
   };
+}
+
+/** What each part the interceptor is handed must be, and a method that shows it is one. */
+const PARTS = [
+  ['wake', 'WakeHub', 'join'],
+  ['dispatchLog', 'DispatchLog', 'record'],
+  ['cache', 'ArtifactCache', 'get'],
+  ['parkedWatch', 'ParkedWatch', 'watch'],
+] as const;
+
+/**
+ * Refuse a part that is not one (a plugin option copied over: `dispatchLog: true`), which would
+ * otherwise fail every guarded call with an untyped `TypeError` that Temporal retries.
+ */
+function checkParts(config: FireOnceInterceptorConfig): void {
+  for (const [name, kind, method] of PARTS) {
+    const part = config[name] as Record<string, unknown> | undefined;
+    if (part !== undefined && typeof part?.[method] !== 'function') {
+      throw new FireOnceConfigError(
+        `${WHERE}: ${name} must be ${/^[AEIOU]/.test(kind) ? 'an' : 'a'} ${kind} (got ${describe(part)}); the plugin's boolean options have no hand-wired counterpart`,
+      );
+    }
+  }
 }

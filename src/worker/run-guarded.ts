@@ -2,7 +2,7 @@ import { FireOnceError, FireOnceKeyConflict } from '../core/errors';
 import type { DispatchTarget } from '../core/target';
 import { decodeArtifact, resultOf } from './artifact';
 import { dispatch } from './dispatch';
-import type { GuardedCall } from './guarded-call';
+import { cacheFor, type GuardedCall } from './guarded-call';
 import { onHeld } from './in-flight';
 import { observe, type Observer } from './observe';
 import { resolveTarget } from './resolve-target';
@@ -17,9 +17,10 @@ export async function runGuarded(call: GuardedCall): Promise<unknown> {
   if (options.observeOnly) return observeOnly(call);
   const target = resolveTarget(call);
   const observer = observe(ctx, target, setup.dispatchLog);
-  const { guard, cache } = setup;
-  const cacheable = cache !== undefined && target.externalArtifactKey === undefined;
-  if (cacheable) {
+  const { guard } = setup;
+  const cache = target.externalArtifactKey === undefined ? cacheFor(call, target.namespace) : undefined;
+  const cacheable = cache !== undefined;
+  if (cache !== undefined) {
     const cached = cache.get(guard.artifactKey(target), target.argsHash ?? '');
     if (cached !== undefined) return fastForward(call, target, observer, { artifact: cached, artifactKey: guard.artifactKey(target) });
   }
@@ -36,7 +37,7 @@ export async function runGuarded(call: GuardedCall): Promise<unknown> {
   if (outcome === undefined) return undefined; // skipped
 
   if (outcome.kind === 'acquired') return dispatch(call, observer, outcome.lease, lockMode, lockTtlMs);
-  if (cacheable && outcome.ttlMs !== undefined) cache.set(outcome.artifactKey, outcome.artifact, target.argsHash ?? '', outcome.ttlMs, mark);
+  if (cache !== undefined && outcome.ttlMs !== undefined) cache.set(outcome.artifactKey, outcome.artifact, target.argsHash ?? '', outcome.ttlMs, mark);
   return fastForward(call, target, observer, outcome);
 }
 

@@ -118,6 +118,22 @@ describe('bad input: options', () => {
     await expectNothingDispatchedAndIntact();
   });
 
+  // The plugin takes `dispatchLog: true` and `localCache: true`; the interceptor takes the objects
+  // they stand for. A plugin option copied onto it must be refused when the worker is built, not
+  // fail each call with an untyped TypeError that Temporal retries for ever.
+  it('hand-wired createFireOnceActivityInterceptor: a wake, dispatchLog, cache or parkedWatch that is not one → FireOnceConfigError naming it', async () => {
+    const activities = fireOnceActivityMap({ job: fireOnce(job, { scope: ([s]) => s }) });
+    const problems = ['wake', 'dispatchLog', 'cache', 'parkedWatch'].map((f) =>
+      problem(
+        `interceptor ${f}`,
+        () => createFireOnceActivityInterceptor({ guard, activities, [f]: true } as never),
+        new RegExp(`${f} must be an? [A-Za-z]+ \\(got true\\)`),
+      ),
+    );
+    expect(problems.filter(Boolean)).toEqual([]);
+    await expectNothingDispatchedAndIntact();
+  });
+
   it("onInFlight 'skip' worker-wide → FireOnceConfigError, and a type error: it would resolve undefined for activities that return a value", async () => {
     const activities = fireOnceActivityMap({ job: fireOnce(job, { scope: ([s]) => s }) });
     const message = /onInFlight 'skip' resolves undefined.*set it per activity/;

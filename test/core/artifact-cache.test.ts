@@ -1,5 +1,6 @@
 import { FireOnceConfigError } from '../../src';
-import { ARTIFACT_CACHE_DEFAULTS, ArtifactCache } from '../../src/core';
+import { Cluster } from 'ioredis';
+import { ARTIFACT_CACHE_DEFAULTS, ArtifactCache, WakeHub } from '../../src/core';
 
 // `ArtifactCache` is public (`temporal-fire-once/core`), for workers wired by hand. The plugin's
 // `localCache` checks its bounds; the constructor took them as given: a `maxAgeMs` of 0, which the
@@ -17,5 +18,20 @@ describe('ArtifactCache', () => {
 
   it('takes the bounds it is given', () => {
     expect(new ArtifactCache({ maxEntries: 1, maxBytes: 2, maxAgeMs: 3 }).options).toEqual({ maxEntries: 1, maxBytes: 2, maxAgeMs: 3 });
+  });
+
+  // The plugin refuses `localCache` with a Cluster client: ioredis re-subscribes a Cluster's
+  // subscriber silently, so a gap in which invalidations are lost cannot be seen, and the cache
+  // would serve an invalidated artifact. A cache wired by hand must be refused the same way.
+  it('refuses to attach to a hub on a Redis Cluster client, as the plugin refuses localCache', async () => {
+    const cluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true, enableOfflineQueue: false, clusterRetryStrategy: () => null });
+    try {
+      const cache = new ArtifactCache({ ...ARTIFACT_CACHE_DEFAULTS });
+      await expect(cache.attach(new WakeHub(cluster), ['channel'])).rejects.toThrow(FireOnceConfigError);
+      await expect(cache.attach(new WakeHub(cluster), ['channel'])).rejects.toThrow(/Redis Cluster/);
+      expect(cache.follows('channel')).toBe(false);
+    } finally {
+      cluster.disconnect();
+    }
   });
 });

@@ -99,6 +99,19 @@ describe('local artifact cache', () => {
     expect(runs).toBe(2);
   });
 
+  // Wired by hand, the cache follows the channels it was attached to; the interceptor files keys
+  // under the activity's Temporal namespace. A worker of another namespace would never hear its
+  // invalidations and would fast-forward a deleted artifact from the cache.
+  it('caches nothing for a namespace whose invalidations it does not follow, so an invalidated step dispatches again', async () => {
+    const cache = await workerCache(); // attached to the 'default' namespace's channel, as the @example shows
+    const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), cache });
+    const go = () => new MockActivityEnvironment({ namespace: 'tenant-b', activityType: 'job' }, { interceptors: [factory] }).run(activities.job, 's');
+    await go();
+    expect(await guard.invalidate('s', 'job', 'tenant-b')).toBe(true);
+    await go();
+    expect(runs).toBe(2);
+  });
+
   it('serves nothing while the invalidation subscription is down', async () => {
     const cache = await workerCache();
     await run(cache);
