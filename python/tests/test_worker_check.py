@@ -93,3 +93,36 @@ async def test_an_evicting_redis_is_refused_and_with_allow_evicting_redis_logged
     with caplog.at_level(logging.WARNING, logger="temporal_fire_once"):
         assert await _start(evicting_url, connect, allow_evicting_redis=True) == (None, 1)
     assert [r.getMessage() for r in caplog.records if "allkeys-lru" in r.getMessage() and "allow_evicting_redis is True" in r.getMessage()]
+
+
+@pytest.mark.parametrize(
+    "given, named",
+    [
+        ({"allow_evicting_redis": "false"}, "allow_evicting_redis must be a boolean (got 'false')"),  # read from an environment variable
+        ({"allow_evicting_redis": 1}, "allow_evicting_redis must be a boolean (got 1)"),
+        ({"timeout_ms": 0}, "timeout_ms must be a positive integer (got 0)"),
+        ({"timeout_ms": -5}, "timeout_ms must be a positive integer (got -5)"),
+        ({"timeout_ms": "5000"}, "timeout_ms must be a positive integer (got '5000')"),
+        ({"timeout_ms": 10**9}, "timeout_ms must be at most 60000 ms (got 1000000000)"),
+    ],
+)
+async def test_an_argument_it_cannot_use_is_refused_naming_it_before_redis_is_read(
+    evicting_url: str, connect: list[Redis], given: dict[str, object], named: str
+) -> None:
+    # As the plugin's options: a string flag would be truthy and let an evicting Redis through, and
+    # a timeout of 0 would blame Redis for not answering.
+    redis: Redis = Redis.from_url(evicting_url)
+    connect.append(redis)
+    dispatches = 0
+    with pytest.raises(FireOnceConfigError) as refused:
+        await check_worker_redis(redis, **given)  # type: ignore[arg-type]
+        guard = FireOnceGuard(redis, GuardOptions(key_prefix=f"hand-wired-{uuid.uuid4().hex[:8]}"))
+        dispatches += isinstance(await guard.acquire(DispatchTarget("s", "send", "send")), Acquired)
+    assert refused.value.message == named and dispatches == 0
+
+
+@pytest.mark.parametrize("given", [redis.Redis(), "redis://127.0.0.1:6379", None])
+async def test_a_client_that_is_no_redis_asyncio_client_is_refused_typed(given: object) -> None:
+    # A sync client failed untyped ("object dict can't be used in 'await' expression"), as did a URL.
+    with pytest.raises(FireOnceConfigError, match=r"^redis must be a redis.asyncio Redis or RedisCluster \(got "):
+        await check_worker_redis(given)  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ from .protocol import claim_protocol
 from .records import ArtifactRecord, LockRecord, format_artifact, parse_artifact, parse_lock
 from .scripts import PROTOCOL_SCRIPTS, LuaScript, scripts_dir
 from .store_calls import holder_id
+from .wake import WakeHub
 from .worker_check import check_worker_redis
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "LockRecord",
     "LuaScript",
     "Settled",
+    "WakeHub",
     "check_eviction_policy",
     "check_worker_redis",
     "claim_protocol",

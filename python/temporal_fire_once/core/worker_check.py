@@ -11,6 +11,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from .errors import FireOnceConfigError, FireOnceStoreUnavailable
 from .eviction import EvictionPolicy, check_eviction_policy, primaries
+from .options import check_redis_client, positive_int
 from .scripts import RedisClient
 from .sentinel import refuse_sentinel_client
 
@@ -20,7 +21,10 @@ async def check_worker_redis(redis: RedisClient, *, allow_evicting_redis: bool =
     client of a Sentinel's own address (naming the masters; use ``Sentinel(...).master_for(name)``),
     or when Redis can evict the guard's keys (see :func:`check_eviction_policy`;
     ``allow_evicting_redis`` lets this one through, logged at WARNING). ``FireOnceStoreUnavailable``
-    when Redis does not answer within ``timeout_ms``. Returns the eviction policies read.
+    when Redis does not answer within ``timeout_ms``. Returns the eviction policies read. An
+    argument it cannot use (not a ``redis.asyncio`` client, a flag that is no ``bool``, a timeout
+    that is no whole number from 1 to 60 000 ms) is ``FireOnceConfigError`` naming it, before
+    Redis is read, as the plugin checks the same options.
 
     Example::
 
@@ -28,6 +32,10 @@ async def check_worker_redis(redis: RedisClient, *, allow_evicting_redis: bool =
         await check_worker_redis(redis)  # before the worker takes a task
         guard = FireOnceGuard(redis)
     """
+    check_redis_client(redis)
+    if not isinstance(allow_evicting_redis, bool):  # "false" would be truthy: let an evicting Redis through
+        raise FireOnceConfigError(f"allow_evicting_redis must be a boolean (got {allow_evicting_redis!r})")
+    positive_int("timeout_ms", timeout_ms, 60_000)  # the plugin's store_timeout_ms bounds
     # The database first: redis-py selects it on each new connection, and a refusal fails every
     # command after, which the other checks would blame on what they read.
     await check_selected_database(redis, timeout_ms)

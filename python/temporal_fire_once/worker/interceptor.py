@@ -58,7 +58,9 @@ class FireOnceInterceptor(Interceptor):
         closes it (``FireOncePlugin`` makes one and closes it when the worker stops). ``client``:
         the worker's client (``FireOncePlugin`` passes it), which completes the TypeScript waiters
         parked on a lock held after a result that could not be stored; without it, an ``async def``
-        activity's own (``activity.client()``), and a sync one leaves them parked. Anything
+        activity's own (``activity.client()``), and a sync one leaves them parked. ``payload_codec``
+        seals artifacts at rest and opens them; without it, ``client``'s codec
+        (``client.data_converter.payload_codec``, as the plugin passes), else none. Anything
         it cannot use is ``FireOnceConfigError`` here, naming it, rather than a failure of every
         guarded call (as TypeScript's ``createFireOnceActivityInterceptor`` checks its input)."""
         _check_wiring(guard, defaults, payload_codec, activities, wake, client)
@@ -66,7 +68,9 @@ class FireOnceInterceptor(Interceptor):
         self.wake = wake
         self.client = client
         self.defaults = defaults or WorkerDefaults()
-        self.payload_codec = payload_codec
+        # Without the client's codec, results would be stored unsealed, and artifacts sealed by
+        # other workers handed back still sealed, which the workflow cannot decode.
+        self.payload_codec = payload_codec if payload_codec is not None or client is None else client.data_converter.payload_codec
         self.activities = dict(activities or {})
         self.log = DispatchLog(guard, self.defaults.dispatch_log_max_len) if self.defaults.dispatch_log else None
         self._workflow = FireOnceWorkflowInterceptor()
