@@ -82,12 +82,17 @@ class WakeHub:
         self._events.clear()
 
     async def _read(self) -> None:
-        while True:
+        """Read while a waiter is joined, then end: redis-py reconnects and resubscribes at every
+        read, so a reader with no one to wake would keep a connection up after its client was
+        closed, or retry for ever once Redis is gone. The next ``join`` starts a reader again."""
+        while self._events:
             try:
                 message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # redis-py reconnects and resubscribes on the next read
+                if not self._events:
+                    return
                 _logger.debug("fire-once: wake subscription read failed: %s", err)
                 await asyncio.sleep(0.5)
                 continue
