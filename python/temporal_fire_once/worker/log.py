@@ -1,5 +1,6 @@
 """The dispatch log (PROTOCOL.md section 9): one stream entry per decision, written in the
-background so a decision never waits for its log line, and batched per event-loop turn."""
+background so a decision never waits for its log line, and batched per event-loop turn; one batch
+of a namespace at a time, so the stream keeps the order of the decisions."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ class DispatchLog:
         self._max_len = max_len
         self._pending: dict[str, list[list[tuple[str, str]]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        # One append in flight per namespace: sent at once, a batch could go out on another pool
+        # connection and land before the one ahead of it (a `committed` before its `dispatched`).
+        self._sending: dict[str, asyncio.Lock] = {}
 
     def decision(self, decision: str, namespace: str, ids: dict[str, str], lease: Lease | None = None, fencing: int | None = None) -> None:
         info = activity.info()
@@ -57,8 +61,10 @@ class DispatchLog:
 
     async def _flush(self, namespace: str) -> None:
         await asyncio.sleep(0)
-        entries = self._pending.pop(namespace, [])
-        try:
-            await self._guard.log_append(namespace, self._max_len, entries)
-        except Exception as err:
-            _logger.warning("fire-once: could not append %d dispatch-log entries: %s", len(entries), err)
+        # Locks wake in the order they were awaited: batches go out in the order they were begun.
+        async with self._sending.setdefault(namespace, asyncio.Lock()):
+            entries = self._pending.pop(namespace, [])
+            try:
+                await self._guard.log_append(namespace, self._max_len, entries)
+            except Exception as err:
+                _logger.warning("fire-once: could not append %d dispatch-log entries: %s", len(entries), err)
