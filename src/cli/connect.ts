@@ -193,6 +193,20 @@ export function isRedisError(err: unknown): boolean {
   return /Command timed out|Connection is closed|Stream isn't writeable|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EHOSTUNREACH|EPIPE/.test(err.message);
 }
 
+/**
+ * A Redis failure during a command, exit 3. A permission refused gets the way to the fix: inside a
+ * script Redis names no command ("can't run this command or subcommand"), and `doctor` lists
+ * what the user lacks as an `ACL SETUSER` line.
+ */
+export function redisFailure(url: string, prefix: string, err: unknown): CliError {
+  const message = (err as Error).message;
+  const refused = /NOPERM|can't run this command|no permissions to access/.test(message);
+  const fix = refused
+    ? `; the user lacks a permission the CLI needs: grant what docs/operating.md names, or run fire-once doctor --prefix ${prefix} to list it`
+    : '';
+  return new CliError(`Redis at ${redactUrl(url)} failed: ${message}${fix}`, EXIT.redis, { cause: err });
+}
+
 function describeError(err: unknown): string {
   if (err instanceof AggregateError && err.errors.length > 0) return describeError(err.errors[0]);
   if (err instanceof Error) return err.message || err.name;

@@ -1,11 +1,11 @@
 import type { ArtifactView, Inspection, TtlLeft } from './inspect';
-import { quoted } from './printable';
+import { printable, quoted } from './printable';
 import { formatMs, table } from './table';
 
 /** The human form of an inspection: one small table per lock and per artifact. */
 export function formatInspection(view: Inspection): string {
   const lines = [`scope ${quoted(view.scope)} in namespace ${quoted(view.namespace)} under prefix ${view.prefix} (Redis time ${view.serverTime})`];
-  if (view.locks.length === 0 && view.artifacts.length === 0) {
+  if (view.locks.length === 0 && view.artifacts.length === 0 && view.otherKeys.length === 0) {
     lines.push('nothing stored for this scope: no lock, parked waiter or artifact');
     return lines.join('\n');
   }
@@ -33,6 +33,21 @@ export function formatInspection(view: Inspection): string {
       rows.push(['TTL left', ttlText(artifact.ttlMs)]);
     }
     lines.push(table([], rows));
+  }
+  for (const other of view.otherKeys) {
+    lines.push(
+      '',
+      `other key under this scope: ${printable(other.key)} (the guard does not write it; if it is an external artifact your workers name, the guard fast-forwards on it)`,
+    );
+    lines.push(
+      table(
+        [],
+        [
+          ['type', other.type],
+          ['TTL left', ttlText(other.ttlMs)],
+        ],
+      ),
+    );
   }
   return lines.join('\n');
 }

@@ -63,6 +63,12 @@ export interface Inspection {
   readonly serverTime: string;
   readonly locks: readonly LockView[];
   readonly artifacts: readonly ArtifactView[];
+  /**
+   * Keys under the scope's hash tag that the guard does not write, such as an external artifact
+   * your workers name themselves (the guard fast-forwards on it); found only by the SCAN that runs
+   * with neither `step` nor `jobType`.
+   */
+  readonly otherKeys: readonly { readonly key: string; readonly type: string; readonly ttlMs: TtlLeft }[];
 }
 
 /** Read the scope's locks, parked waiters and artifacts in one namespace; writes nothing. */
@@ -70,7 +76,8 @@ export async function inspect(redis: RedisClient, keys: FireOnceKeys, query: Ins
   const nowMs = await serverTimeMs(redis);
   let steps = query.step === undefined ? [] : [query.step];
   let jobTypes = query.jobType === undefined ? [] : [query.jobType];
-  if (query.step === undefined && query.jobType === undefined) ({ steps, jobTypes } = await discover(redis, keys, query.scope));
+  let others: string[] = [];
+  if (query.step === undefined && query.jobType === undefined) ({ steps, jobTypes, others } = await discover(redis, keys, query.scope));
   const locks = await Promise.all(steps.map(async (step) => (await readLock(redis, keys, query.scope, step)).view));
   const artifacts: ArtifactView[] = [];
   for (const jobType of jobTypes) {
@@ -79,19 +86,26 @@ export async function inspect(redis: RedisClient, keys: FireOnceKeys, query: Ins
     // The suggested external key is shown when it exists or was asked for by --job-type.
     if (external.present || query.jobType !== undefined) artifacts.push(external);
   }
-  return { prefix: keys.prefix, namespace: keys.namespace, scope: query.scope, serverTime: new Date(nowMs).toISOString(), locks, artifacts };
+  const otherKeys = await Promise.all(
+    others.map(async (key) => {
+      const [type, pttl] = await Promise.all([redis.type(key), redis.pttl(key)]);
+      return { key, type, ttlMs: ttl(pttl) };
+    }),
+  );
+  return { prefix: keys.prefix, namespace: keys.namespace, scope: query.scope, serverTime: new Date(nowMs).toISOString(), locks, artifacts, otherKeys };
 }
 
-/** The steps and job types that have keys under the scope (SCAN of its hash tag). */
-async function discover(redis: RedisClient, keys: FireOnceKeys, scope: string): Promise<{ steps: string[]; jobTypes: string[] }> {
+/** The steps and job types that have keys under the scope (SCAN of its hash tag), and the keys the guard does not write. */
+async function discover(redis: RedisClient, keys: FireOnceKeys, scope: string): Promise<{ steps: string[]; jobTypes: string[]; others: string[] }> {
   const steps = new Set<string>();
   const jobTypes = new Set<string>();
+  const others: string[] = [];
   for (const key of await scanKeys(redis, `${keys.scopeBase(scope)}:*`)) {
     const parsed = keys.parse(key);
-    if (parsed?.id === undefined) continue;
-    (parsed.kind === 'lock' || parsed.kind === 'waiters' ? steps : jobTypes).add(parsed.id);
+    if (parsed?.id === undefined) others.push(key);
+    else (parsed.kind === 'lock' || parsed.kind === 'waiters' ? steps : jobTypes).add(parsed.id);
   }
-  return { steps: [...steps].sort(), jobTypes: [...jobTypes].sort() };
+  return { steps: [...steps].sort(), jobTypes: [...jobTypes].sort(), others: others.sort() };
 }
 
 /**

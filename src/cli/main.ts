@@ -21,7 +21,7 @@ import {
   type CommonOptions,
 } from './args';
 import type { RedisClient } from '../core/scripts';
-import { connect, isRedisError, redactUrl, type ConnectOptions } from './connect';
+import { connect, isRedisError, redisFailure, type ConnectOptions } from './connect';
 import { FireOnceProtocolError } from '../core/errors';
 import { isWrongType } from '../core/store-calls';
 import { DEFAULT_SCAN_BUDGET } from './doctor/prefix-check';
@@ -210,7 +210,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
         ...(opts.aclUser === undefined ? {} : { aclUser: opts.aclUser }),
         ...(opts.redis === undefined ? {} : { redisArg: opts.redis }),
       }).catch((err: unknown) => {
-        if (isRedisError(err)) throw new CliError(`Redis at ${redactUrl(url)} failed: ${(err as Error).message}`, EXIT.redis, { cause: err });
+        if (isRedisError(err)) throw redisFailure(url, opts.prefix, err);
         throw err;
       });
       io.out(`${opts.json ? JSON.stringify(report, null, 2) : formatDoctor(report)}\n`);
@@ -250,7 +250,7 @@ async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisCl
       const message = `a key under ${options.prefix}:v3 holds a Redis type this library never writes there (${(err as Error).message}); nothing was changed`;
       throw new CliError(message, EXIT.unexpectedData, { cause: err });
     }
-    if (isRedisError(err)) throw new CliError(`Redis at ${redactUrl(url)} failed: ${(err as Error).message}`, EXIT.redis, { cause: err });
+    if (isRedisError(err)) throw redisFailure(url, options.prefix, err);
     throw err;
   } finally {
     redis.disconnect();

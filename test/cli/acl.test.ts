@@ -67,6 +67,18 @@ describe('fire-once release and invalidate as an ACL user', () => {
     expect(await redis.exists(lockKey, artifactKey)).toBe(0);
   });
 
+  it("as docs/reliability.md's least-privilege worker user, report and inspect exit 3 naming the fix", async () => {
+    const { prefix } = await fresh('cli-acl-worker');
+    const rules = `~${prefix}:* &${prefix}:* +evalsha +eval +get +set +del +exists +pttl +pexpire +time +lrange +rpush +publish +xadd +subscribe +unsubscribe +info`;
+    const url = await userWith(`cli-acl-worker-${prefix}`, rules.split(' '));
+    for (const args of [['report'], ['inspect', 's']]) {
+      const run = await runCli([...args, '--prefix', prefix, '--redis', url]);
+      expect(run.stderr).toMatch(/NOPERM this user has no permissions to run the '(xrange|scan)' command/);
+      expect(run.stderr).toContain(`lacks a permission the CLI needs: grant what docs/operating.md names, or run fire-once doctor --prefix ${prefix}`);
+      expect(run.code).toBe(3);
+    }
+  });
+
   it('without +publish, release --force and invalidate --force exit 3 and change nothing: the lock, the artifact and the log stay as they were', async () => {
     const { prefix, guard, lockKey, artifactKey } = await fresh('cli-acl-nopub');
     const rules = [`~${prefix}:*`, '+@read', '+@write', '+@connection', '+time', '+evalsha', '+eval', '+info'];
@@ -78,6 +90,8 @@ describe('fire-once release and invalidate as an ACL user', () => {
     ]) {
       const run = await runCli([...args, '--prefix', prefix, '--force', '--redis', url]);
       expect(run.stderr).toMatch(/can't run this command|NOPERM/);
+      // Redis's reply inside a script names no command: the message points to the grant and to doctor.
+      expect(run.stderr).toContain(`lacks a permission the CLI needs: grant what docs/operating.md names, or run fire-once doctor --prefix ${prefix}`);
       expect(run.code).toBe(3);
     }
     expect(await redis.get(lockKey)).toBe(lock);

@@ -54,7 +54,7 @@ export async function runDoctor(connection: ConnectOptions, options: DoctorOptio
       verdicts.push(...(await checkReplication(node)));
       verdicts.push(await checkScripts(node), ...(await checkAcl(node, new FireOnceKeys(options.prefix, options.namespace), options.aclUser)));
     }
-    verdicts.push(checkCluster(topology), await checkPrefixes(topology.primaries, options.prefix, options.scanBudget, options.redisArg));
+    verdicts.push(checkCluster(topology), await checkPrefixes(topology.primaries, options.prefix, options.scanBudget, options.redisArg, connection.url));
     return {
       redis: redactUrl(connection.url),
       topology: topology.cluster === undefined ? 'standalone' : 'cluster',

@@ -1,5 +1,6 @@
 import { DEFAULT_NAMESPACE, FireOnceKeys, KEY_PREFIX_PATTERN, PROTOCOL_VERSION } from '../../core/keys';
 import { replyErrorMessage } from '../../core/deployment/settings';
+import { redactUrl } from '../connect';
 import { fireOnceCommand } from '../shell';
 import type { DoctorNode } from './topology';
 import { verdict, type Verdict } from './verdict';
@@ -30,7 +31,7 @@ export function namespaceOf(key: string, prefix: string): string | undefined {
  * `--prefix` has no key at all, or when the keyspace cannot be scanned. Keys of 0.1 get the
  * `migrate` command to run for each prefix, with `redisArg` (doctor's `--redis`, if given).
  */
-export async function checkPrefixes(primaries: readonly DoctorNode[], expected: string, budget: number, redisArg?: string): Promise<Verdict> {
+export async function checkPrefixes(primaries: readonly DoctorNode[], expected: string, budget: number, redisArg?: string, url?: string): Promise<Verdict> {
   const counts = new Map<string, { keys: number; namespaces: Set<string> }>();
   const legacy = new Set<string>();
   let scanned = 0;
@@ -83,8 +84,26 @@ export async function checkPrefixes(primaries: readonly DoctorNode[], expected: 
   }
   if (!counts.has(expected)) {
     return verdict('prefixes', 'warn', `no key under --prefix ${expected} in ${coverage}${found.length > 0 ? `; found ${found.join(', ')}` : ''}`, {
-      fix: 'pass the keyPrefix the workers use as --prefix (it also scopes the ACL check)',
+      fix: `pass the keyPrefix the workers use as --prefix (it also scopes the ACL check)${otherDatabases(primaries, url)}`,
     });
   }
   return verdict('prefixes', 'ok', `${coverage}; guard prefixes: ${found.join(', ')}`);
+}
+
+/**
+ * The other databases of a standalone Redis that hold keys (`INFO keyspace`), each with the URL
+ * that reaches it: SCAN sees one database, so workers keyed in db 3 look like no workers at all.
+ */
+function otherDatabases(primaries: readonly DoctorNode[], url: string | undefined): string {
+  if (primaries.length !== 1 || url === undefined) return '';
+  const { client, info } = primaries[0];
+  const own = `db${client.options.db ?? 0}`;
+  const others = [...info].flatMap(([name, value]) => {
+    const keys = /^db(\d+)$/.test(name) && name !== own ? /(?:^|,)keys=(\d+)/.exec(value)?.[1] : undefined;
+    if (keys === undefined) return [];
+    const there = new URL(url);
+    there.pathname = `/${name.slice(2)}`;
+    return [`; database ${name.slice(2)} holds ${keys} key(s): if the workers use it, give it in --redis (${redactUrl(there.toString())})`];
+  });
+  return others.join('');
 }

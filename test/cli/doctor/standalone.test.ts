@@ -1,3 +1,4 @@
+import { Redis } from 'ioredis';
 import { FireOnceGuard } from '../../../src';
 import { EXIT } from '../../../src/cli/exit-codes';
 import { runCli } from '../run-cli';
@@ -22,6 +23,19 @@ describe('fire-once doctor on a standalone Redis', () => {
     expect(prefixes).toMatchObject({ status: 'warn', message: expect.stringMatching(/^keys of 0\.1 \(protocol v2\) under old, which 0\.2 never reads/) });
     // The command to paste carries the --redis doctor was given (and the prefix found).
     expect(prefixes.fix).toBe(`stop the 0.1 workers, then run npx fire-once migrate --redis ${server.url} --prefix old (docs/upgrading.md)`);
+  });
+
+  it("the workers' keys in another database: the prefixes warning names that database and the --redis that reaches it", async () => {
+    const { server } = await spawn(...SAFE_ARGS);
+    const db3 = new Redis(`${server.url}/3`);
+    try {
+      await new FireOnceGuard({ redis: db3, keyPrefix: 'app' }).acquire({ scope: 's', step: 'send', jobType: 'send' });
+    } finally {
+      db3.disconnect();
+    }
+    const prefixes = verdictsOf(await doctorJson(server.url, ['--prefix', 'app']), 'prefixes')[0];
+    expect(prefixes).toMatchObject({ status: 'warn', message: expect.stringMatching(/^no key under --prefix app in all 0 keys scanned/) });
+    expect(prefixes.fix).toContain(`database 3 holds 1 key(s): if the workers use it, give it in --redis (${server.url}/3)`);
   });
 
   it('escapes control characters in the namespaces it lists, so a key cannot forge a verdict line; --json keeps them', async () => {
