@@ -50,9 +50,15 @@ const processIo: Io = { out: (t) => process.stdout.write(t), err: (t) => process
 /** Run the CLI on `argv` (as `process.argv`: node, script, arguments...) and resolve its exit code. */
 export async function main(argv: readonly string[], io: Io = processIo): Promise<ExitCode> {
   let code: ExitCode = EXIT.ok;
-  const program = buildProgram(io, (c) => {
+  let printed = false;
+  const tracked: Io = { out: (text) => ((printed = true), io.out(text)), err: io.err };
+  const program = buildProgram(tracked, (c) => {
     code = c;
   });
+  // With --json a script parses stdout: a failure that printed nothing there prints what failed.
+  const jsonError = (message: string, exitCode: ExitCode) => {
+    if (!printed && argv.slice(2).includes('--json')) io.out(`${JSON.stringify({ error: message, exitCode })}\n`);
+  };
   try {
     checkOptionValues(program, argv.slice(2));
     await program.parseAsync([...argv]);
@@ -65,9 +71,11 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
     }
     if (err instanceof CliError) {
       io.err(`fire-once: ${err.message}\n`);
+      jsonError(err.message, err.exitCode);
       return err.exitCode;
     }
     io.err(`fire-once: internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    jsonError(`internal error: ${err instanceof Error ? err.message : String(err)}`, EXIT.internal);
     return EXIT.internal;
   }
 }

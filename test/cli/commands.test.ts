@@ -363,6 +363,10 @@ describe('fire-once CLI against a real Redis', () => {
       const none = await cli(['release', 'session-other', '--step', 'dispatch', '--prefix', prefix, '--force']);
       expect(none.code).toBe(4);
       expect(none.stderr).toContain('nothing to release');
+      // With --json, a script still gets one JSON document on stdout: the error and its exit code.
+      const noneJson = await cli(['release', 'session-other', '--step', 'dispatch', '--prefix', prefix, '--force', '--json']);
+      expect(noneJson.code).toBe(4);
+      expect(JSON.parse(noneJson.stdout)).toEqual({ error: expect.stringContaining('nothing to release'), exitCode: 4 });
     });
 
     it('--namespace picks whose lock: inspect shows each holder, and release deletes and logs only that namespace', async () => {
