@@ -41,7 +41,7 @@ describe('hand-wired workers, as docs/usage.md wires and closes them', () => {
   /** Stop both workers, then close what was built for them, as the docs say. */
   async function stopAndClose(): Promise<number[]> {
     closed = true;
-    for (const w of wired) w.worker.shutdown();
+    for (const w of wired) if (w.worker.getState() === 'RUNNING') w.worker.shutdown();
     await Promise.allSettled(runs);
     return Promise.all(wired.map((w) => w.close()));
   }
