@@ -28,7 +28,6 @@ export function stepKeys(keys: FireOnceKeys, target: DispatchTarget): StepKeys {
 /** The artifact key the target is checked against: the external one, or the guard's own. */
 export function artifactKeyOf(keys: FireOnceKeys, target: DispatchTarget): string {
   if (target.externalArtifactKey === undefined) return keysOf(keys, target.namespace).artifact(target.scope, target.jobType);
-  encodeId('jobType', target.jobType); // validated even when unused in the key
   return externalKey(keys, target);
 }
 
@@ -39,6 +38,7 @@ export function artifactKeyOf(keys: FireOnceKeys, target: DispatchTarget): strin
  * included (an `external` option that returned nothing).
  */
 export function externalKey(keys: FireOnceKeys, target: DispatchTarget): string {
+  encodeId('jobType', target.jobType); // validated even when unused in the key
   const key = target.externalArtifactKey;
   const problem = keysOf(keys, target.namespace).externalKeyProblem(key, target.scope, target.jobType);
   if (problem !== undefined) {

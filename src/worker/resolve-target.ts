@@ -35,7 +35,6 @@ export function resolveTarget({ setup, options, ctx, input }: GuardedCall): Disp
   encodeId('scope', scope);
   const key = userOption('artifact.external', activityType, () => artifact.external({ scope, jobType, namespace: base.namespace }));
   const target = { ...base, externalArtifactKey: key as string };
-  encodeId('jobType', jobType);
   // Refuses a key the guard must not take, or none at all, before anything is locked: an external
   // option that returned undefined would otherwise run the call in result mode.
   externalKey(setup.guard.keys, target);

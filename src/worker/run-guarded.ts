@@ -19,14 +19,14 @@ export async function runGuarded(call: GuardedCall): Promise<unknown> {
   const observer = observe(ctx, target, setup.dispatchLog);
   const { guard } = setup;
   const cache = target.externalArtifactKey === undefined ? cacheFor(call, target.namespace) : undefined;
-  const cacheable = cache !== undefined;
   if (cache !== undefined) {
-    const cached = cache.get(guard.artifactKey(target), target.argsHash ?? '');
-    if (cached !== undefined) return fastForward(call, target, observer, { artifact: cached, artifactKey: guard.artifactKey(target) });
+    const artifactKey = guard.artifactKey(target);
+    const cached = cache.get(artifactKey, target.argsHash ?? '');
+    if (cached !== undefined) return fastForward(call, target, observer, { artifact: cached, artifactKey });
   }
   const lockMode = options.lockMode ?? setup.defaults.lockMode;
   const lockTtlMs = lockMode === 'lease' ? (options.leaseMs ?? setup.defaults.leaseMs) : (options.lockTtlMs ?? guard.options.lockTtlMs);
-  const acquireOptions = { lockTtlMs, readTtl: cacheable };
+  const acquireOptions = { lockTtlMs, readTtl: cache !== undefined };
   const mark = cache?.mark();
   const outcome = await noteConflicts(observer, async () => {
     const started = performance.now();
