@@ -1,8 +1,8 @@
 """A worker wired by hand, without ``FireOncePlugin``, exactly as python/README.md's "Wiring by
 hand" shows it (``wire_by_hand`` is that snippet): ``check_worker_redis``, a bare guard that
 claims its prefix, a ``WakeHub`` closed after the worker, and the ``FireOnceInterceptor`` given
-the worker's client. On the dev server and a real Redis; each job counts its dispatches on a
-counter the guard does not own."""
+the worker's client, whose dispatch log is flushed once the worker has stopped. On the dev
+server and a real Redis; each job counts its dispatches on a counter the guard does not own."""
 
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ async def wire_by_hand(client: Client, redis: Redis, prefix: str, task_queue: st
         async with worker:
             yield worker
     finally:
+        await interceptor.flush()  # the dispatch log's last entries, before the client is closed
         await wake.close()  # after the worker: it opened a subscription connection of its own
 
 

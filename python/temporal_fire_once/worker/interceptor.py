@@ -75,6 +75,20 @@ class FireOnceInterceptor(Interceptor):
         self.log = DispatchLog(guard, self.defaults.dispatch_log_max_len) if self.defaults.dispatch_log else None
         self._workflow = FireOnceWorkflowInterceptor()
 
+    async def flush(self, timeout_ms: int | None = None) -> int:
+        """Wait for the dispatch log's last entries: call it once the worker has stopped, before
+        closing the Redis client, or the last batch is cut off (``FireOncePlugin`` calls it as its
+        worker stops). It waits at most ``timeout_ms`` (default: the guard's ``store_timeout_ms``)
+        and returns how many entries Redis had not answered by then, which are given up (an append
+        already sent may still land) with a WARNING; 0 when all were answered, or the log is off.
+
+        >>> import asyncio, redis.asyncio
+        >>> interceptor = FireOnceInterceptor(FireOnceGuard(redis.asyncio.Redis()))
+        >>> asyncio.run(interceptor.flush())  # nothing logged yet: nothing to wait for
+        0
+        """
+        return 0 if self.log is None else await self.log.flush(timeout_ms)
+
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         return _GuardedActivity(next, self)
 

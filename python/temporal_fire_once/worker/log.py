@@ -1,6 +1,7 @@
 """The dispatch log (PROTOCOL.md section 9): one stream entry per decision, written in the
 background so a decision never waits for its log line, and batched per event-loop turn; one batch
-of a namespace at a time, so the stream keeps the order of the decisions."""
+of a namespace at a time, so the stream keeps the order of the decisions. ``flush()`` waits for
+the batches begun, as ``DispatchLog.flush`` does in ``src/core/dispatch-log.ts``."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from typing import Any
 from temporalio import activity
 
 from ..core.guard import FireOnceGuard
+from ..core.options import positive_int
 from ..core.outcomes import Lease
 from ..core.store_calls import holder_id
 
 _FIELDS = ("decision", "namespace", "scope", "step", "jobType", "workflowId", "runId", "activityId", "activityType", "attempt")
 _logger = logging.getLogger("temporal_fire_once")
+_Batch = list[list[tuple[str, str]]]
 
 
 class DispatchLog:
@@ -25,8 +28,8 @@ class DispatchLog:
     def __init__(self, guard: FireOnceGuard, max_len: int) -> None:
         self._guard = guard
         self._max_len = max_len
-        self._pending: dict[str, list[list[tuple[str, str]]]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._pending: dict[str, _Batch] = {}
+        self._tasks: dict[asyncio.Task[Any], _Batch] = {}  # each batch begun and not yet answered
         # One append in flight per namespace: sent at once, a batch could go out on another pool
         # connection and land before the one ahead of it (a `committed` before its `dispatched`).
         self._sending: dict[str, asyncio.Lock] = {}
@@ -55,16 +58,47 @@ class DispatchLog:
         batch = self._pending.setdefault(namespace, [])
         batch.append(entry)
         if len(batch) == 1:
-            task = asyncio.get_running_loop().create_task(self._flush(namespace))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            task = asyncio.get_running_loop().create_task(self._send(namespace, batch))
+            self._tasks[task] = batch
+            task.add_done_callback(self._forget)
 
-    async def _flush(self, namespace: str) -> None:
-        await asyncio.sleep(0)
-        # Locks wake in the order they were awaited: batches go out in the order they were begun.
-        async with self._sending.setdefault(namespace, asyncio.Lock()):
-            entries = self._pending.pop(namespace, [])
-            try:
-                await self._guard.log_append(namespace, self._max_len, entries)
-            except Exception as err:
-                _logger.warning("fire-once: could not append %d dispatch-log entries: %s", len(entries), err)
+    async def flush(self, timeout_ms: int | None = None) -> int:
+        """Wait until Redis has answered every batch begun so far, for at most ``timeout_ms``
+        (default: the guard's ``store_timeout_ms``), so that a Redis gone or stalled cannot keep a
+        stopping worker from stopping. Returns how many entries had no answer by then (0 when all
+        had): those are given up, with a WARNING naming their count. An append already sent may
+        still land; the others are lost."""
+        bound = self._guard.options.store_timeout_ms if timeout_ms is None else positive_int("timeout_ms", timeout_ms)
+        begun = list(self._tasks)
+        if not begun:
+            return 0
+        await asyncio.wait(begun, timeout=bound / 1000)
+        unanswered = [task for task in begun if not task.done()]
+        lost = sum(len(self._tasks.get(task, ())) for task in unanswered)
+        for task in unanswered:
+            task.cancel()
+        if unanswered:
+            await asyncio.wait(unanswered)  # a cancelled append leaves nothing running on the client
+            _logger.warning("fire-once: %d dispatch-log entries had no answer from Redis within %d ms; given up, they may be lost", lost, bound)
+        return lost
+
+    async def _send(self, namespace: str, batch: _Batch) -> None:
+        try:
+            await asyncio.sleep(0)
+            # Locks wake in the order they were awaited: batches go out in the order they were begun.
+            async with self._sending.setdefault(namespace, asyncio.Lock()):
+                self._close(namespace, batch)
+                try:
+                    await self._guard.log_append(namespace, self._max_len, batch)
+                except Exception as err:
+                    _logger.warning("fire-once: could not append %d dispatch-log entries: %s", len(batch), err)
+        finally:
+            self._close(namespace, batch)  # given up by flush() before it went out: the next decision begins another
+
+    def _close(self, namespace: str, batch: _Batch) -> None:
+        """Take no more entries into ``batch``."""
+        if self._pending.get(namespace) is batch:
+            del self._pending[namespace]
+
+    def _forget(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.pop(task, None)

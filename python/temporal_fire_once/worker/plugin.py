@@ -91,8 +91,11 @@ class FireOncePlugin(SimplePlugin):
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """Refuse a sentinel's address, or a Redis that can evict the guard's keys (once per
         plugin; a refusal is checked again at the next start), then claim the key prefix for this
-        protocol (once per run); run the worker; close the wake hub once no worker of this plugin
-        runs: several may share it. A ``Replayer`` does none of this (``SimplePlugin.run_replayer`` only replays)."""
+        protocol (once per run); run the worker; wait for its dispatch log's last entries
+        (:meth:`FireOnceInterceptor.flush`: at most ``store_timeout_ms``), so that its client may
+        be closed once ``async with Worker`` has exited or ``run()`` has returned; close the wake
+        hub once no worker of this plugin runs: several may share it. A ``Replayer`` does none of
+        this (``SimplePlugin.run_replayer`` only replays)."""
         self._running += 1
         try:
             await self._check_redis()
@@ -100,8 +103,13 @@ class FireOncePlugin(SimplePlugin):
             await next(worker)
         finally:
             self._running -= 1
-            if self._running == 0 and self._wake is not None:
-                await self._wake.close()
+            try:
+                for interceptor in worker.config(active_config=True).get("interceptors", []):
+                    if isinstance(interceptor, FireOnceInterceptor) and interceptor.guard is self.guard:
+                        await interceptor.flush()
+            finally:
+                if self._running == 0 and self._wake is not None:
+                    await self._wake.close()
 
     async def _check_redis(self) -> None:
         """The start check (:func:`check_worker_redis`: a refused database, a sentinel's address, the eviction policy), run once for all the
