@@ -25,6 +25,10 @@ export interface CountedFields {
   readonly step: string;
   readonly jobType: string;
   readonly holder: string | undefined;
+  /** Redis's clock in microseconds at the acquire (`dispatched` and the holder's later entries). */
+  readonly fencingToken: number | undefined;
+  /** Redis's clock in microseconds just before an invalidation (`invalidated`, from 0.9.0). */
+  readonly redisTime: number | undefined;
 }
 
 /**
@@ -57,6 +61,8 @@ const SCOPE = Buffer.from('scope');
 const STEP = Buffer.from('step');
 const JOB_TYPE = Buffer.from('jobType');
 const HOLDER = Buffer.from('holder');
+const FENCING_TOKEN = Buffer.from('fencingToken');
+const REDIS_TIME = Buffer.from('redisTime');
 
 /** The counted fields of one entry, decoding no other value. */
 function counted(fields: readonly Buffer[]): CountedFields {
@@ -65,6 +71,8 @@ function counted(fields: readonly Buffer[]): CountedFields {
   let step = '';
   let jobType = '';
   let holder: string | undefined;
+  let fencingToken: number | undefined;
+  let redisTime: number | undefined;
   for (let i = 0; i + 1 < fields.length; i += 2) {
     const name = fields[i];
     if (name.equals(DECISION)) decision = fields[i + 1].toString();
@@ -72,8 +80,16 @@ function counted(fields: readonly Buffer[]): CountedFields {
     else if (name.equals(STEP)) step = fields[i + 1].toString();
     else if (name.equals(JOB_TYPE)) jobType = fields[i + 1].toString();
     else if (name.equals(HOLDER)) holder = fields[i + 1].toString();
+    else if (name.equals(FENCING_TOKEN)) fencingToken = clockOf(fields[i + 1]);
+    else if (name.equals(REDIS_TIME)) redisTime = clockOf(fields[i + 1]);
   }
-  return { decision, scope, step, jobType, holder };
+  return { decision, scope, step, jobType, holder, fencingToken, redisTime };
+}
+
+/** A clock field's value; `undefined` for one that is not a whole number (not written by the guard). */
+function clockOf(value: Buffer): number | undefined {
+  const n = Number(value.toString());
+  return Number.isSafeInteger(n) ? n : undefined;
 }
 
 /** The entries with these IDs, in the order given (an ID no longer in the log is left out). */
@@ -133,5 +149,10 @@ export async function appendEvent(redis: RedisClient, key: string, event: Dispat
 }
 
 function toEntry(id: string, fields: string[]): LogEntry {
-  return { id, atMs: Number(id.slice(0, id.indexOf('-'))), event: parseEvent(fields) };
+  return { id, atMs: streamIdMs(id), event: parseEvent(fields) };
+}
+
+/** The milliseconds part of a stream ID: Redis's clock when the entry was appended. */
+export function streamIdMs(id: string): number {
+  return Number(id.slice(0, id.indexOf('-')));
 }
