@@ -56,34 +56,34 @@ export async function readLog(
   }
 }
 
-const DECISION = Buffer.from('decision');
-const SCOPE = Buffer.from('scope');
-const STEP = Buffer.from('step');
-const JOB_TYPE = Buffer.from('jobType');
-const HOLDER = Buffer.from('holder');
-const FENCING_TOKEN = Buffer.from('fencingToken');
-const REDIS_TIME = Buffer.from('redisTime');
+/**
+ * The names of the fields counted by. Each is of another length, so that `counted` compares a
+ * field's name with one of them at most: a chain of seven `equals` per field cost the report about
+ * 40 ms more per 100,000 entries than 0.8.0's five.
+ */
+const COUNTED = ['decision', 'scope', 'step', 'jobType', 'holder', 'fencingToken', 'redisTime'].map((name) => Buffer.from(name));
+/** The index in {@link COUNTED} of the name of each length. */
+const COUNTED_BY_LENGTH: (number | undefined)[] = [];
+COUNTED.forEach((name, i) => (COUNTED_BY_LENGTH[name.length] = i));
+if (COUNTED_BY_LENGTH.filter((i) => i !== undefined).length !== COUNTED.length) throw new Error('the counted field names must differ in length');
 
 /** The counted fields of one entry, decoding no other value. */
 function counted(fields: readonly Buffer[]): CountedFields {
-  let decision = '';
-  let scope = '';
-  let step = '';
-  let jobType = '';
-  let holder: string | undefined;
-  let fencingToken: number | undefined;
-  let redisTime: number | undefined;
+  const values: (Buffer | undefined)[] = new Array<Buffer | undefined>(COUNTED.length);
   for (let i = 0; i + 1 < fields.length; i += 2) {
-    const name = fields[i];
-    if (name.equals(DECISION)) decision = fields[i + 1].toString();
-    else if (name.equals(SCOPE)) scope = fields[i + 1].toString();
-    else if (name.equals(STEP)) step = fields[i + 1].toString();
-    else if (name.equals(JOB_TYPE)) jobType = fields[i + 1].toString();
-    else if (name.equals(HOLDER)) holder = fields[i + 1].toString();
-    else if (name.equals(FENCING_TOKEN)) fencingToken = clockOf(fields[i + 1]);
-    else if (name.equals(REDIS_TIME)) redisTime = clockOf(fields[i + 1]);
+    const k = COUNTED_BY_LENGTH[fields[i].length];
+    if (k !== undefined && fields[i].equals(COUNTED[k])) values[k] = fields[i + 1];
   }
-  return { decision, scope, step, jobType, holder, fencingToken, redisTime };
+  const [decision, scope, step, jobType, holder, fencingToken, redisTime] = values;
+  return {
+    decision: decision?.toString() ?? '',
+    scope: scope?.toString() ?? '',
+    step: step?.toString() ?? '',
+    jobType: jobType?.toString() ?? '',
+    holder: holder?.toString(),
+    fencingToken: fencingToken && clockOf(fencingToken),
+    redisTime: redisTime && clockOf(redisTime),
+  };
 }
 
 /** A clock field's value; `undefined` for one that is not a whole number (not written by the guard). */
