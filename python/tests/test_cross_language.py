@@ -26,6 +26,7 @@ from .codec import ENCODING, AesGcmCodec, RefusingCodec
 from .conftest import REPO, collect_garbage
 from .pyactivities import counter_key, gate_key, make_activities
 from .pyworkflows import GuardedCall
+from .ts_cli import fire_once
 from .ts_worker import TsWorker, start_ts_worker
 
 CODEC_KEY = os.urandom(32)
@@ -91,26 +92,8 @@ def codec_client(env: Any) -> Client:
 
 async def fire_once_report(redis_url: str) -> Any:
     """`fire-once report --json` of the TypeScript CLI over this module's prefix."""
-    proc = await asyncio.create_subprocess_exec(
-        "node",
-        "--import",
-        "tsx",
-        str(REPO / "src" / "cli" / "main.ts"),
-        "report",
-        "--redis",
-        redis_url,
-        "--prefix",
-        PREFIX,
-        "--since",
-        "all",
-        "--json",
-        cwd=str(REPO),
-        env=dict(os.environ),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
+    code, out, err = await fire_once("report", "--redis", redis_url, "--prefix", PREFIX, "--since", "all", "--json")
+    assert code == 0, err
     return json.loads(out)
 
 

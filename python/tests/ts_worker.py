@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 from dataclasses import dataclass
 
 from .conftest import REPO
+from .ts_cli import tsx
 
 
 @dataclass
@@ -27,14 +27,8 @@ class TsWorker:
 
 
 async def start_ts_worker(env: dict[str, str], ready_timeout: float = 180) -> TsWorker:
-    node = shutil.which("node")
-    if node is None or not (REPO / "node_modules" / "tsx").is_dir():
-        raise RuntimeError("node and the repository's node_modules are needed: run npm ci at the repository root")
     process = await asyncio.create_subprocess_exec(
-        node,
-        "--import",
-        "tsx",
-        str(REPO / "python" / "tests" / "ts" / "worker.ts"),
+        *tsx(REPO / "python" / "tests" / "ts" / "worker.ts"),
         cwd=str(REPO),
         env={**os.environ, **env},
         stdout=asyncio.subprocess.PIPE,

@@ -1,3 +1,4 @@
+import { redisTimeMicros } from '../core/dispatch-log';
 import { DEFAULT_NAMESPACE, FireOnceKeys, KEY_PREFIX_PATTERN, encodeId, type IdKind } from '../core/keys';
 import type { RedisClient } from '../core/scripts';
 import { CliError, EXIT } from './exit-codes';
@@ -122,6 +123,5 @@ export function redisSourceOf(options: CommonOptions): '--redis' | 'REDIS_URL' {
 
 /** The server's clock in epoch ms: stream IDs are stamped with it, not with ours. */
 export async function serverTimeMs(redis: RedisClient): Promise<number> {
-  const [seconds, micros] = (await redis.time()) as (string | number)[];
-  return Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000);
+  return Math.floor((await redisTimeMicros(redis)) / 1_000);
 }

@@ -1,3 +1,4 @@
+import { redisTimeMicros } from '../core/dispatch-log';
 import { FireOnceGuard } from '../core/guard';
 import type { FireOnceKeys } from '../core/keys';
 import type { RedisClient } from '../core/scripts';
@@ -55,10 +56,14 @@ export async function invalidate(redis: RedisClient, keys: FireOnceKeys, scope: 
   const seen = { scope, jobType, keys: present, deleted: false, standingLocks };
   if (!force) return seen;
   const [artifactKey, externalKey] = candidates;
+  // Read just before the delete: an acquire from here to the delete finds the artifact and
+  // fast-forwards, so every dispatch with a lower fencing token came before the invalidation and
+  // every later one after it, whichever entry reaches the log first (`fire-once report`).
+  const redisTime = await redisTimeMicros(redis);
   if (present.includes(artifactKey)) await guard.invalidate(scope, jobType);
   if (present.includes(externalKey)) await redis.del(externalKey);
   try {
-    const id = await appendEvent(redis, keys.log(), { decision: 'invalidated', namespace: keys.namespace, scope, step: '', jobType });
+    const id = await appendEvent(redis, keys.log(), { decision: 'invalidated', namespace: keys.namespace, scope, step: '', jobType, redisTime });
     return { ...seen, deleted: true, logEntryId: id };
   } catch (err) {
     return { ...seen, deleted: true, logEntryId: null, logError: (err as Error).message };

@@ -25,6 +25,10 @@ export interface CountedFields {
   readonly step: string;
   readonly jobType: string;
   readonly holder: string | undefined;
+  /** Redis's clock in microseconds at the acquire (`dispatched` and the holder's later entries). */
+  readonly fencingToken: number | undefined;
+  /** Redis's clock in microseconds just before an invalidation (`invalidated`, from 0.9.0). */
+  readonly redisTime: number | undefined;
 }
 
 /**
@@ -52,28 +56,40 @@ export async function readLog(
   }
 }
 
-const DECISION = Buffer.from('decision');
-const SCOPE = Buffer.from('scope');
-const STEP = Buffer.from('step');
-const JOB_TYPE = Buffer.from('jobType');
-const HOLDER = Buffer.from('holder');
+/**
+ * The names of the fields counted by. Each is of another length, so that `counted` compares a
+ * field's name with one of them at most: a chain of seven `equals` per field cost the report about
+ * 40 ms more per 100,000 entries than 0.8.0's five.
+ */
+const COUNTED = ['decision', 'scope', 'step', 'jobType', 'holder', 'fencingToken', 'redisTime'].map((name) => Buffer.from(name));
+/** The index in {@link COUNTED} of the name of each length. */
+const COUNTED_BY_LENGTH: (number | undefined)[] = [];
+COUNTED.forEach((name, i) => (COUNTED_BY_LENGTH[name.length] = i));
+if (COUNTED_BY_LENGTH.filter((i) => i !== undefined).length !== COUNTED.length) throw new Error('the counted field names must differ in length');
 
 /** The counted fields of one entry, decoding no other value. */
 function counted(fields: readonly Buffer[]): CountedFields {
-  let decision = '';
-  let scope = '';
-  let step = '';
-  let jobType = '';
-  let holder: string | undefined;
+  const values: (Buffer | undefined)[] = new Array<Buffer | undefined>(COUNTED.length);
   for (let i = 0; i + 1 < fields.length; i += 2) {
-    const name = fields[i];
-    if (name.equals(DECISION)) decision = fields[i + 1].toString();
-    else if (name.equals(SCOPE)) scope = fields[i + 1].toString();
-    else if (name.equals(STEP)) step = fields[i + 1].toString();
-    else if (name.equals(JOB_TYPE)) jobType = fields[i + 1].toString();
-    else if (name.equals(HOLDER)) holder = fields[i + 1].toString();
+    const k = COUNTED_BY_LENGTH[fields[i].length];
+    if (k !== undefined && fields[i].equals(COUNTED[k])) values[k] = fields[i + 1];
   }
-  return { decision, scope, step, jobType, holder };
+  const [decision, scope, step, jobType, holder, fencingToken, redisTime] = values;
+  return {
+    decision: decision?.toString() ?? '',
+    scope: scope?.toString() ?? '',
+    step: step?.toString() ?? '',
+    jobType: jobType?.toString() ?? '',
+    holder: holder?.toString(),
+    fencingToken: fencingToken && clockOf(fencingToken),
+    redisTime: redisTime && clockOf(redisTime),
+  };
+}
+
+/** A clock field's value; `undefined` for one that is not a whole number (not written by the guard). */
+function clockOf(value: Buffer): number | undefined {
+  const n = Number(value.toString());
+  return Number.isSafeInteger(n) ? n : undefined;
 }
 
 /** The entries with these IDs, in the order given (an ID no longer in the log is left out). */
@@ -133,5 +149,10 @@ export async function appendEvent(redis: RedisClient, key: string, event: Dispat
 }
 
 function toEntry(id: string, fields: string[]): LogEntry {
-  return { id, atMs: Number(id.slice(0, id.indexOf('-'))), event: parseEvent(fields) };
+  return { id, atMs: streamIdMs(id), event: parseEvent(fields) };
+}
+
+/** The milliseconds part of a stream ID: Redis's clock when the entry was appended. */
+export function streamIdMs(id: string): number {
+  return Number(id.slice(0, id.indexOf('-')));
 }

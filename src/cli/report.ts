@@ -1,6 +1,6 @@
 import type { FireOnceKeys } from '../core/keys';
 import type { RedisClient } from '../core/scripts';
-import { readEntries, readLog, type CountedFields, type LogEntry } from './log';
+import { readEntries, readLog, streamIdMs, type CountedFields, type LogEntry } from './log';
 
 /** Counts per decision name. */
 export type Counts = Record<string, number>;
@@ -96,17 +96,21 @@ export class Tally {
   private readonly jobTypes = new Map<string, Counts>();
   /** Counts per job type, then per scope. */
   private readonly scopes = new Map<string, Map<string, Counts>>();
-  /** `dispatched` entry IDs per (job type, scope, step), in log order. */
-  private readonly dispatched = new Map<string, { jobType: string; scope: string; step: string; ids: string[] }>();
+  /** `dispatched` entries per (job type, scope, step), in log order. */
+  private readonly dispatched = new Map<string, StepDispatches>();
+  /**
+   * The Redis clock of each `invalidated` entry per (job type, scope), in log order: a dispatch
+   * after one is a fresh start, not a duplicate.
+   */
+  private readonly invalidations = new Map<string, number[]>();
   /** Latest outcome per holder, to annotate the dispatches of duplicates. */
   private readonly outcomes = new Map<string, string>();
-  /** `invalidated` entries seen per (job type, scope): a dispatch after one is a fresh start, not a duplicate. */
-  private readonly invalidations = new Map<string, number>();
+  private groups: { jobType: string; scope: string; step: string; ids: string[] }[] | undefined;
 
   constructor(private readonly jobTypeFilter?: string) {}
 
   /** Count one entry; entries must come in log order (a later outcome replaces an earlier one). */
-  add(id: string, { decision, scope, step, jobType, holder }: CountedFields): void {
+  add(id: string, { decision, scope, step, jobType, holder, fencingToken, redisTime }: CountedFields): void {
     if (this.jobTypeFilter !== undefined && jobType !== this.jobTypeFilter) return;
     this.seen.add(decision);
     bump(
@@ -124,23 +128,59 @@ export class Tally {
     // JSON of the IDs, not the IDs joined by a separator: an ID may hold any character, NUL too, and
     // "j" + "a\0b" must never meet "j\0a" + "b".
     const artifact = JSON.stringify([jobType, scope]);
-    if (decision === 'invalidated') this.invalidations.set(artifact, (this.invalidations.get(artifact) ?? 0) + 1);
-    else if (decision === 'dispatched') {
-      const group = JSON.stringify([jobType, scope, step, this.invalidations.get(artifact) ?? 0]);
-      getOr(this.dispatched, group, () => ({ jobType, scope, step, ids: [] })).ids.push(id);
+    if (decision === 'invalidated') {
+      // An entry of 0.8.0 carries no clock: its stream ID's millisecond, a moment after its delete.
+      getOr(this.invalidations, artifact, () => []).push(redisTime ?? streamIdMs(id) * 1_000);
+    } else if (decision === 'dispatched') {
+      const entries = getOr(this.dispatched, JSON.stringify([jobType, scope, step]), () => ({
+        jobType,
+        scope,
+        step,
+        artifact,
+        ids: [],
+        tokens: [],
+        after: [],
+      }));
+      entries.ids.push(id);
+      entries.tokens.push(fencingToken);
+      entries.after.push(this.invalidations.get(artifact)?.length ?? 0);
     } else if (holder !== undefined && OUTCOMES.has(decision)) this.outcomes.set(holder, decision);
+  }
+
+  /**
+   * Each (job type, scope, step)'s dispatches between two invalidations of its (job type, scope),
+   * once every entry is counted. A dispatch is placed by its fencing token, the Redis clock at its
+   * acquire, against the invalidations' clocks: a worker's batch may land in the log after an
+   * invalidation that came after its dispatch, or before one that came first. A dispatch with no
+   * token (`observeOnly`) is placed by where its entry is in the log.
+   */
+  private dispatchGroups(): { jobType: string; scope: string; step: string; ids: string[] }[] {
+    if (this.groups !== undefined) return this.groups;
+    this.groups = [];
+    for (const { jobType, scope, step, artifact, ids, tokens, after } of this.dispatched.values()) {
+      const clocks = [...(this.invalidations.get(artifact) ?? [])].sort((a, b) => a - b);
+      const byEpoch = new Map<number, string[]>();
+      ids.forEach((id, i) => {
+        const token = tokens[i];
+        getOr(byEpoch, token === undefined ? after[i] : countAtMost(clocks, token), () => []).push(id);
+      });
+      for (const group of byEpoch.values()) this.groups.push({ jobType, scope, step, ids: group });
+    }
+    return this.groups;
   }
 
   /** IDs of every `dispatched` entry of a (scope, step) dispatched more than once. */
   duplicatedIds(): string[] {
-    return [...this.dispatched.values()].filter((g) => g.ids.length > 1).flatMap((g) => g.ids);
+    return this.dispatchGroups()
+      .filter((g) => g.ids.length > 1)
+      .flatMap((g) => g.ids);
   }
 
   /** The report, with the duplicates' entries as read by their IDs. */
   report(meta: { prefix: string; namespace: string; stream: string; fromMs: number; toMs: number; jobType?: string }, entries: readonly LogEntry[]): Report {
     const byId = new Map(entries.map((e) => [e.id, e]));
     const duplicates: Duplicate[] = [];
-    for (const group of this.dispatched.values()) {
+    for (const group of this.dispatchGroups()) {
       if (group.ids.length < 2) continue;
       const rows = group.ids.flatMap((id) => {
         const entry = byId.get(id);
@@ -185,6 +225,33 @@ export class Tally {
       outcome: event.holder === undefined ? 'observe-only' : this.outcomes.get(event.holder),
     };
   }
+}
+
+/**
+ * One (job type, scope, step)'s `dispatched` entries, in log order: each one's ID, fencing token,
+ * and how many `invalidated` entries of its (job type, scope) the log held before it.
+ */
+interface StepDispatches {
+  readonly jobType: string;
+  readonly scope: string;
+  readonly step: string;
+  /** JSON of (job type, scope), the key of its invalidations. */
+  readonly artifact: string;
+  readonly ids: string[];
+  readonly tokens: (number | undefined)[];
+  readonly after: number[];
+}
+
+/** How many of the sorted `clocks` are at most `token`: the invalidations a dispatch came after. */
+function countAtMost(clocks: readonly number[], token: number): number {
+  let low = 0;
+  let high = clocks.length;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if (clocks[mid] <= token) low = mid + 1;
+    else high = mid;
+  }
+  return low;
 }
 
 function bump(counts: Counts, decision: string): void {

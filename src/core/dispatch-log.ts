@@ -39,6 +39,12 @@ export interface DispatchEvent {
   /** Short hash of the holder's token (see `holderId`). */
   readonly holder?: string;
   readonly fencingToken?: number;
+  /**
+   * On `invalidated`: Redis's clock in microseconds, as a fencing token reads it, just before the
+   * artifact was deleted. `fire-once report` counts a dispatch whose fencing token is at least
+   * this one as after the invalidation, however late either entry reached the log.
+   */
+  readonly redisTime?: number;
   /** The Redis call behind the decision timed out, and this records what it did when it landed later. */
   readonly late?: boolean;
   /** Epoch milliseconds; set when recorded. */
@@ -67,9 +73,19 @@ export const EVENT_FIELDS = [
   'attempt',
   'holder',
   'fencingToken',
+  'redisTime',
   'late',
   'ts',
 ] as const;
+
+/**
+ * Redis's clock in microseconds, read with `TIME` as `acquire.lua` reads a fencing token: the
+ * `redisTime` of an `invalidated` entry.
+ */
+export async function redisTimeMicros(redis: RedisClient): Promise<number> {
+  const [seconds, micros] = (await redis.time()) as (string | number)[];
+  return Number(seconds) * 1_000_000 + Number(micros);
+}
 
 /** How long decisions gather before they are sent as one batch. */
 export const LOG_FLUSH_MS = 20;
@@ -207,6 +223,7 @@ export function parseEvent(fields: readonly string[]): DispatchEvent & { ts: num
     attempt: num('attempt'),
     holder: map.get('holder'),
     fencingToken: num('fencingToken'),
+    redisTime: num('redisTime'),
     ...(map.get('late') === '1' ? { late: true } : {}),
     ts: num('ts') ?? 0,
   };

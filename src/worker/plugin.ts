@@ -1,7 +1,7 @@
 import { SimplePlugin } from '@temporalio/plugin';
 import { Runtime, type Worker, type WorkerOptions } from '@temporalio/worker';
 import { ArtifactCache } from '../core/artifact-cache';
-import { DispatchLog } from '../core/dispatch-log';
+import { DispatchLog, redisTimeMicros } from '../core/dispatch-log';
 import { FireOnceConfigError } from '../core/errors';
 import { FireOnceGuard } from '../core/guard';
 import { DEFAULT_NAMESPACE } from '../core/keys';
@@ -161,8 +161,12 @@ export class FireOncePlugin extends SimplePlugin {
   async invalidate(scope: string, jobType: string, namespace?: string): Promise<boolean> {
     const ns = namespace ?? this.fireOnceOptions.keyNamespace ?? this.onlyNamespace();
     this.cache?.delete(this.guard.keysFor(ns).artifact(scope, jobType));
+    // Redis's clock, read by a TIME sent just ahead of the delete, orders the entry against the
+    // dispatches' fencing tokens however late its batch lands (docs/operating.md, report). One that
+    // cannot be read leaves the field out: `fire-once report` then goes by the entry's stream ID.
+    const clock = this.dispatchLog ? redisTimeMicros(this.guard.redis).catch(() => undefined) : undefined;
     const existed = await this.guard.invalidate(scope, jobType, ns);
-    this.dispatchLog?.record({ decision: 'invalidated', namespace: ns, scope, step: '', jobType });
+    this.dispatchLog?.record({ decision: 'invalidated', namespace: ns, scope, step: '', jobType, redisTime: await clock });
     return existed;
   }
 
