@@ -59,7 +59,7 @@ export async function invalidate(redis: RedisClient, keys: FireOnceKeys, scope: 
   // Read just before the delete: an acquire from here to the delete finds the artifact and
   // fast-forwards, so every dispatch with a lower fencing token came before the invalidation and
   // every later one after it, whichever entry reaches the log first (`fire-once report`).
-  const redisTime = await redisTimeMicros(redis);
+  const redisTime = await redisTimeMicros(redis, artifactKey);
   if (present.includes(artifactKey)) await guard.invalidate(scope, jobType);
   if (present.includes(externalKey)) await redis.del(externalKey);
   try {

@@ -80,10 +80,13 @@ export const EVENT_FIELDS = [
 
 /**
  * Redis's clock in microseconds, read with `TIME` as `acquire.lua` reads a fencing token: the
- * `redisTime` of an `invalidated` entry.
+ * `redisTime` of an `invalidated` entry. Given a key, it is read inside a one-line script on that
+ * key, so that on a Cluster it is the clock of the node that holds the key (the one a step's
+ * fencing tokens come from), and the read waits on that node's connection, behind nothing else.
  */
-export async function redisTimeMicros(redis: RedisClient): Promise<number> {
-  const [seconds, micros] = (await redis.time()) as (string | number)[];
+export async function redisTimeMicros(redis: RedisClient, onNodeOf?: string): Promise<number> {
+  const reply = onNodeOf === undefined ? redis.time() : redis.eval("return redis.call('TIME')", 1, onNodeOf);
+  const [seconds, micros] = (await reply) as (string | number)[];
   return Number(seconds) * 1_000_000 + Number(micros);
 }
 

@@ -160,11 +160,12 @@ export class FireOncePlugin extends SimplePlugin {
    */
   async invalidate(scope: string, jobType: string, namespace?: string): Promise<boolean> {
     const ns = namespace ?? this.fireOnceOptions.keyNamespace ?? this.onlyNamespace();
-    this.cache?.delete(this.guard.keysFor(ns).artifact(scope, jobType));
+    const artifactKey = this.guard.keysFor(ns).artifact(scope, jobType);
+    this.cache?.delete(artifactKey);
     // Redis's clock, read by a TIME sent just ahead of the delete, orders the entry against the
     // dispatches' fencing tokens however late its batch lands (docs/operating.md, report). One that
     // cannot be read leaves the field out: `fire-once report` then goes by the entry's stream ID.
-    const clock = this.dispatchLog ? redisTimeMicros(this.guard.redis).catch(() => undefined) : undefined;
+    const clock = this.dispatchLog ? redisTimeMicros(this.guard.redis, artifactKey).catch(() => undefined) : undefined;
     const existed = await this.guard.invalidate(scope, jobType, ns);
     this.dispatchLog?.record({ decision: 'invalidated', namespace: ns, scope, step: '', jobType, redisTime: await clock });
     return existed;
