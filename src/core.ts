@@ -30,6 +30,7 @@ export type { AcquireOptions, CommitOptions, Committed, Settled } from './core/o
 export { GUARD_DEFAULTS } from './core/options';
 export type { ResolvedGuardOptions } from './core/options';
 export type { FireOnceErrorContext } from './core/errors';
+export { FireOnceWorkerShutdown } from './core/errors';
 export { ParkingLot } from './core/parking';
 export type { ParkOutcome, ParkingSpot, ReapOutcome } from './core/parking';
 export { waitForTurn } from './core/wait';

@@ -1,3 +1,5 @@
+import { WORKER_SHUTDOWN_TYPE } from '../common/hand-off';
+
 /**
  * Give an error class its stable `type` string, its `retryable` flag, its `name`, and an
  * `instanceof` that works by a registered symbol rather than by prototype identity, so that it
@@ -256,6 +258,23 @@ defineErrorType(FireOnceLockLost, 'FireOnceLockLost', true);
  */
 export class FireOnceArtifactTooLarge extends FireOnceError {}
 defineErrorType(FireOnceArtifactTooLarge, 'FireOnceArtifactTooLarge', false);
+
+/**
+ * A guarded local activity was waiting in its slot for another worker's job when its own worker
+ * began to shut down. The SDK never cancels a local activity at shutdown, and the worker cannot
+ * stop before the workflow task that waits on it completes, so the wait ends with this
+ * non-retryable failure; the plugin's workflow interceptor, which asked for it in the activity's
+ * header, schedules the same attempt again behind a short timer, and the workflow's next worker
+ * runs it. Workflow code never sees it. Not retryable: a retry would run on the stopping worker.
+ *
+ * @example
+ * ```ts
+ * import { FireOnceWorkerShutdown } from 'temporal-fire-once/core';
+ * new FireOnceWorkerShutdown('worker shutting down').retryable; // false
+ * ```
+ */
+export class FireOnceWorkerShutdown extends FireOnceError {}
+defineErrorType(FireOnceWorkerShutdown, WORKER_SHUTDOWN_TYPE, false);
 
 /** A printable rendering of a bad option value. */
 export function describe(value: unknown): string {

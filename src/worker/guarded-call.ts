@@ -21,6 +21,8 @@ export interface InterceptorSetup {
   readonly cache: ArtifactCache | undefined;
   readonly parking: ParkingLot;
   readonly parkedWatch: ParkedWatch;
+  /** Aborted as the worker begins to shut down; `undefined` when nobody says. */
+  readonly workerStopping: AbortSignal | undefined;
 }
 
 /** One guarded call: everything the decision and the dispatch need. */

@@ -1,4 +1,5 @@
-import { FireOnceInFlight } from '../core/errors';
+import { HAND_OFF_HEADER } from '../common/hand-off';
+import { FireOnceInFlight, FireOnceWorkerShutdown } from '../core/errors';
 import type { AcquireOutcome } from '../core/outcomes';
 import type { DispatchTarget } from '../core/target';
 import { waitForTurn, type TurnOutcome } from '../core/wait';
@@ -50,19 +51,38 @@ async function waitInSlotFor(
   acquireOptions: { readonly lockTtlMs: number },
 ): Promise<TurnOutcome> {
   const started = performance.now();
+  const stopping = handOffSignal(call);
   try {
-    const outcome = await waitForTurn(call.setup.guard, target, held, acquireOptions, waitOptions(call));
+    const signal = stopping === undefined ? call.ctx.cancellationSignal : AbortSignal.any([call.ctx.cancellationSignal, stopping]);
+    const outcome = await waitForTurn(call.setup.guard, target, held, acquireOptions, waitOptions(call, signal));
     observer.decision('in-flight-waited', { fencingToken: held.fencingToken });
     return outcome;
   } catch (err) {
-    if (err instanceof FireOnceInFlight) observer.decision('in-flight-failed', { fencingToken: held.fencingToken });
+    // Ended by the shutdown itself, not by a cancellation that came first, nor by Redis.
+    const handedOff = stopping?.aborted === true && err === stopping.reason;
+    if (err instanceof FireOnceInFlight || handedOff) observer.decision('in-flight-failed', { fencingToken: held.fencingToken });
+    if (handedOff) {
+      throw new FireOnceWorkerShutdown(
+        `this worker began to shut down while the local activity waited for the in-flight dispatch of step ${JSON.stringify(target.step)} in scope ${JSON.stringify(target.scope)}: its workflow schedules it again, for its next worker`,
+        { key: held.lockKey, scope: target.scope, step: target.step, jobType: target.jobType },
+      );
+    }
     throw err;
   } finally {
     observer.waitTime(performance.now() - started);
   }
 }
 
-function waitOptions({ setup, ctx, startedMs }: GuardedCall) {
+/**
+ * The worker's shutdown, for a local activity whose workflow takes its wait back when it ends
+ * (`common/hand-off.ts`); `undefined` for any other call, or a worker that does not say when it
+ * stops: their wait goes on, as a remote activity's does until the SDK cancels it.
+ */
+function handOffSignal({ setup, ctx, input }: GuardedCall): AbortSignal | undefined {
+  return ctx.info.isLocal && input.headers[HAND_OFF_HEADER] !== undefined ? setup.workerStopping : undefined;
+}
+
+function waitOptions({ setup, ctx, startedMs }: GuardedCall, signal: AbortSignal) {
   const { info } = ctx;
   const heartbeatMs = info.heartbeatTimeoutMs;
   const pollIntervalMs = Math.min(setup.defaults.pollIntervalMs, heartbeatMs ? Math.max(Math.floor(heartbeatMs / 2), 1) : Infinity);
@@ -81,7 +101,7 @@ function waitOptions({ setup, ctx, startedMs }: GuardedCall) {
   return {
     pollIntervalMs,
     deadline: Math.min(startedMs + startToClose - margin, overall),
-    signal: ctx.cancellationSignal,
+    signal,
     // Each heartbeat replaces the activity's details, which outlive the attempt: a waiter, which
     // runs none of the job, passes on those an earlier attempt recorded.
     onPoll: heartbeatMs ? () => ctx.heartbeat(info.heartbeatDetails) : undefined,

@@ -39,10 +39,29 @@ export interface FireOnceInterceptorConfig extends ActivityDefaultOptions {
    * @defaultValue one of the interceptor's own, which stops ticking whenever nothing is parked
    */
   readonly parkedWatch?: ParkedWatch;
+  /**
+   * Aborted when the worker begins to shut down: a local activity waiting in its slot then hands
+   * its wait to its workflow's next worker, so that this one can stop (the SDK never cancels a
+   * local activity at shutdown). The plugin aborts its own; wired by hand, abort it where you call
+   * `worker.shutdown()`.
+   * @defaultValue none: such a wait goes on until the holder's result or the attempt's start-to-close
+   */
+  readonly workerStopping?: AbortSignal;
 }
 
 const WHERE = 'createFireOnceActivityInterceptor';
-const CONFIG_KEYS = ['guard', 'activities', 'payloadConverter', 'payloadCodecs', 'wake', 'dispatchLog', 'cache', 'parkedWatch', ...ACTIVITY_DEFAULT_NAMES];
+const CONFIG_KEYS = [
+  'guard',
+  'activities',
+  'payloadConverter',
+  'payloadCodecs',
+  'wake',
+  'dispatchLog',
+  'cache',
+  'parkedWatch',
+  'workerStopping',
+  ...ACTIVITY_DEFAULT_NAMES,
+];
 
 /**
  * The activity interceptor factory behind {@link FireOncePlugin}, for workers that wire
@@ -83,6 +102,7 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
     cache: config.cache,
     parking,
     parkedWatch: config.parkedWatch ?? new ParkedWatch(parking, defaults.pollIntervalMs),
+    workerStopping: config.workerStopping,
   };
   return (ctx) => {
     const options = fireOnceOptionsFor(config.activities, ctx.info.activityType);
@@ -115,6 +135,7 @@ const PARTS = [
   ['dispatchLog', 'DispatchLog', 'record'],
   ['cache', 'ArtifactCache', 'get'],
   ['parkedWatch', 'ParkedWatch', 'watch'],
+  ['workerStopping', 'AbortSignal', 'addEventListener'],
 ] as const;
 
 /**

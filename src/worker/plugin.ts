@@ -15,6 +15,7 @@ import { createFireOnceActivityInterceptor } from './interceptor';
 import { ParkedWatch } from './parked-watch';
 import { guardOptionsOf, resolvePluginOptions, ttlWarnings, type FireOncePluginOptions, type ResolvedPluginOptions } from './options';
 import { checkPluginRedis } from './redis-check';
+import { WorkerStopping } from './worker-stopping';
 
 /** How long a stopping worker gives Temporal to take the failures of the waiters it parked. */
 const PARKED_CLOSE_MS = 10_000;
@@ -73,6 +74,7 @@ export class FireOncePlugin extends SimplePlugin {
   readonly cache: ArtifactCache | undefined;
   private readonly wake: WakeHub;
   private readonly parkedWatch: ParkedWatch;
+  private readonly stopping = new WorkerStopping();
   /** The namespaces whose keys this plugin's workers use, for the cache's invalidation channels. */
   private readonly namespaces = new Set<string>();
   private started: Promise<void> | undefined;
@@ -101,28 +103,32 @@ export class FireOncePlugin extends SimplePlugin {
     const configured = super.configureWorker(options);
     this.namespaces.add(this.fireOnceOptions.keyNamespace ?? configured.namespace ?? DEFAULT_NAMESPACE);
     const o = this.fireOnceOptions;
-    const activity = createFireOnceActivityInterceptor({
-      guard: this.guard,
-      activities: fireOnceActivityMap(configured.activities),
-      onInFlight: o.onInFlight,
-      pollIntervalMs: o.pollIntervalMs,
-      lockMode: o.lockMode,
-      leaseMs: o.leaseMs,
-      maxArtifactBytes: o.maxArtifactBytes,
-      keyNamespace: o.keyNamespace,
-      ...loadWorkerConverter(configured.dataConverter),
-      ...(o.publishWakeUps ? { wake: this.wake } : {}),
-      ...(this.dispatchLog ? { dispatchLog: this.dispatchLog } : {}),
-      ...(this.cache ? { cache: this.cache } : {}),
-      parkedWatch: this.parkedWatch,
-    });
+    const activity = this.stopping.interceptor((workerStopping) =>
+      createFireOnceActivityInterceptor({
+        guard: this.guard,
+        activities: fireOnceActivityMap(configured.activities),
+        onInFlight: o.onInFlight,
+        pollIntervalMs: o.pollIntervalMs,
+        lockMode: o.lockMode,
+        leaseMs: o.leaseMs,
+        maxArtifactBytes: o.maxArtifactBytes,
+        keyNamespace: o.keyNamespace,
+        ...loadWorkerConverter(configured.dataConverter),
+        ...(o.publishWakeUps ? { wake: this.wake } : {}),
+        ...(this.dispatchLog ? { dispatchLog: this.dispatchLog } : {}),
+        ...(this.cache ? { cache: this.cache } : {}),
+        parkedWatch: this.parkedWatch,
+        workerStopping,
+      }),
+    );
     const interceptors = configured.interceptors ?? {};
     return { ...configured, interceptors: { ...interceptors, activity: [...(interceptors.activity ?? []), activity] } };
   }
 
   /**
    * Claims the key prefix and subscribes the local cache to the invalidations of every namespace
-   * its workers file keys under, before the worker takes tasks; runs the worker; then fails the
+   * its workers file keys under, before the worker takes tasks; runs the worker, telling its
+   * activity interceptor when it begins to shut down ({@link WorkerStopping}); then fails the
    * waiters this worker parked so that they retry on a worker that runs ({@link ParkedWatch.close}),
    * through its own client, before its connection may be closed (the plugin's other workers, if
    * any, go on watching theirs); and once no worker runs, sends the last dispatch-log batch and
@@ -135,7 +141,12 @@ export class FireOncePlugin extends SimplePlugin {
       // A worker of a namespace the plugin had not seen when the first worker started: its
       // invalidations too, before it takes a task (the channels already subscribed are kept).
       await this.cache?.attach(this.wake, this.invalidationChannels());
-      await super.runWorker(worker, next);
+      const unwatch = this.stopping.watch(worker);
+      try {
+        await super.runWorker(worker, next);
+      } finally {
+        unwatch();
+      }
     } finally {
       if (--this.runningWorkers === 0) {
         await this.closeParked(undefined);

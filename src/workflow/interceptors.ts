@@ -1,4 +1,8 @@
+import { msToTs } from '@temporalio/common/lib/time';
 import {
+  ActivityFailure,
+  ApplicationFailure,
+  LocalActivityDoBackoff,
   defaultPayloadConverter,
   type ActivityInput,
   type ContinueAsNewInput,
@@ -13,6 +17,7 @@ import {
   type WorkflowInterceptorsFactory,
   type WorkflowOutboundCallsInterceptor,
 } from '@temporalio/workflow';
+import { HAND_OFF_DELAY_MS, HAND_OFF_HEADER, WORKER_SHUTDOWN_TYPE } from '../common/hand-off';
 import { SCOPE_HEADER, scopeFromHeader } from '../common/header';
 import { getDispatchScope, setDispatchScope, whileReadOnly } from './scope';
 
@@ -20,6 +25,18 @@ function withScope<T extends { readonly headers: Headers }>(input: T): T {
   const scope = getDispatchScope();
   if (scope === undefined || input.headers[SCOPE_HEADER] !== undefined) return input;
   return { ...input, headers: { ...input.headers, [SCOPE_HEADER]: defaultPayloadConverter.toPayload(scope) } };
+}
+
+const HAND_OFF = defaultPayloadConverter.toPayload(true);
+
+/** Whether a local activity's failure is the hand-off's: core passes it on as the activity raised it, not wrapped as a remote activity's is. */
+function endedByWorkerShutdown(err: unknown): boolean {
+  const failure = err instanceof ActivityFailure ? err.cause : err;
+  return failure instanceof ApplicationFailure && failure.type === WORKER_SHUTDOWN_TYPE;
+}
+
+function withHandOff(input: LocalActivityInput): LocalActivityInput {
+  return input.headers[HAND_OFF_HEADER] !== undefined ? input : { ...input, headers: { ...input.headers, [HAND_OFF_HEADER]: HAND_OFF } };
 }
 
 class ScopeInbound implements WorkflowInboundCallsInterceptor {
@@ -45,8 +62,24 @@ class ScopeOutbound implements WorkflowOutboundCallsInterceptor {
     return next(withScope(input));
   }
 
-  scheduleLocalActivity(input: LocalActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleLocalActivity'>): Promise<unknown> {
-    return next(withScope(input));
+  /**
+   * Marks the local activity for the hand-off of its wait (`common/hand-off.ts`). When its worker's
+   * shutdown ends the wait, the same attempt is scheduled again after a timer, as the SDK schedules a
+   * local activity's retry whose backoff exceeds its `localRetryThreshold`: same attempt number, and
+   * the first attempt's schedule time, so its schedule-to-close still counts from there.
+   */
+  async scheduleLocalActivity(input: LocalActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleLocalActivity'>): Promise<unknown> {
+    const scheduled = Date.now(); // the workflow task's time: the same on replay
+    try {
+      return await next(withHandOff(withScope(input)));
+    } catch (err) {
+      if (!endedByWorkerShutdown(err)) throw err;
+      throw new LocalActivityDoBackoff({
+        attempt: input.attempt,
+        backoffDuration: msToTs(HAND_OFF_DELAY_MS),
+        originalScheduleTime: input.originalScheduleTime ?? msToTs(scheduled),
+      });
+    }
   }
 
   startChildWorkflowExecution(
@@ -63,7 +96,8 @@ class ScopeOutbound implements WorkflowOutboundCallsInterceptor {
 
 /**
  * The workflow interceptors that carry the dispatch scope: into the header of every activity,
- * local activity and child workflow scheduled, and across continue-as-new. Loaded by the
+ * local activity and child workflow scheduled, and across continue-as-new; and that take a local
+ * activity's wait back when its worker shuts down (`common/hand-off.ts`). Loaded by the
  * bundler from `workflowInterceptorModules`; not for direct use.
  */
 export const interceptors: WorkflowInterceptorsFactory = () => ({

@@ -14,6 +14,7 @@ from .errors import (
     FireOnceProtocolMismatch,
     FireOnceStoreUnavailable,
     FireOnceUnstorableResult,
+    FireOnceWorkerShutdown,
 )
 from .eviction import SAFE_EVICTION_POLICY, EvictionPolicy, check_eviction_policy, read_eviction_policies
 from .guard import FireOnceGuard
@@ -54,6 +55,7 @@ __all__ = [
     "FireOnceProtocolMismatch",
     "FireOnceStoreUnavailable",
     "FireOnceUnstorableResult",
+    "FireOnceWorkerShutdown",
     "GuardOptions",
     "Held",
     "Lease",

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Mapping
 
+from .._hand_off import WORKER_SHUTDOWN_TYPE
+
 
 class FireOnceError(Exception):
     """Base class. ``type`` is the stable failure type; ``retryable`` how Temporal treats it.
@@ -99,6 +101,17 @@ class FireOnceArtifactTooLarge(FireOnceError):
     """A result is larger than ``max_artifact_bytes``: logged, never raised to the workflow."""
 
     type = "FireOnceArtifactTooLarge"
+
+
+class FireOnceWorkerShutdown(FireOnceError):
+    """A guarded local activity waited in its slot for another worker's job when its own worker
+    began to shut down. The SDK never cancels a local activity at shutdown, and the worker cannot
+    stop before the workflow task that waits on it completes, so the wait ends with this; the
+    plugin's workflow interceptor, which asked for it in the activity's header, schedules the
+    activity again behind a short timer, and the workflow's next worker runs it. Workflow code
+    never sees it. Not retryable: a retry would run on the stopping worker."""
+
+    type = WORKER_SHUTDOWN_TYPE
 
 
 class FireOnceProtocolMismatch(FireOnceConfigError):

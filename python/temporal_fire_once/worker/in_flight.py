@@ -2,7 +2,8 @@
 ``src/worker/in-flight.ts``, and ``src/core/wait.ts``): ``'skip'`` returns ``None``, ``'fail'``
 raises the retryable ``FireOnceInFlight`` with a retry delay that grows with the holder's run, and
 ``'wait'`` waits in the worker slot, re-checking at every poll and at every wake-up in the scope,
-until the lock is gone, the attempt's deadline nears or the activity is cancelled."""
+until the lock is gone, the attempt's deadline nears or the activity is cancelled, or, for a local
+activity whose workflow takes its wait back (``_hand_off.py``), until its worker begins to shut down."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from datetime import datetime, timezone
 from temporalio import activity
 from temporalio.exceptions import CancelledError
 
-from ..core.errors import FireOnceInFlight
+from ..core.errors import FireOnceInFlight, FireOnceWorkerShutdown
 from ..core.outcomes import Acquired, FastForward, Held
 from ..core.wake import WakeHub
 from .setup import CallSetup
@@ -23,11 +24,13 @@ _logger = logging.getLogger("temporal_fire_once")
 
 
 async def on_held(
-    call: CallSetup, held: Held, info: activity.Info, hub: WakeHub | None, started: float, sync: bool
+    call: CallSetup, held: Held, info: activity.Info, hub: WakeHub | None, started: float, sync: bool, hand_off: bool = False
 ) -> FastForward | Acquired | None:
     """Apply the call's in-flight policy to ``held``: ``None`` when skipped, else what the lock's
     next acquire found once it was no longer held (``started``: the attempt's start, ``time.time()``;
-    ``sync``: the activity runs in the SDK's executor, which only flags its cancellation)."""
+    ``sync``: the activity runs in the SDK's executor, which only flags its cancellation;
+    ``hand_off``: a local activity whose workflow takes its wait back when this worker begins to
+    shut down, ``_hand_off.py``)."""
     policy = call.options.on_in_flight or call.defaults.on_in_flight
     if policy == "skip":
         call.decision("in-flight-skipped", fencing=held.fencing_token)
@@ -62,9 +65,16 @@ async def on_held(
                     # With the details this attempt started with: each heartbeat replaces the
                     # activity's details, the progress an earlier attempt's job recorded.
                     activity.heartbeat(*info.heartbeat_details)
-                await _sleep(bell, min(poll, remaining), sync)
+                await _sleep(bell, min(poll, remaining), sync, hand_off)
             first = False
             _raise_if_cancelled()
+            if hand_off and activity.is_worker_shutdown():
+                call.decision("in-flight-failed", fencing=held.fencing_token)
+                raise FireOnceWorkerShutdown(
+                    f"this worker began to shut down while the local activity waited for the in-flight dispatch of step {call.target.step!r} "
+                    f"in scope {call.target.scope!r}: its workflow schedules it again, for its next worker",
+                    {"key": held.lock_key, **call.ids},
+                )
             outcome = await call.guard.acquire(call.target, call.lock_ttl_ms)
             if not isinstance(outcome, Held):
                 call.decision("in-flight-waited", fencing=held.fencing_token)
@@ -109,12 +119,17 @@ def _raise_if_cancelled() -> None:
         raise CancelledError("Cancelled")
 
 
-async def _sleep(bell: asyncio.Event | None, seconds: float, sync: bool) -> None:
-    """Until the next poll, until a commit or release in the scope rings the bell, or, for a sync
-    activity, until its cancellation is requested (looked at every ``_CANCEL_CHECK_S``)."""
+async def _sleep(bell: asyncio.Event | None, seconds: float, sync: bool, hand_off: bool) -> None:
+    """Until the next poll, until a commit or release in the scope rings the bell, for a sync
+    activity until its cancellation is requested, and with ``hand_off`` until the worker begins to
+    shut down (both looked at every ``_CANCEL_CHECK_S``)."""
     end = time.monotonic() + seconds
-    while (left := end - time.monotonic()) > 0 and not (sync and activity.is_cancelled()):
-        step = min(left, _CANCEL_CHECK_S) if sync else left
+
+    def ended() -> bool:
+        return (sync and activity.is_cancelled()) or (hand_off and activity.is_worker_shutdown())
+
+    while (left := end - time.monotonic()) > 0 and not ended():
+        step = min(left, _CANCEL_CHECK_S) if sync or hand_off else left
         if bell is None:
             await asyncio.sleep(step)
             continue

@@ -18,6 +18,7 @@ from temporalio.converter import PayloadCodec
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, WorkflowInterceptorClassInput
 from temporalio.worker import WorkflowInboundInterceptor
 
+from .._hand_off import HAND_OFF_HEADER
 from ..core.errors import FireOnceConfigError, FireOnceError, FireOnceKeyConflict
 from ..core.guard import FireOnceGuard
 from ..core.outcomes import Acquired, Held
@@ -168,7 +169,8 @@ class _GuardedActivity(ActivityInboundInterceptor):
             return await self.next.execute_activity(input)
         try:
             first = await root.guard.acquire(call.target, call.lock_ttl_ms)
-            outcome = await on_held(call, first, info, root.wake, started, _is_sync(input)) if isinstance(first, Held) else first
+            hand_off = info.is_local and HAND_OFF_HEADER in input.headers
+            outcome = await on_held(call, first, info, root.wake, started, _is_sync(input), hand_off) if isinstance(first, Held) else first
         except FireOnceKeyConflict:
             call.decision("conflict")
             raise

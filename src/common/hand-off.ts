@@ -1,0 +1,20 @@
+/**
+ * The hand-off of a local activity's wait when its worker shuts down (docs/how-it-decides.md,
+ * "Local activities and worker shutdown"). A local activity runs on the worker of its workflow
+ * task, and the SDK never cancels one at shutdown: a guarded one waiting in its slot for another
+ * worker's job would keep its worker from stopping until the job ended. So the plugin's workflow
+ * interceptor marks every local activity it schedules with {@link HAND_OFF_HEADER}; a marked one
+ * waiting in its slot when its worker begins to shut down ends with the non-retryable
+ * {@link WORKER_SHUTDOWN_TYPE}, and the interceptor schedules the same attempt again behind a
+ * timer of {@link HAND_OFF_DELAY_MS}, which lets the workflow task complete and the worker stop;
+ * the workflow's next worker runs it. Pure constants: safe in the workflow sandbox and on the worker.
+ */
+
+/** The header that asks for the hand-off; its presence is what counts. */
+export const HAND_OFF_HEADER = 'temporal-fire-once-hand-off';
+
+/** The `ApplicationFailure` type that ends a marked local activity's wait as its worker shuts down. */
+export const WORKER_SHUTDOWN_TYPE = 'FireOnceWorkerShutdown';
+
+/** The timer between the ended attempt and the same attempt scheduled again: the history records it, so it is fixed. */
+export const HAND_OFF_DELAY_MS = 100;
