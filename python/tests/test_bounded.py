@@ -10,8 +10,10 @@ import uuid
 
 from redis.asyncio import Redis
 from temporalio.converter import DataConverter
+from temporalio.testing import ActivityEnvironment
 
 from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceGuard, GuardOptions, WakeHub
+from temporal_fire_once.worker.log import DispatchLog
 
 from .guarded_calls import GuardedCalls, subscribed
 
@@ -51,3 +53,28 @@ async def test_a_burst_of_waiters_on_a_fresh_wake_hub_subscribes_on_one_connecti
     assert (len(during), sum(during)) == (1, len(scopes))  # one connection, every scope's channel on it
     assert (after, closed) == ([], [])
     assert await client.pubsub_channels(f"{prefix}:*") == []
+
+
+async def test_the_dispatch_log_keeps_nothing_per_namespace_once_its_batches_are_sent(client: Redis, prefix: str) -> None:
+    """Decisions of 2,000 namespaces of arbitrary names. The log kept an ``asyncio.Lock`` for each
+    namespace it had ever written to, for the life of the worker, although a lock only orders
+    the batches of a namespace while one is queued."""
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    log = DispatchLog(guard, 1_000)
+    namespaces = [f"tenant-{i}.{uuid.uuid4().hex[:4]}" for i in range(2_000)]
+    counter = f"{prefix}:test:dispatches"
+
+    async def decide() -> None:
+        for i, namespace in enumerate(namespaces):
+            await client.incr(counter)  # the dispatch this decision records
+            log.decision("dispatched", namespace, {"scope": f"s{i}", "step": "job", "jobType": "job"})
+            if i % 100 == 99:
+                await asyncio.sleep(0)  # batches go out as the worker goes on
+
+    await ActivityEnvironment().run(decide)
+    assert await log.flush() == 0
+    assert int(await client.get(counter) or 0) == len(namespaces)
+    assert sum([await client.xlen(guard.keys_for(ns).log()) for ns in namespaces[::100]]) == len(namespaces[::100])
+    assert (len(log._pending), len(log._tasks), len(log._sending)) == (0, 0, 0)
+    for namespace in namespaces:  # the streams of a test of its own
+        await client.delete(guard.keys_for(namespace).log())
