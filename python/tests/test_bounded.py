@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 from redis.asyncio import Redis
 from temporalio.converter import DataConverter
@@ -78,3 +79,65 @@ async def test_the_dispatch_log_keeps_nothing_per_namespace_once_its_batches_are
     assert (len(log._pending), len(log._tasks), len(log._sending)) == (0, 0, 0)
     for namespace in namespaces:  # the streams of a test of its own
         await client.delete(guard.keys_for(namespace).log())
+
+
+async def test_a_worker_driven_through_every_path_over_2000_scopes_holds_nothing_per_scope(redis_url: str, client: Redis, prefix: str) -> None:
+    """Fresh fires and fast-forwards of 2,000 scopes, and over 200 more, in three namespaces of
+    arbitrary names: failures and releases, invalidations and fires again, waits that time out and
+    waits a release ends. Then nothing in this process or on Redis holds an entry per scope: no
+    waiter, subscription, task or connection is left, the guard remembers at most
+    ``known_artifacts`` keys, and the only keys Redis keeps without a TTL are the namespaces' log
+    streams, each capped near its ``dispatch_log_max_len``."""
+    name = f"soak-{uuid.uuid4().hex[:8]}"
+    redis: Redis = Redis.from_url(redis_url, client_name=name)
+    guard = FireOnceGuard(redis, GuardOptions(key_prefix=prefix, known_artifacts=500))
+    hub = WakeHub(redis)
+    counter = f"{prefix}:test:dispatches"
+    worker = GuardedCalls(redis, guard, counter, wake=hub, log_max_len=200)
+    namespaces = ["default", "tenant.a-1", "B_2"]
+    tasks_before = len(asyncio.all_tasks())
+
+    async def each(scopes: list[str], call: Any) -> None:
+        for start in range(0, len(scopes), 25):
+            await asyncio.gather(*(call(scope, namespaces[i % 3]) for i, scope in enumerate(scopes[start : start + 25], start)))
+
+    async def fire_twice(scope: str, ns: str) -> None:
+        assert await worker.call(scope, ns) == f"result of {scope}"  # a fresh fire
+        assert (await worker.call(scope, ns)).payload.data == f'"result of {scope}"'.encode()  # a fast-forward
+
+    async def fail_invalidate_fire(scope: str, ns: str) -> None:
+        await asyncio.gather(worker.call(f"{scope}-fails", ns, fail=True), return_exceptions=True)  # released on failure
+        await guard.invalidate(scope, "job", ns)
+        await worker.call(scope, ns)  # fires again
+
+    async def wait_out(scope: str, ns: str) -> None:
+        holder = await guard.acquire(DispatchTarget(f"{scope}-held", "job", "job", ns))
+        assert isinstance(holder, Acquired)
+        timed_out = await asyncio.gather(worker.call(f"{scope}-held", ns, start_to_close_s=0.05), return_exceptions=True)
+        assert "FireOnceInFlight" in repr(timed_out)  # gave up before its deadline
+        waiting = asyncio.ensure_future(worker.call(f"{scope}-held", ns))
+        await asyncio.sleep(0.05)
+        await guard.release(holder.lease)  # the waiter wakes, acquires and fires
+        await waiting
+
+    await each([f"s{i}" for i in range(2_000)], fire_twice)
+    await each([f"s{i}" for i in range(200)], fail_invalidate_fire)
+    await each([f"w{i}" for i in range(200)], wait_out)
+    assert await worker.interceptor.flush() == 0
+    await asyncio.sleep(0.5)  # the last unsubscribes
+
+    assert int(await client.get(counter) or 0) == 2_000 + 200 * 2 + 200  # fires, failures and fires again, waiters' fires
+    # No waiter, and no channel subscribed on Redis. (The pubsub may still list the last few channels
+    # left, until its next read takes the replies to their UNSUBSCRIBEs: as many as were left at once.)
+    assert (len(hub._events), await client.pubsub_channels(f"{prefix}:*")) == (0, [])
+    assert len(guard._known or {}) <= 500
+    log = worker.interceptor.log
+    assert log is not None and (len(log._pending), len(log._tasks), len(log._sending)) == (0, 0, 0)
+    assert len(asyncio.all_tasks()) <= tasks_before + 1  # the hub's reader, which ends at its next read
+    assert len([c for c in await client.client_list() if c.get("name") == name]) <= 101  # the pool's and the hub's
+    keys = [key async for key in client.scan_iter(match=f"{prefix}:v3:*", count=1_000)]
+    untimed = [key for key in keys if await client.pttl(key) == -1]
+    assert sorted(untimed) == sorted(guard.keys_for(ns).log().encode() for ns in namespaces)
+    assert max([await client.xlen(key) for key in untimed]) <= 200 + 100  # MAXLEN ~ trims whole nodes of 100 entries
+    await hub.close()
+    await redis.aclose()
