@@ -28,6 +28,7 @@ class WakeHub:
         self._reader: asyncio.Task[None] | None = None
         self._events: dict[bytes, set[asyncio.Event]] = {}
         self._leaving: set[asyncio.Task[None]] = set()  # unsubscribes under way, kept from the GC
+        self._connecting = asyncio.Lock()  # the first SUBSCRIBE, which connects the pubsub, goes alone
 
     async def join(self, channel: str) -> asyncio.Event:
         event = asyncio.Event()
@@ -38,13 +39,23 @@ class WakeHub:
             try:
                 if self._pubsub is None:
                     self._pubsub = self._redis.pubsub()
-                await self._pubsub.subscribe(channel)
+                await self._subscribe(self._pubsub, channel)
             except BaseException:
                 await self.leave(channel, event)
                 raise
             if self._reader is None or self._reader.done():
                 self._reader = asyncio.get_running_loop().create_task(self._read())
         return event
+
+    async def _subscribe(self, pubsub: Any, channel: str) -> None:
+        """Subscribe on the pubsub's one connection. Until it has one, a SUBSCRIBE takes it from
+        the pool, waiting for the connect: one sent meanwhile would take another, subscribed for
+        good and never read nor given back (docs/reliability.md, 241). So the first goes alone."""
+        if pubsub.connection is not None:
+            await pubsub.subscribe(channel)
+            return
+        async with self._connecting:
+            await pubsub.subscribe(channel)
 
     async def leave(self, channel: str, event: asyncio.Event) -> None:
         """Give the event back. Never suspends: the last one's unsubscribe runs in the background,

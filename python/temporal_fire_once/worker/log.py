@@ -22,6 +22,16 @@ _logger = logging.getLogger("temporal_fire_once")
 _Batch = list[list[tuple[str, str]]]
 
 
+class _Turns:
+    """The batches of one namespace, sent one at a time: the lock, and how many batches hold or await it."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
 class DispatchLog:
     """Appends decisions through log-append.lua; a failure to log is logged, never raised."""
 
@@ -32,7 +42,9 @@ class DispatchLog:
         self._tasks: dict[asyncio.Task[Any], _Batch] = {}  # each batch begun and not yet answered
         # One append in flight per namespace: sent at once, a batch could go out on another pool
         # connection and land before the one ahead of it (a `committed` before its `dispatched`).
-        self._sending: dict[str, asyncio.Lock] = {}
+        # A namespace's lock lives while a batch of it holds or awaits it: kept for good, a worker
+        # would keep one for every namespace it ever logged (docs/reliability.md, 242).
+        self._sending: dict[str, _Turns] = {}
 
     def decision(self, decision: str, namespace: str, ids: dict[str, str], lease: Lease | None = None, fencing: int | None = None) -> None:
         info = activity.info()
@@ -85,13 +97,22 @@ class DispatchLog:
     async def _send(self, namespace: str, batch: _Batch) -> None:
         try:
             await asyncio.sleep(0)
-            # Locks wake in the order they were awaited: batches go out in the order they were begun.
-            async with self._sending.setdefault(namespace, asyncio.Lock()):
-                self._close(namespace, batch)
-                try:
-                    await self._guard.log_append(namespace, self._max_len, batch)
-                except Exception as err:
-                    _logger.warning("fire-once: could not append %d dispatch-log entries: %s", len(batch), err)
+            turns = self._sending.get(namespace)
+            if turns is None:
+                turns = self._sending[namespace] = _Turns()
+            turns.users += 1
+            try:
+                # Locks wake in the order they were awaited: batches go out in the order they were begun.
+                async with turns.lock:
+                    self._close(namespace, batch)
+                    try:
+                        await self._guard.log_append(namespace, self._max_len, batch)
+                    except Exception as err:
+                        _logger.warning("fire-once: could not append %d dispatch-log entries: %s", len(batch), err)
+            finally:
+                turns.users -= 1
+                if turns.users == 0:
+                    del self._sending[namespace]
         finally:
             self._close(namespace, batch)  # given up by flush() before it went out: the next decision begins another
 
