@@ -50,7 +50,7 @@ class WakeHub:
     async def _subscribe(self, pubsub: Any, channel: str) -> None:
         """Subscribe on the pubsub's one connection. Until it has one, a SUBSCRIBE takes it from
         the pool, waiting for the connect: one sent meanwhile would take another, subscribed for
-        good and never read nor given back (docs/reliability.md, 241). So the first goes alone."""
+        good and never read nor given back (docs/reliability.md, 150). So the first goes alone."""
         if pubsub.connection is not None:
             await pubsub.subscribe(channel)
             return

@@ -43,7 +43,7 @@ class DispatchLog:
         # One append in flight per namespace: sent at once, a batch could go out on another pool
         # connection and land before the one ahead of it (a `committed` before its `dispatched`).
         # A namespace's lock lives while a batch of it holds or awaits it: kept for good, a worker
-        # would keep one for every namespace it ever logged (docs/reliability.md, 242).
+        # would keep one for every namespace it ever logged (docs/reliability.md, 151).
         self._sending: dict[str, _Turns] = {}
 
     def decision(self, decision: str, namespace: str, ids: dict[str, str], lease: Lease | None = None, fencing: int | None = None) -> None:
