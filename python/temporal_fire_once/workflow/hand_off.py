@@ -2,15 +2,20 @@
 the workflow's next worker, each time its worker's shutdown ends its wait. Sandbox-safe.
 
 The SDK's own retries of a local activity go through a timer the same way, but keep the attempt
-number and the first schedule time, which no public API passes on: here the activity starts again
-from attempt 1, and its schedule-to-close from the new schedule."""
+number and the first schedule time, which no public API passes on. So the activity starts again
+numbered 1, and is given what is left of the limits the workflow set: of ``maximum_attempts``, the
+attempts used before the one handed off (its failure names it), and of ``schedule_to_close_timeout``
+the workflow time since the first schedule. One whose schedule-to-close ran out while handed off
+fails as the SDK fails a local activity timed out, without running again."""
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import timedelta
 from typing import Any, Callable, Mapping
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, RetryState, TimeoutError, TimeoutType
 from temporalio.worker import StartLocalActivityInput
 
 from .._hand_off import HAND_OFF_ATTEMPT, HAND_OFF_DELAY_S, WORKER_SHUTDOWN_TYPE
@@ -25,6 +30,8 @@ class HandOffHandle(workflow.ActivityHandle[Any]):
 
     def __init__(self, start: Start, input: StartLocalActivityInput) -> None:
         self._start, self._input = start, input
+        self._first_scheduled = workflow.now()
+        self._attempts_used = 0
         self._current = start(input)
         self._running = False
         super().__init__(self._run())
@@ -39,10 +46,23 @@ class HandOffHandle(workflow.ActivityHandle[Any]):
             try:
                 return await self._current
             except (ActivityError, ApplicationError) as err:
-                if handed_off_attempt(err) is None:
+                attempt = handed_off_attempt(err)
+                if attempt is None:
                     raise
+            self._attempts_used += attempt - 1  # the attempt handed off goes on in the next schedule
             await workflow.sleep(HAND_OFF_DELAY_S)
-            self._current = self._start(self._input)
+            self._current = self._start(self._what_is_left())
+
+    def _what_is_left(self) -> StartLocalActivityInput:
+        input, retry = self._input, self._input.retry_policy
+        if retry is not None and retry.maximum_attempts > 0:
+            retry = dataclasses.replace(retry, maximum_attempts=max(retry.maximum_attempts - self._attempts_used, 1))
+        overall = input.schedule_to_close_timeout
+        if overall is not None:
+            overall -= workflow.now() - self._first_scheduled
+            if overall <= timedelta(0):
+                raise _timed_out(input)
+        return dataclasses.replace(input, retry_policy=retry, schedule_to_close_timeout=overall)
 
     def cancel(self, msg: Any | None = None) -> bool:
         # Not yet running, this task would end without ever awaiting the activity: cancel that too,
@@ -70,3 +90,17 @@ def handed_off_attempt(err: BaseException) -> int | None:
     attempt = details.get(HAND_OFF_ATTEMPT) if isinstance(details, Mapping) else None
     return int(attempt) if isinstance(attempt, str) and attempt.isdigit() and int(attempt) > 0 else None
 
+
+def _timed_out(input: StartLocalActivityInput) -> ActivityError:
+    """The failure of a local activity whose schedule-to-close ran out, as the SDK raises it."""
+    failure = ActivityError(
+        "Local Activity timed out",
+        scheduled_event_id=0,
+        started_event_id=0,
+        identity="",
+        activity_type=input.activity,
+        activity_id=input.activity_id or "",
+        retry_state=RetryState.TIMEOUT,
+    )
+    failure.__cause__ = TimeoutError("Activity timed out", type=TimeoutType.SCHEDULE_TO_CLOSE, last_heartbeat_details=[])
+    return failure
