@@ -16,5 +16,10 @@ HAND_OFF_HEADER = "temporal-fire-once-hand-off"
 WORKER_SHUTDOWN_TYPE = "FireOnceWorkerShutdown"
 """The failure type that ends a marked local activity's wait as its worker shuts down."""
 
+HAND_OFF_ATTEMPT = "handOffAttempt"
+"""The field of that failure's details that names the attempt handed off, as a decimal string:
+the workflow schedules the activity again with the attempts left, and takes a failure of the type
+without it for the activity's own, which it does not hand off."""
+
 HAND_OFF_DELAY_S = 0.1
 """The timer between the ended local activity and the same one scheduled again (``HAND_OFF_DELAY_MS``)."""

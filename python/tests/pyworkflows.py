@@ -49,14 +49,19 @@ class GuardedCall:
 
 @workflow.defn
 class LocalCall:
-    """Sets the scope and calls one activity as a local activity, with short attempts retried."""
+    """Sets the scope and calls one activity as a local activity, with short attempts retried
+    (``overall_ms``: a schedule-to-close, none by default)."""
 
     @workflow.run
-    async def run(self, scope: str, activity: str, args: list[Any], attempt_ms: int, attempts: int) -> Any:
+    async def run(self, scope: str, activity: str, args: list[Any], attempt_ms: int, attempts: int, overall_ms: int | None = None) -> Any:
         set_dispatch_scope(scope)
         retry = RetryPolicy(maximum_attempts=attempts, initial_interval=timedelta(milliseconds=50), backoff_coefficient=1.0)
         return await workflow.execute_local_activity(
-            activity, args=args, start_to_close_timeout=timedelta(milliseconds=attempt_ms), retry_policy=retry
+            activity,
+            args=args,
+            start_to_close_timeout=timedelta(milliseconds=attempt_ms),
+            schedule_to_close_timeout=None if overall_ms is None else timedelta(milliseconds=overall_ms),
+            retry_policy=retry,
         )
 
 

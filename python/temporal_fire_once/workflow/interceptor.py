@@ -9,11 +9,10 @@ it to the instance's outbound interceptor."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
-from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import (
     ContinueAsNewInput,
     ExecuteWorkflowInput,
@@ -26,9 +25,10 @@ from temporalio.worker import (
     WorkflowOutboundInterceptor,
 )
 
-from .._hand_off import HAND_OFF_DELAY_S, HAND_OFF_HEADER, WORKER_SHUTDOWN_TYPE
+from .._hand_off import HAND_OFF_HEADER
 from .._header import SCOPE_HEADER, scope_from_headers, scope_payload
 from .._ids import id_problem
+from .hand_off import HandOffHandle
 from .scope import check_scope
 
 with workflow.unsafe.imports_passed_through():  # the host's table, as in scope.py
@@ -55,7 +55,7 @@ class _ScopeOutbound(WorkflowOutboundInterceptor):
         input = self._with_scope(input)
         if HAND_OFF_HEADER not in input.headers:
             input.headers = {**input.headers, HAND_OFF_HEADER: _HAND_OFF}
-        return _HandOffHandle(lambda: self.next.start_local_activity(input))
+        return HandOffHandle(self.next.start_local_activity, input)
 
     async def start_child_workflow(self, input: StartChildWorkflowInput) -> workflow.ChildWorkflowHandle[Any, Any]:
         return await self.next.start_child_workflow(self._with_scope(input))
@@ -65,50 +65,6 @@ class _ScopeOutbound(WorkflowOutboundInterceptor):
 
 
 _HAND_OFF = Payload(metadata={"encoding": b"json/plain"}, data=b"true")
-
-
-class _HandOffHandle(workflow.ActivityHandle[Any]):
-    """A local activity scheduled again, for the workflow's next worker, each time its worker's
-    shutdown ends its wait (``_hand_off.py``): a timer of ``HAND_OFF_DELAY_S`` lets the workflow
-    task complete, and the stopping worker stop. The SDK's own retries use a timer the same way,
-    but keep the attempt number and the first schedule time, which no public API passes on: here
-    the activity starts again from attempt 1, and its schedule-to-close from the new schedule.
-    Any other outcome is the activity's own, cancellation included."""
-
-    def __init__(self, start: Callable[[], workflow.ActivityHandle[Any]]) -> None:
-        self._start = start
-        self._current = start()
-        self._running = False
-        super().__init__(self._run())
-        # A worker that stops drops its workflows unfinished, this task with them, as the SDK's own
-        # tasks: like them, not worth asyncio's "Task was destroyed but it is pending!".
-        if hasattr(self, "_log_destroy_pending"):
-            setattr(self, "_log_destroy_pending", False)
-
-    async def _run(self) -> Any:
-        self._running = True
-        while True:
-            try:
-                return await self._current
-            except (ActivityError, ApplicationError) as err:
-                if not _ended_by_worker_shutdown(err):
-                    raise
-            await workflow.sleep(HAND_OFF_DELAY_S)
-            self._current = self._start()
-
-    def cancel(self, msg: Any | None = None) -> bool:
-        # Not yet running, this task would end without ever awaiting the activity: cancel that too,
-        # as the SDK's handle sends the cancel of an activity it has not started to await.
-        if not self._running and not self.done():
-            self._current.cancel(msg)
-        return super().cancel(msg)
-
-
-def _ended_by_worker_shutdown(err: BaseException) -> bool:
-    """Whether a local activity's failure is the hand-off's: core passes it on as the activity
-    raised it, where a remote activity's is wrapped in an ``ActivityError``."""
-    failure = err.cause if isinstance(err, ActivityError) else err
-    return isinstance(failure, ApplicationError) and failure.type == WORKER_SHUTDOWN_TYPE
 
 
 class _ScopeInbound(WorkflowInboundInterceptor):
