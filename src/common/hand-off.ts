@@ -16,5 +16,16 @@ export const HAND_OFF_HEADER = 'temporal-fire-once-hand-off';
 /** The `ApplicationFailure` type that ends a marked local activity's wait as its worker shuts down. */
 export const WORKER_SHUTDOWN_TYPE = 'FireOnceWorkerShutdown';
 
+/**
+ * The attempt a {@link WORKER_SHUTDOWN_TYPE} failure ended, which its worker records in the
+ * failure's first detail, `attempt`: core retries a local activity on its workflow task without
+ * telling the workflow, so the attempt the workflow scheduled may be an earlier one. `undefined`
+ * for a failure without it (recorded by 0.9.0): the workflow then goes by the attempt it scheduled.
+ */
+export function attemptEnded(details: readonly unknown[] | null | undefined): number | undefined {
+  const attempt = (details?.[0] as { readonly attempt?: unknown } | undefined)?.attempt;
+  return typeof attempt === 'number' && Number.isSafeInteger(attempt) && attempt >= 1 ? attempt : undefined;
+}
+
 /** The timer between the ended attempt and the same attempt scheduled again: the history records it, so it is fixed. */
 export const HAND_OFF_DELAY_MS = 100;
