@@ -17,7 +17,7 @@ import {
   type WorkflowInterceptorsFactory,
   type WorkflowOutboundCallsInterceptor,
 } from '@temporalio/workflow';
-import { HAND_OFF_DELAY_MS, HAND_OFF_HEADER, WORKER_SHUTDOWN_TYPE, attemptEnded } from '../common/hand-off';
+import { HAND_OFF_DELAY_MS, HAND_OFF_HEADER, handOffOf } from '../common/hand-off';
 import { SCOPE_HEADER, scopeFromHeader } from '../common/header';
 import { getDispatchScope, setDispatchScope, whileReadOnly } from './scope';
 
@@ -29,10 +29,10 @@ function withScope<T extends { readonly headers: Headers }>(input: T): T {
 
 const HAND_OFF = defaultPayloadConverter.toPayload(true);
 
-/** A local activity's failure if it is the hand-off's: core passes it on as the activity raised it, not wrapped as a remote activity's is. */
-function endedByWorkerShutdown(err: unknown): ApplicationFailure | undefined {
+/** The hand-off of a local activity's failure, if it is one: core passes it on as the activity raised it, not wrapped as a remote activity's is. */
+function endedByWorkerShutdown(err: unknown): ReturnType<typeof handOffOf> {
   const failure = err instanceof ActivityFailure ? err.cause : err;
-  return failure instanceof ApplicationFailure && failure.type === WORKER_SHUTDOWN_TYPE ? failure : undefined;
+  return failure instanceof ApplicationFailure ? handOffOf(failure) : undefined;
 }
 
 function withHandOff(input: LocalActivityInput): LocalActivityInput {
@@ -74,10 +74,10 @@ class ScopeOutbound implements WorkflowOutboundCallsInterceptor {
     try {
       return await next(withHandOff(withScope(input)));
     } catch (err) {
-      const failure = endedByWorkerShutdown(err);
-      if (failure === undefined) throw err;
+      const handOff = endedByWorkerShutdown(err);
+      if (handOff === undefined) throw err;
       throw new LocalActivityDoBackoff({
-        attempt: attemptEnded(failure.details) ?? input.attempt,
+        attempt: handOff.attempt ?? input.attempt,
         backoffDuration: msToTs(HAND_OFF_DELAY_MS),
         originalScheduleTime: input.originalScheduleTime ?? msToTs(scheduled),
       });

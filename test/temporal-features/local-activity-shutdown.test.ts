@@ -150,4 +150,30 @@ describe('Temporal features: a guarded local activity waiting when its worker sh
     expect({ attempts: await attempts(), dispatches: await ctx.count('dispatchJob', scope) }).toEqual({ attempts: [1, 2, 2], dispatches: 1 });
     expect(localActivitySteps(await waiter.fetchHistory())).toEqual(['failed FireOnceWorkerShutdown, attempt 2', 'timer', 'failed JobFailed, attempt 2']);
   });
+
+  it("leaves a failure of the type that is not the hand-off's to the workflow: an unguarded local activity's own runs once and fails it", async () => {
+    const { ctx, base } = context();
+    const scope = newScope('la-own-type');
+    /** Not fire-once: a job of the user's that fails with an ApplicationFailure of the hand-off's type, counted in its body. */
+    const ownFailure = async (s: string): Promise<JobResult> => {
+      await ctx.redis.incr(counterKey(ctx.prefix, 'dispatchJob', s));
+      throw ApplicationFailure.create({ type: 'FireOnceWorkerShutdown', message: 'a failure of its own', nonRetryable: true });
+    };
+    const worker = await startWorker(ctx, base, ctx.taskQueue, { worker: { activities: { dispatchJob: ownFailure } } });
+    const handle = await ctx.client.workflow.start('localRunTimed', {
+      taskQueue: ctx.taskQueue,
+      workflowId: `local-${randomUUID()}`,
+      args: [scope, 0, 5_000, 1],
+    });
+    const closed = handle.result().then(
+      () => 'completed',
+      (err: unknown) => (err instanceof WorkflowFailedError ? 'failed' : String(err)),
+    );
+    let outcome: string | undefined;
+    void closed.then((o) => (outcome = o));
+    // Before the fix it was scheduled again every 100 ms, for ever: stop at its second run.
+    await waitFor('the workflow to close, or the job to run twice', async () => outcome !== undefined || (await ctx.count('dispatchJob', scope)) > 1);
+    await worker.stop();
+    expect({ outcome, runs: await ctx.count('dispatchJob', scope) }).toEqual({ outcome: 'failed', runs: 1 });
+  });
 });

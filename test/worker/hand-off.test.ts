@@ -4,7 +4,7 @@ import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import type { Redis } from 'ioredis';
 import { FireOnceConfigError, FireOnceGuard, fireOnce } from '../../src';
 import { WakeHub, createFireOnceActivityInterceptor, fireOnceActivityMap } from '../../src/core';
-import { HAND_OFF_HEADER } from '../../src/common/hand-off';
+import { HAND_OFF_HEADER, handOffOf } from '../../src/common/hand-off';
 import { payloadToBytes } from '../../src/worker/artifact';
 import { useGuardFixture } from '../support/redis';
 import { waitFor } from '../support/wait';
@@ -85,6 +85,8 @@ describe('a waiting local activity whose worker begins to shut down (MockActivit
     const failure = await ended;
     expect(failure).toBeInstanceOf(ApplicationFailure);
     expect([(failure as ApplicationFailure).type, (failure as ApplicationFailure).nonRetryable]).toEqual(['FireOnceWorkerShutdown', true]);
+    // What the workflow interceptor reads of it: the hand-off of attempt 1.
+    expect(handOffOf(failure as ApplicationFailure)).toEqual({ attempt: 1 });
     expect(await redis.get(guard.keys.lock('s', 'job'))).toBe(lock);
     expect(await count()).toBe(0);
   });
