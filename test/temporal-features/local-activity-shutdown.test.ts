@@ -132,14 +132,15 @@ describe('Temporal features: a guarded local activity waiting when its worker sh
     const attempts = async () => (await ctx.redis.lrange(attemptsKey, 0, -1)).map(Number);
 
     const stopping = await startWorker(ctx, base, ctx.taskQueue, { plugin: { onInFlight: 'wait' }, worker });
-    // Two attempts allowed. The first waits out its 1.5 s start-to-close (less the margin) and is
-    // retried locally, on the same workflow task; the worker stops as the second one waits. (The
-    // panic sdk-core may print after it has stopped is its first attempt's start-to-close timer,
-    // which core leaves running on a local retry: temporalio/sdk-rust#1454. It changes nothing here.)
+    // Two attempts allowed. The first waits out its 5 s start-to-close, less the 1 s margin, and is
+    // retried locally, on the same workflow task; the worker stops as the second one waits. The
+    // margin leaves the hand-off 1 s before the first attempt's start-to-close timer fires: sdk-core
+    // leaves it running on a local retry, where it would time the second attempt out
+    // (temporalio/sdk-rust#1454; the panic it may print once the worker has stopped is that timer).
     const waiter = await ctx.client.workflow.start('localRunTimed', {
       taskQueue: ctx.taskQueue,
       workflowId: `local-${randomUUID()}`,
-      args: [scope, 0, 1_500, 2],
+      args: [scope, 0, 5_000, 2],
     });
     await waitFor('the local retry to start', async () => (await attempts()).length === 2);
     await stopping.stop();
