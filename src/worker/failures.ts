@@ -18,7 +18,7 @@ const MIN_IN_FLIGHT_RETRY_DELAY_MS = 100;
  * failure.nextRetryDelay; // 30000: its retryAfterMs
  * ```
  */
-export function toApplicationFailure(err: FireOnceError, extraContext: Record<string, string> = {}): ApplicationFailure {
+export function toApplicationFailure(err: FireOnceError, extraContext: Readonly<Record<string, string | number>> = {}): ApplicationFailure {
   const nextRetryDelay = err instanceof FireOnceInFlight ? Math.max(err.retryAfterMs, MIN_IN_FLIGHT_RETRY_DELAY_MS) : undefined;
   return ApplicationFailure.create({
     type: err.type,

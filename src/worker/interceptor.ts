@@ -2,7 +2,7 @@ import { defaultPayloadConverter, type PayloadCodec, type PayloadConverter } fro
 import type { ActivityInboundCallsInterceptor, ActivityInterceptorsFactory } from '@temporalio/worker';
 import type { ArtifactCache } from '../core/artifact-cache';
 import type { DispatchLog } from '../core/dispatch-log';
-import { FireOnceConfigError, FireOnceError, describe } from '../core/errors';
+import { FireOnceConfigError, FireOnceError, FireOnceWorkerShutdown, describe } from '../core/errors';
 import type { FireOnceGuard } from '../core/guard';
 import { checkKnownKeys } from '../core/options';
 import { ParkingLot } from '../core/parking';
@@ -121,7 +121,10 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
         }
         markGuarded(ctx);
         return runGuarded({ setup, options, ctx, input, next: () => next(input), startedMs: Date.now() }).catch((err: unknown) => {
-          throw err instanceof FireOnceError ? toApplicationFailure(err, { activityType: ctx.info.activityType }) : err;
+          if (!(err instanceof FireOnceError)) throw err;
+          // The hand-off's failure names the attempt it ended, which its workflow schedules again (common/hand-off.ts).
+          const { activityType, attempt } = ctx.info;
+          throw toApplicationFailure(err, err instanceof FireOnceWorkerShutdown ? { activityType, attempt } : { activityType });
         });
       },
     };

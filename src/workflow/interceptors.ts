@@ -17,7 +17,7 @@ import {
   type WorkflowInterceptorsFactory,
   type WorkflowOutboundCallsInterceptor,
 } from '@temporalio/workflow';
-import { HAND_OFF_DELAY_MS, HAND_OFF_HEADER, WORKER_SHUTDOWN_TYPE } from '../common/hand-off';
+import { HAND_OFF_DELAY_MS, HAND_OFF_HEADER, handOffOf } from '../common/hand-off';
 import { SCOPE_HEADER, scopeFromHeader } from '../common/header';
 import { getDispatchScope, setDispatchScope, whileReadOnly } from './scope';
 
@@ -29,10 +29,10 @@ function withScope<T extends { readonly headers: Headers }>(input: T): T {
 
 const HAND_OFF = defaultPayloadConverter.toPayload(true);
 
-/** Whether a local activity's failure is the hand-off's: core passes it on as the activity raised it, not wrapped as a remote activity's is. */
-function endedByWorkerShutdown(err: unknown): boolean {
+/** The hand-off of a local activity's failure, if it is one: core passes it on as the activity raised it, not wrapped as a remote activity's is. */
+function endedByWorkerShutdown(err: unknown): ReturnType<typeof handOffOf> {
   const failure = err instanceof ActivityFailure ? err.cause : err;
-  return failure instanceof ApplicationFailure && failure.type === WORKER_SHUTDOWN_TYPE;
+  return failure instanceof ApplicationFailure ? handOffOf(failure) : undefined;
 }
 
 function withHandOff(input: LocalActivityInput): LocalActivityInput {
@@ -65,17 +65,19 @@ class ScopeOutbound implements WorkflowOutboundCallsInterceptor {
   /**
    * Marks the local activity for the hand-off of its wait (`common/hand-off.ts`). When its worker's
    * shutdown ends the wait, the same attempt is scheduled again after a timer, as the SDK schedules a
-   * local activity's retry whose backoff exceeds its `localRetryThreshold`: same attempt number, and
-   * the first attempt's schedule time, so its schedule-to-close still counts from there.
+   * local activity's retry whose backoff exceeds its `localRetryThreshold`: the number of the attempt
+   * that ended (which core may have retried locally past `input.attempt`), and the first attempt's
+   * schedule time, so that neither `maximumAttempts` nor schedule-to-close starts over.
    */
   async scheduleLocalActivity(input: LocalActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleLocalActivity'>): Promise<unknown> {
     const scheduled = Date.now(); // the workflow task's time: the same on replay
     try {
       return await next(withHandOff(withScope(input)));
     } catch (err) {
-      if (!endedByWorkerShutdown(err)) throw err;
+      const handOff = endedByWorkerShutdown(err);
+      if (handOff === undefined) throw err;
       throw new LocalActivityDoBackoff({
-        attempt: input.attempt,
+        attempt: handOff.attempt ?? input.attempt,
         backoffDuration: msToTs(HAND_OFF_DELAY_MS),
         originalScheduleTime: input.originalScheduleTime ?? msToTs(scheduled),
       });

@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { temporal } from '@temporalio/proto';
-import { DefaultLogger, Worker, bundleWorkflowCode, type WorkerOptions } from '@temporalio/worker';
+import { ApplicationFailure } from '@temporalio/common';
+import { DefaultLogger, Worker, bundleWorkflowCode, type ActivityInterceptorsFactory, type WorkerOptions } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
+import { WorkflowFailedError } from '@temporalio/client';
 import type { Redis } from 'ioredis';
-import { FireOncePlugin, fireOnce, type FireOncePluginOptions } from '../../src';
+import { FireOnceGuard, FireOncePlugin, fireOnce, type FireOncePluginOptions } from '../../src';
 import { FireOnceKeys } from '../../src/core';
 import { waitFor } from '../support/wait';
 import { newScope, oneResult, useFeatures, type FeatureContext } from '../support/features';
@@ -108,5 +110,73 @@ describe('Temporal features: a guarded local activity waiting when its worker sh
     await expect(Worker.runReplayHistory({ workflowBundle: bare, replayName: 'la-hand-off-bare' }, history, waiter.workflowId)).rejects.toThrow(
       DeterminismViolationError,
     );
+  });
+
+  it('hands over the attempt that waited: a local retry handed over goes on from its own attempt number, not from the first', async () => {
+    const { ctx, base } = context();
+    const scope = newScope('la-attempt');
+    // The lock held by the test, as by another worker's job; released later as if that job failed.
+    const guard = new FireOnceGuard({ redis: ctx.redis, keyPrefix: ctx.prefix });
+    const held = await guard.acquire({ scope, step: 'dispatchJob', jobType: 'dispatchJob' });
+    if (held.kind !== 'acquired') throw new Error('expected the lock');
+    const attemptsKey = `${ctx.prefix}:attempts:${scope}`;
+    const recordAttempt: ActivityInterceptorsFactory = (actx) => ({
+      inbound: { execute: async (input, next) => (await ctx.redis.rpush(attemptsKey, actx.info.attempt), next(input)) },
+    });
+    /** The job fails every time it is dispatched, counted in its body. */
+    const failingJob = fireOnce(async (s: string): Promise<JobResult> => {
+      await ctx.redis.incr(counterKey(ctx.prefix, 'dispatchJob', s));
+      throw ApplicationFailure.retryable('the job failed', 'JobFailed');
+    });
+    const worker = { activities: { dispatchJob: failingJob }, interceptors: { activity: [recordAttempt] } };
+    const attempts = async () => (await ctx.redis.lrange(attemptsKey, 0, -1)).map(Number);
+
+    const stopping = await startWorker(ctx, base, ctx.taskQueue, { plugin: { onInFlight: 'wait' }, worker });
+    // Two attempts allowed. The first waits out its 5 s start-to-close, less the 1 s margin, and is
+    // retried locally, on the same workflow task; the worker stops as the second one waits. The
+    // margin leaves the hand-off 1 s before the first attempt's start-to-close timer fires: sdk-core
+    // leaves it running on a local retry, where it would time the second attempt out
+    // (temporalio/sdk-rust#1454; the panic it may print once the worker has stopped is that timer).
+    const waiter = await ctx.client.workflow.start('localRunTimed', {
+      taskQueue: ctx.taskQueue,
+      workflowId: `local-${randomUUID()}`,
+      args: [scope, 0, 5_000, 2],
+    });
+    await waitFor('the local retry to start', async () => (await attempts()).length === 2);
+    await stopping.stop();
+
+    const restarted = await startWorker(ctx, base, ctx.taskQueue, { plugin: { onInFlight: 'wait' }, worker });
+    await guard.release(held.lease);
+    await expect(waiter.result()).rejects.toThrow(WorkflowFailedError);
+    await restarted.stop();
+    // The last attempt allowed was handed over: it dispatches once, fails, and the workflow fails.
+    expect({ attempts: await attempts(), dispatches: await ctx.count('dispatchJob', scope) }).toEqual({ attempts: [1, 2, 2], dispatches: 1 });
+    expect(localActivitySteps(await waiter.fetchHistory())).toEqual(['failed FireOnceWorkerShutdown, attempt 2', 'timer', 'failed JobFailed, attempt 2']);
+  });
+
+  it("leaves a failure of the type that is not the hand-off's to the workflow: an unguarded local activity's own runs once and fails it", async () => {
+    const { ctx, base } = context();
+    const scope = newScope('la-own-type');
+    /** Not fire-once: a job of the user's that fails with an ApplicationFailure of the hand-off's type, counted in its body. */
+    const ownFailure = async (s: string): Promise<JobResult> => {
+      await ctx.redis.incr(counterKey(ctx.prefix, 'dispatchJob', s));
+      throw ApplicationFailure.create({ type: 'FireOnceWorkerShutdown', message: 'a failure of its own', nonRetryable: true });
+    };
+    const worker = await startWorker(ctx, base, ctx.taskQueue, { worker: { activities: { dispatchJob: ownFailure } } });
+    const handle = await ctx.client.workflow.start('localRunTimed', {
+      taskQueue: ctx.taskQueue,
+      workflowId: `local-${randomUUID()}`,
+      args: [scope, 0, 5_000, 1],
+    });
+    const closed = handle.result().then(
+      () => 'completed',
+      (err: unknown) => (err instanceof WorkflowFailedError ? 'failed' : String(err)),
+    );
+    let outcome: string | undefined;
+    void closed.then((o) => (outcome = o));
+    // Before the fix it was scheduled again every 100 ms, for ever: stop at its second run.
+    await waitFor('the workflow to close, or the job to run twice', async () => outcome !== undefined || (await ctx.count('dispatchJob', scope)) > 1);
+    await worker.stop();
+    expect({ outcome, runs: await ctx.count('dispatchJob', scope) }).toEqual({ outcome: 'failed', runs: 1 });
   });
 });

@@ -4,7 +4,7 @@ import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import type { Redis } from 'ioredis';
 import { FireOnceConfigError, FireOnceGuard, fireOnce } from '../../src';
 import { WakeHub, createFireOnceActivityInterceptor, fireOnceActivityMap } from '../../src/core';
-import { HAND_OFF_HEADER } from '../../src/common/hand-off';
+import { HAND_OFF_HEADER, handOffOf } from '../../src/common/hand-off';
 import { payloadToBytes } from '../../src/worker/artifact';
 import { useGuardFixture } from '../support/redis';
 import { waitFor } from '../support/wait';
@@ -85,6 +85,8 @@ describe('a waiting local activity whose worker begins to shut down (MockActivit
     const failure = await ended;
     expect(failure).toBeInstanceOf(ApplicationFailure);
     expect([(failure as ApplicationFailure).type, (failure as ApplicationFailure).nonRetryable]).toEqual(['FireOnceWorkerShutdown', true]);
+    // What the workflow interceptor reads of it: the hand-off of attempt 1.
+    expect(handOffOf(failure as ApplicationFailure)).toEqual({ attempt: 1 });
     expect(await redis.get(guard.keys.lock('s', 'job'))).toBe(lock);
     expect(await count()).toBe(0);
   });
@@ -125,6 +127,47 @@ describe('a waiting local activity whose worker begins to shut down (MockActivit
     stopping.abort();
     expect(await ended).toBeInstanceOf(CancelledFailure);
     expect(await count()).toBe(0);
+  });
+
+  /**
+   * A `workerStopping` not made by Node's own AbortController (a polyfill's, a framework's), which
+   * the interceptor takes, keeping count of the listeners it holds.
+   */
+  class OwnSignal extends EventTarget {
+    aborted = false;
+    reason: unknown;
+    readonly listeners = new Set<unknown>();
+    override addEventListener(...args: Parameters<EventTarget['addEventListener']>): void {
+      this.listeners.add(args[1]);
+      super.addEventListener(...args);
+    }
+    override removeEventListener(...args: Parameters<EventTarget['removeEventListener']>): void {
+      this.listeners.delete(args[1]);
+      super.removeEventListener(...args);
+    }
+  }
+  const ownController = () => {
+    const signal = new OwnSignal();
+    const abort = () => ((signal.aborted = true), (signal.reason = new Error('stopping')), signal.dispatchEvent(new Event('abort')));
+    return { signal, abort } as unknown as AbortController & { signal: OwnSignal };
+  };
+
+  it('takes a workerStopping of its own kind, and once each wait ends holds no listener on it: the worker keeps nothing of its waits', async () => {
+    const stopping = ownController();
+    const lease = await holdLock();
+    const result = waiter(stopping, { local: true, mark: true });
+    await waiting();
+    await guard.commit(lease, payloadToBytes(defaultPayloadConverter.toPayload('theirs')));
+    expect(decode(await result)).toBe('theirs');
+    expect(stopping.signal.listeners.size).toBe(0);
+
+    await guard.invalidate('s', 'job');
+    await holdLock();
+    const ended = waiter(stopping, { local: true, mark: true });
+    await waiting();
+    stopping.abort();
+    expect(((await ended) as ApplicationFailure).type).toBe('FireOnceWorkerShutdown');
+    expect([stopping.signal.listeners.size, await count()]).toEqual([0, 0]);
   });
 
   it('refuses a workerStopping that is not an AbortSignal, naming it', () => {
