@@ -15,7 +15,7 @@ describe('handOffOf', () => {
     expect(handOffOf(failure([{ ...context, attempt: 3 }]))).toEqual({ attempt: 3 });
   });
 
-  it('takes a failure recorded without the attempt (0.9.0 before defect 251), which goes by the attempt scheduled', () => {
+  it('takes a failure recorded without the attempt (0.9.0 before defect 154), which goes by the attempt scheduled', () => {
     expect(handOffOf(failure([context]))).toEqual({ attempt: undefined });
     expect(handOffOf(failure([{ ...context, attempt: 0 }]))).toEqual({ attempt: undefined });
   });
