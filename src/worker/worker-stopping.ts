@@ -28,10 +28,13 @@ export class WorkerStopping {
 
   /**
    * Watch `worker` until the returned function is called (as its run ends), which aborts the
-   * signal too. A worker whose interceptors do not include one filed here is not watched.
+   * signal too. A worker whose interceptors do not include one filed here is not watched, nor is
+   * a stand-in without the options a `Worker` has (what tests and other plugins may hand to
+   * `runWorker`): its activities, if any, wait as they did before 0.9.0.
    */
   watch(worker: Worker): () => void {
-    const controller = worker.options.interceptors.activity.map((f) => this.controllers.get(f)).find((c) => c !== undefined);
+    const factories = (worker as Partial<Worker>).options?.interceptors?.activity ?? [];
+    const controller = factories.map((f) => this.controllers.get(f)).find((c) => c !== undefined);
     if (controller === undefined) return () => undefined;
     const timer = setInterval(() => {
       if (!UP.includes(worker.getState())) controller.abort();
