@@ -1,4 +1,6 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
+import { isCluster, type RedisClient } from './scripts';
 
 /** A Cluster node's `MOVED` or `ASK` reply: the command did not run, and where to send it instead. */
 export interface Redirect {
@@ -23,4 +25,41 @@ export function connectionTo(cluster: Cluster, address: string): Redis | undefin
   const mapped = typeof natMap === 'function' ? natMap(address) : natMap?.[address];
   const wanted = mapped ? `${mapped.host}:${mapped.port}` : address;
   return cluster.nodes('all').find(({ options }) => `${options.host}:${options.port}` === wanted);
+}
+
+/** ioredis's defaults of the Cluster options a `TRYAGAIN` is retried by, if the client sets none. */
+const TRY_AGAIN = { retryDelayOnTryAgain: 100, maxRedirections: 16 };
+
+/** How a Cluster client paces a command answered `TRYAGAIN`: the delay before each try, and how many. */
+export function tryAgainPace(cluster: Cluster): { readonly delay: number; readonly tries: number } {
+  const { retryDelayOnTryAgain = TRY_AGAIN.retryDelayOnTryAgain, maxRedirections = TRY_AGAIN.maxRedirections } = cluster.options;
+  return { delay: retryDelayOnTryAgain, tries: maxRedirections };
+}
+
+/**
+ * ioredis gave a command up after `maxRedirections` replies of a slot on the move: its last reply
+ * was `MOVED`, `ASK` or `TRYAGAIN`, so it did not run, and sending it again is safe.
+ */
+export function gaveUpOnMigration(err: unknown): boolean {
+  return err instanceof Error && /^Too many Cluster redirections\. Last error: \w*Error: (MOVED|ASK|TRYAGAIN)\b/.test(err.message);
+}
+
+/**
+ * Run `send` (one command on `redis`) and, on a Cluster, send it again after the client's
+ * `retryDelayOnTryAgain` while ioredis gives it up mid-migration ({@link gaveUpOnMigration}) and
+ * another try can start within `boundMs` of the first. A slot whose keys take longer to move than
+ * ioredis follows (16 replies, under a second) would otherwise fail a commit whose job has run.
+ */
+export async function throughMigration<R>(redis: RedisClient, boundMs: number, send: () => Promise<R>): Promise<R> {
+  if (!isCluster(redis)) return send();
+  const started = performance.now();
+  for (;;) {
+    try {
+      return await send();
+    } catch (err) {
+      const { delay } = tryAgainPace(redis);
+      if (!gaveUpOnMigration(err) || performance.now() - started + delay >= boundMs) throw err;
+      await sleep(delay);
+    }
+  }
 }

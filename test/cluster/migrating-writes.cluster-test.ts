@@ -1,0 +1,122 @@
+import type { Cluster } from 'ioredis';
+import { FireOnceGuard, FireOnceStoreUnavailable, type DispatchTarget, type FireOnceGuardOptions, type Lease } from '../../src';
+import { clientOf, errorReplies, migrateSlot, startReplicatedCluster, targetOn, type NodeAddress, type ReplicatedCluster } from '../support/cluster/replicated';
+import { testPrefix } from '../support/redis';
+import { REPLICATION_PACE, waitFor } from '../support/wait';
+
+// The guard's writes while their slot stays migrating for longer than the client follows it: a
+// migration of a slot with many keys, or a slow `redis-cli --cluster reshard`. Mid-migration a
+// script whose keys are split between the two masters, or missing where it was asked, is answered
+// TRYAGAIN, and one whose keys all moved ASK; ioredis follows at most `maxRedirections` (16) such
+// replies for one command, then rejects it. A commit that gives up so loses the job's result, and
+// once the lock is gone the next invocation dispatches the job again. Spawned here: three masters,
+// the first with a replica, and a spare master with no slot, which no client knows yet.
+describe('writes whose slot stays migrating', () => {
+  let nodes: ReplicatedCluster;
+  let cluster: Cluster;
+  let first: NodeAddress;
+  let second: NodeAddress;
+  let dispatches: number;
+
+  beforeAll(async () => {
+    nodes = await startReplicatedCluster({ spare: true });
+    [first, second] = nodes.masters;
+  }, 60_000);
+  afterAll(() => nodes?.stop());
+  beforeEach(async () => {
+    cluster = await clientOf(nodes); // the slot map, read before the first guard call
+    dispatches = 0;
+  });
+  afterEach(() => cluster.quit());
+
+  // Locks outlive every wait of these tests: a lock left behind must not pass by expiring.
+  const guardOf = (options: Partial<FireOnceGuardOptions> = {}) =>
+    new FireOnceGuard({ redis: cluster, keyPrefix: testPrefix('cmw'), lockTtlMs: 600_000, storeTimeoutMs: 10_000, replicaSync: false, ...options });
+
+  /** An acquire that took its lock counts as a dispatch: the count is the test's, not the guard's. */
+  async function lease(guard: FireOnceGuard, target: DispatchTarget): Promise<Lease> {
+    const outcome = await guard.acquire(target);
+    if (outcome.kind !== 'acquired') throw new Error(`expected acquired, got ${outcome.kind}`);
+    dispatches++;
+    return outcome.lease;
+  }
+
+  /** ASK, TRYAGAIN and MOVED replies of every master (the spare too) so far. */
+  async function detours(): Promise<number> {
+    const all = [...nodes.masters, nodes.spare!];
+    const counts = await Promise.all(all.flatMap((node) => ['ASK', 'TRYAGAIN', 'MOVED'].map((type) => errorReplies(nodes, node, type))));
+    return counts.reduce((a, b) => a + b, 0);
+  }
+
+  /**
+   * Resolves, with `call`'s outcome to await, once `call` has settled or more than `replies`
+   * detours have been answered: more than a client that gave up would have drawn.
+   */
+  async function outlast<T>(call: Promise<T>, replies: number): Promise<{ outcome: Promise<T | unknown> }> {
+    let settled = false;
+    const outcome = call.catch((err: unknown) => err).finally(() => (settled = true));
+    const before = await detours();
+    await waitFor(`the call to settle or draw ${replies} detours`, async () => settled || (await detours()) > before + replies, REPLICATION_PACE);
+    return { outcome };
+  }
+
+  /** The next invocation, once the lock is gone (its TTL ran out, had the commit left it): fast-forward, or a second dispatch. */
+  async function nextInvocation(guard: FireOnceGuard, held: Lease, owner: NodeAddress): Promise<void> {
+    await nodes.node(owner).del(held.lockKey);
+    const next = await guardOf({ keyPrefix: guard.options.keyPrefix }).acquire(held.target);
+    if (next.kind === 'acquired') dispatches++;
+  }
+
+  it('a commit answered TRYAGAIN for longer than ioredis follows is sent again until the slot has moved, and its result stands', async () => {
+    const guard = guardOf();
+    const { target, slot } = await targetOn(cluster, guard, first);
+    const held = await lease(guard, target);
+    // The slot opens with nothing moved yet: the first master holds the lock but not the artifact
+    // key, and answers the commit TRYAGAIN until the lock has moved and the slot is the second's.
+    await migrateSlot(nodes, slot, first, second, []);
+    // ioredis follows 16 replies for one command: more than 24 means the commit outlasted that.
+    const committed = await outlast(guard.commit(held, Buffer.from('result')), 24);
+    await migrateSlot(nodes, slot, first, second);
+    const outcome = await committed.outcome;
+    await nextInvocation(guard, held, second);
+    expect({ dispatches, outcome }).toEqual({ dispatches: 1, outcome: { ours: true, stored: true, waiters: [] } });
+  });
+
+  it('an acquire undone mid-migration (its confirm failed closed) leaves no lock once the slot has moved', async () => {
+    const guard = guardOf({ replicaSync: { replicas: 1, timeoutMs: 200 } });
+    const { target, slot } = await targetOn(cluster, guard, second);
+    const lockKey = guard.keys.lock(target.scope, target.step);
+    // The acquire takes the lock on the second master; before its confirm, the slot starts moving
+    // to the first with the lock: the confirm is answered ASK, then TRYAGAIN where the lock went
+    // (the waiters key is missing there), until its tries run out, and the lock is undone.
+    const replicas = (guard as unknown as { replicas: { confirm: (...args: unknown[]) => Promise<unknown> } }).replicas;
+    const confirm = replicas.confirm.bind(replicas);
+    replicas.confirm = (...args: unknown[]) => migrateSlot(nodes, slot, second, first, [lockKey]).then(() => confirm(...args));
+    const err = await guard.acquire(target).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
+    expect((err as Error).message).toMatch(/is moving \(TRYAGAIN [^)]*\)/);
+    // Read by slot: a plain EXISTS on the importing master would be answered MOVED.
+    const gone = async () => !((await nodes.node(first).cluster('GETKEYSINSLOT', slot, 100)) as string[]).includes(lockKey);
+    const before = await detours();
+    await waitFor('the undo to draw more detours than ioredis follows', async () => (await gone()) || (await detours()) > before + 24, REPLICATION_PACE);
+    await migrateSlot(nodes, slot, second, first);
+    await waitFor('the undone lock to be gone where it moved', gone, REPLICATION_PACE);
+  });
+
+  it('a commit with replica sync, whose slot migrates to a master the client does not know yet, lands once the slot has moved', async () => {
+    const spare = nodes.spare!;
+    const guard = guardOf({ replicaSync: { replicas: 1, timeoutMs: 200 } });
+    const { target, slot } = await targetOn(cluster, guard, first);
+    const held = await lease(guard, target);
+    // The lock moves to the spare mid-migration: the first master answers the commit ASK, naming
+    // a node this client has no connection to.
+    await migrateSlot(nodes, slot, first, spare, [held.lockKey]);
+    expect(cluster.nodes('all').map(({ options }) => options.port)).not.toContain(spare.port);
+    // The guard follows 2 redirects of a write it waits for: more than 4 means the commit was sent again.
+    const committed = await outlast(guard.commit(held, Buffer.from('result')), 4);
+    await migrateSlot(nodes, slot, first, spare);
+    const outcome = await committed.outcome;
+    await nextInvocation(guard, held, spare);
+    expect({ dispatches, outcome }).toEqual({ dispatches: 1, outcome: { ours: true, stored: true, waiters: [] } });
+  });
+});
