@@ -36,12 +36,25 @@ export function tryAgainPace(cluster: Cluster): { readonly delay: number; readon
   return { delay: retryDelayOnTryAgain, tries: maxRedirections };
 }
 
+/** ioredis's errors for a command whose connection closed before its reply came. */
+const CLOSED = /^(Connection is closed\.|Command aborted due to connection close)$/;
+
+/** The connection a command was sent on closed before its reply: it did not run, or ran once. */
+export function isConnectionClosed(err: Error | null | undefined): boolean {
+  return err !== null && err !== undefined && CLOSED.test(err.message);
+}
+
 /**
- * ioredis gave a command up after `maxRedirections` replies of a slot on the move: its last reply
- * was `MOVED`, `ASK` or `TRYAGAIN`, so it did not run, and sending it again is safe.
+ * ioredis gave a command up while its slot moved: after `maxRedirections` replies of a slot on
+ * the move (`MOVED`, `ASK`, `TRYAGAIN`: it did not run), or when the connection it waited on
+ * closed, as ioredis closes its connection to a master that its refreshed slot map does not list
+ * yet (the one a slot migrates to, when it is new to the cluster). A command whose connection
+ * closed may have run: every write of the guard compares its token, so a second run changes
+ * nothing (a commit that ran reads as refused).
  */
 export function gaveUpOnMigration(err: unknown): boolean {
-  return err instanceof Error && /^Too many Cluster redirections\. Last error: \w*Error: (MOVED|ASK|TRYAGAIN)\b/.test(err.message);
+  if (!(err instanceof Error)) return false;
+  return err.message.startsWith('Too many Cluster redirections. Last error: ') || isConnectionClosed(err);
 }
 
 /**
@@ -62,4 +75,33 @@ export async function throughMigration<R>(redis: RedisClient, boundMs: number, s
       await sleep(delay);
     }
   }
+}
+
+/** Clients, and their node connections, whose `ASKING` failures are handled. */
+const askingHandled = new WeakSet<object>();
+
+/**
+ * Handle every `ASKING` that ioredis sends on `cluster`'s node connections. ioredis follows an
+ * `ASK` with `ASKING`, then the command, and nobody awaits the `ASKING`: when it fails, its
+ * rejection is unhandled, and Node ends the process (a worker's, with every job it runs). It
+ * fails when the connection drops first, as ioredis drops a node that its refreshed slot map
+ * does not list: mid-migration, the master a slot moves to when it is new to the cluster; or when
+ * an ACL denies `ASKING`. The command itself fails on its own promise, where the guard sees it.
+ */
+export function handleAskingFailures(cluster: Cluster): void {
+  if (askingHandled.has(cluster)) return;
+  askingHandled.add(cluster);
+  const handle = (node: Redis) => {
+    if (askingHandled.has(node)) return;
+    askingHandled.add(node);
+    const target = node as unknown as { asking: (...args: unknown[]) => Promise<unknown> };
+    const asking = target.asking.bind(node);
+    target.asking = (...args: unknown[]) => {
+      const sent = asking(...args);
+      sent.catch(() => undefined);
+      return sent;
+    };
+  };
+  for (const node of cluster.nodes('all')) handle(node);
+  cluster.on('+node', handle);
 }

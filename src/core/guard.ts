@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { foundByAcquire } from './acquire-reply';
-import { throughMigration } from './cluster-redirect';
+import { handleAskingFailures, throughMigration } from './cluster-redirect';
 import { FireOnceStoreUnavailable } from './errors';
 import { FireOnceKeys } from './keys';
 import { GUARD_OPTIONS, callDuration, checkKnownKeys, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
@@ -23,6 +23,7 @@ import {
   commitScript,
   extendScript,
   invalidateScript,
+  isCluster,
   releaseScript,
   type RedisClient,
   type SettleReply,
@@ -84,6 +85,7 @@ export class FireOnceGuard {
     this.store = new StoreCalls(this.options.storeTimeoutMs);
     this.replicas = new ReplicaSync(this.options.redis, this.options.replicaSync, this.options.storeTimeoutMs);
     this.known = this.options.knownArtifacts > 0 ? new LRUCache({ max: this.options.knownArtifacts }) : undefined;
+    if (isCluster(this.options.redis)) handleAskingFailures(this.options.redis);
   }
 
   get redis(): RedisClient {

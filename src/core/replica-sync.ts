@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { connectionTo, redirectOf, throughMigration, tryAgainPace } from './cluster-redirect';
+import { connectionTo, isConnectionClosed, redirectOf, throughMigration, tryAgainPace } from './cluster-redirect';
 import { primariesOf } from './deployment/nodes';
 import type { ReplicaSyncSetting } from './options';
 import { extendScript, isCluster, type LuaScript, type RedisClient } from './scripts';
@@ -176,9 +176,9 @@ export class ReplicaSync {
    * times; to the same node after a `TRYAGAIN`, once the client's `retryDelayOnTryAgain` has
    * passed, at most its `maxRedirections` times and while the try can end within `storeTimeoutMs`
    * of `started` (its `WAIT` may take `timeoutMs`). A redirect to a node the client has no
-   * connection to yet (one just added to the cluster, mid-migration) counts as such a try: the pair
-   * goes again to the slot's master by the client's map, and once the slot has moved, the `MOVED`
-   * there has the client connect to its new master.
+   * connection to yet (one just added to the cluster, mid-migration), or a connection closed under
+   * the pair, counts as such a try: the pair goes again to the slot's master by the client's map,
+   * and once the slot has moved, the `MOVED` there has the client connect to its new master.
    */
   private async follow<A extends readonly Arg[], R>(detour: Error, started: number, write: OneWrite<A, R>): Promise<Pair<R>> {
     let [last, to, asking, redirects, tries]: [Error, RedisClient, boolean, number, number] = [detour, this.redis, false, 0, 0];
@@ -192,7 +192,7 @@ export class ReplicaSync {
       } else {
         const { delay, tries: maxTries } = tryAgainPace(this.redis);
         if (tries++ === maxTries || performance.now() - started + delay + this.setting.timeoutMs >= this.storeTimeoutMs) break;
-        if (redirect) [to, asking, redirects] = [this.redis, false, 0];
+        if (!isTryAgain(last)) [to, asking, redirects] = [this.redis, false, 0];
         await sleep(delay);
       }
       const replies = await this.pair(to, asking, write);
@@ -241,9 +241,18 @@ function shaOf(lua: string): string {
   return sha;
 }
 
-/** A reply that says the script did not run on a Cluster, and where or when to send it again. */
+/**
+ * A reply that says the script did not run on a Cluster, and where or when to send it again; or
+ * that the connection closed under it, as ioredis closes the one to a master its refreshed slot
+ * map does not list yet (it may have run: the guard's writes compare their token, so a second
+ * run changes nothing).
+ */
 function isDetour(err: Error | null): boolean {
-  return err !== null && (redirectOf(err) !== undefined || /^TRYAGAIN\b/.test(err.message));
+  return err !== null && (redirectOf(err) !== undefined || isTryAgain(err) || isConnectionClosed(err));
+}
+
+function isTryAgain(err: Error | null): boolean {
+  return err !== null && /^TRYAGAIN\b/.test(err.message);
 }
 
 function isNoScript(err: Error | null): boolean {

@@ -1,6 +1,6 @@
-import type { Cluster } from 'ioredis';
+import { Cluster } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable, type DispatchTarget, type FireOnceGuardOptions, type Lease } from '../../src';
-import { clientOf, errorReplies, migrateSlot, startReplicatedCluster, targetOn, type NodeAddress, type ReplicatedCluster } from '../support/cluster/replicated';
+import { clientOf, detourReplies, errorReplies, migrateSlot, targetOn, type NodeAddress, useReplicatedCluster } from '../support/cluster/replicated';
 import { testPrefix } from '../support/redis';
 import { REPLICATION_PACE, waitFor } from '../support/wait';
 
@@ -12,18 +12,16 @@ import { REPLICATION_PACE, waitFor } from '../support/wait';
 // once the lock is gone the next invocation dispatches the job again. Spawned here: three masters,
 // the first with a replica, and a spare master with no slot, which no client knows yet.
 describe('writes whose slot stays migrating', () => {
-  let nodes: ReplicatedCluster;
   let cluster: Cluster;
   let first: NodeAddress;
   let second: NodeAddress;
   let dispatches: number;
 
-  beforeAll(async () => {
-    nodes = await startReplicatedCluster({ spare: true });
-    [first, second] = nodes.masters;
-  }, 60_000);
-  afterAll(() => nodes?.stop());
+  const spawned = useReplicatedCluster({ spare: true });
+  let nodes: ReturnType<typeof spawned>;
   beforeEach(async () => {
+    nodes = spawned();
+    [first, second] = nodes.masters;
     cluster = await clientOf(nodes); // the slot map, read before the first guard call
     dispatches = 0;
   });
@@ -31,7 +29,14 @@ describe('writes whose slot stays migrating', () => {
 
   // Locks outlive every wait of these tests: a lock left behind must not pass by expiring.
   const guardOf = (options: Partial<FireOnceGuardOptions> = {}) =>
-    new FireOnceGuard({ redis: cluster, keyPrefix: testPrefix('cmw'), lockTtlMs: 600_000, storeTimeoutMs: 10_000, replicaSync: false, ...options });
+    new FireOnceGuard({
+      redis: options.redis ?? cluster,
+      keyPrefix: testPrefix('cmw'),
+      lockTtlMs: 600_000,
+      storeTimeoutMs: 10_000,
+      replicaSync: false,
+      ...options,
+    });
 
   /** An acquire that took its lock counts as a dispatch: the count is the test's, not the guard's. */
   async function lease(guard: FireOnceGuard, target: DispatchTarget): Promise<Lease> {
@@ -41,12 +46,7 @@ describe('writes whose slot stays migrating', () => {
     return outcome.lease;
   }
 
-  /** ASK, TRYAGAIN and MOVED replies of every master (the spare too) so far. */
-  async function detours(): Promise<number> {
-    const all = [...nodes.masters, nodes.spare!];
-    const counts = await Promise.all(all.flatMap((node) => ['ASK', 'TRYAGAIN', 'MOVED'].map((type) => errorReplies(nodes, node, type))));
-    return counts.reduce((a, b) => a + b, 0);
-  }
+  const detours = () => detourReplies(nodes);
 
   /**
    * Resolves, with `call`'s outcome to await, once `call` has settled or more than `replies`
@@ -110,13 +110,83 @@ describe('writes whose slot stays migrating', () => {
     const held = await lease(guard, target);
     // The lock moves to the spare mid-migration: the first master answers the commit ASK, naming
     // a node this client has no connection to.
-    await migrateSlot(nodes, slot, first, spare, [held.lockKey]);
-    expect(cluster.nodes('all').map(({ options }) => options.port)).not.toContain(spare.port);
-    // The guard follows 2 redirects of a write it waits for: more than 4 means the commit was sent again.
-    const committed = await outlast(guard.commit(held, Buffer.from('result')), 4);
-    await migrateSlot(nodes, slot, first, spare);
-    const outcome = await committed.outcome;
-    await nextInvocation(guard, held, spare);
-    expect({ dispatches, outcome }).toEqual({ dispatches: 1, outcome: { ours: true, stored: true, waiters: [] } });
+    try {
+      await migrateSlot(nodes, slot, first, spare, [held.lockKey]);
+      expect(cluster.nodes('all').map(({ options }) => options.port)).not.toContain(spare.port);
+      // The guard follows 2 redirects of a write it waits for: more than 4 means the commit was sent again.
+      const committed = await outlast(guard.commit(held, Buffer.from('result')), 4);
+      await migrateSlot(nodes, slot, first, spare);
+      const outcome = await committed.outcome;
+      await nextInvocation(guard, held, spare);
+      expect({ dispatches, outcome }).toEqual({ dispatches: 1, outcome: { ours: true, stored: true, waiters: [] } });
+    } finally {
+      await giveBack(slot);
+    }
+  });
+
+  /** Move `slot` from the spare back to the first master, ending its migration first if need be: the spare keeps no slot, so no client knows it. */
+  async function giveBack(slot: number): Promise<void> {
+    await migrateSlot(nodes, slot, first, nodes.spare!).catch(() => undefined); // refused if the spare owns it already
+    await migrateSlot(nodes, slot, nodes.spare!, first);
+  }
+
+  /**
+   * Have the commit of `held` wait on the spare, which answers nothing for 2 s (`CLIENT PAUSE
+   * ALL`), then have `client` refresh its slot map, which does not list the spare mid-migration:
+   * ioredis closes its connection there, and the reply never comes. Resolves, with the commit's
+   * outcome to await, once the commit failed or was sent to the first master again.
+   */
+  async function closeUnderCommit(client: Cluster, guard: FireOnceGuard, held: Lease): Promise<{ outcome: Promise<unknown> }> {
+    const asks = () => errorReplies(nodes, first, 'ASK'); // the commit is answered ASK there, naming the spare
+    let settled = false;
+    const before = await asks();
+    await nodes.node(nodes.spare!).call('CLIENT', 'PAUSE', '2000', 'ALL');
+    const outcome = guard
+      .commit(held, Buffer.from('result'))
+      .catch((err: unknown) => err)
+      .finally(() => (settled = true));
+    await waitFor('the commit to be sent to the spare', async () => settled || (await asks()) > before, REPLICATION_PACE);
+    const sent = await asks();
+    client.refreshSlotsCache();
+    await waitFor('the commit to fail, or to be sent again', async () => settled || (await asks()) > sent, REPLICATION_PACE);
+    return { outcome };
+  }
+
+  /** The commit of a lease on the first master, its lock moved to the spare mid-migration and `client` connected there, closed under it. */
+  async function commitClosedUnder(client: Cluster, guard: FireOnceGuard): Promise<void> {
+    const spare = nodes.spare!;
+    const { target, slot } = await targetOn(client, guard, first);
+    const held = await lease(guard, target);
+    try {
+      await migrateSlot(nodes, slot, first, spare, [held.lockKey]);
+      await client.exists(held.lockKey); // answered ASK, which ioredis follows: it connects to the spare
+      const { outcome } = await closeUnderCommit(client, guard, held);
+      await migrateSlot(nodes, slot, first, spare);
+      const committed = await outcome;
+      await nextInvocation(guard, held, spare);
+      expect({ dispatches, committed }).toEqual({ dispatches: 1, committed: { ours: true, stored: true, waiters: [] } });
+    } finally {
+      await giveBack(slot);
+    }
+  }
+
+  it('a commit whose connection to the master its slot migrates to is closed under it is sent again, and its result stands', async () => {
+    // ioredis gives a command up at its second detour: here, the connection closed under it.
+    const client = new Cluster([...nodes.masters], { maxRedirections: 1 });
+    try {
+      await commitClosedUnder(client, guardOf({ redis: client }));
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it('a commit with replica sync whose connection to the master its slot migrates to is closed under it is sent again, and stands', async () => {
+    // Tries 250 ms apart: sent again until the spare answers again and the slot has moved.
+    const client = new Cluster([...nodes.masters], { retryDelayOnTryAgain: 250 });
+    try {
+      await commitClosedUnder(client, guardOf({ redis: client, replicaSync: { replicas: 1, timeoutMs: 200 } }));
+    } finally {
+      client.disconnect();
+    }
   });
 });

@@ -80,6 +80,26 @@ export async function startReplicatedCluster(options: { readonly spare?: boolean
   }
 }
 
+/** A {@link ReplicatedCluster} for the tests of one `describe`: spawned before them, stopped after; call the result in a test or hook. */
+export function useReplicatedCluster(options: { readonly spare?: boolean } = {}): () => ReplicatedCluster {
+  let spawned: ReplicatedCluster | undefined;
+  beforeAll(async () => {
+    spawned = await startReplicatedCluster(options);
+  }, 60_000);
+  afterAll(() => spawned?.stop());
+  return () => {
+    if (spawned === undefined) throw new Error('the cluster did not start (see beforeAll)');
+    return spawned;
+  };
+}
+
+/** ASK, TRYAGAIN and MOVED replies of every master of `cluster` (the spare too) since they started. */
+export async function detourReplies(cluster: ReplicatedCluster): Promise<number> {
+  const all = [...cluster.masters, ...(cluster.spare ? [cluster.spare] : [])];
+  const counts = await Promise.all(all.flatMap((node) => ['ASK', 'TRYAGAIN', 'MOVED'].map((type) => errorReplies(cluster, node, type))));
+  return counts.reduce((a, b) => a + b, 0);
+}
+
 /** A Cluster client of `cluster`'s masters that has read the slot map, as a client in use a while has. */
 export async function clientOf(cluster: ReplicatedCluster): Promise<Cluster> {
   const client = new Cluster([...cluster.masters]);
