@@ -164,9 +164,11 @@ async def test_a_commit_with_replica_sync_whose_slot_migrates_to_a_master_the_cl
     assert (dispatches, committed) == (1, (True, True))
 
 
-async def test_an_acquire_undone_mid_migration_leaves_no_lock_once_the_slot_has_moved(
-    cluster: RedisCluster, nodes: SpawnedCluster, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _lock_moving_before_confirm(cluster: RedisCluster, nodes: SpawnedCluster, monkeypatch: pytest.MonkeyPatch) -> tuple[FireOnceGuard, DispatchTarget, int]:
+    """A guard that waits for 1 replica, and a target of the second master (which has none): its
+    acquire takes the lock there, then, before its confirm, the slot starts moving to the first
+    master (which has one) with the lock. The confirm is answered ASK, then TRYAGAIN where the lock
+    went (the waiters key is missing there), and sent again while the slot moves."""
     first, second = nodes.masters[0], nodes.masters[1]
     guard = _guard(cluster, replica_sync=SYNC)
     target = _scope_on(cluster, guard, second)
@@ -175,13 +177,40 @@ async def test_an_acquire_undone_mid_migration_leaves_no_lock_once_the_slot_has_
     confirm = guard._replicas.confirm
 
     async def moving_first(*args: Any) -> Any:
-        # The acquire took the lock on the second master; before its confirm, the slot starts moving
-        # to the first with the lock: the confirm is answered ASK, then TRYAGAIN where the lock went
-        # (the waiters key is missing there), until its tries run out, and the lock is undone.
         await asyncio.to_thread(migrate_slot, slot, second, first, nodes.masters, [lock_key.encode()])
         return await confirm(*args)
 
     monkeypatch.setattr(guard._replicas, "confirm", moving_first)
+    return guard, target, slot
+
+
+def _error_replies(address: Address, kind: str) -> int:
+    with redis.Redis(*address) as node:
+        return int(node.info("errorstats").get(f"errorstat_{kind}", {}).get("count", 0))
+
+
+async def test_an_acquire_whose_lock_moves_before_its_confirm_is_acknowledged_where_it_went_once_the_slot_has_moved(
+    cluster: RedisCluster, nodes: SpawnedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = nodes.masters[0], nodes.masters[1]
+    guard, target, slot = _lock_moving_before_confirm(cluster, nodes, monkeypatch)
+    try_agains = _error_replies(first, "TRYAGAIN")
+    acquiring = asyncio.ensure_future(guard.acquire(target))
+    await _until(lambda: acquiring.done() or _error_replies(first, "TRYAGAIN") > try_agains, "the confirm to be answered TRYAGAIN where the lock went")
+    await asyncio.to_thread(migrate_slot, slot, second, first, nodes.masters)  # the migration ends while the confirm is sent again
+    outcome = await acquiring
+    assert isinstance(outcome, Acquired), outcome  # 1 dispatch: its lock re-armed on the first master, whose replica acknowledged it
+    with redis.Redis(*first) as owner:
+        assert owner.pttl(outcome.lease.lock_key) > 0
+
+
+async def test_an_acquire_undone_mid_migration_leaves_no_lock_once_the_slot_has_moved(
+    cluster: RedisCluster, nodes: SpawnedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The migration goes on until the confirm's tries run out: the lock is undone.
+    first, second = nodes.masters[0], nodes.masters[1]
+    guard, target, slot = _lock_moving_before_confirm(cluster, nodes, monkeypatch)
+    lock_key = guard.keys.lock(target.scope, target.step)
     with pytest.raises(FireOnceStoreUnavailable, match=r"is moving \(TRYAGAIN"):
         await guard.acquire(target)
     before = _detours(nodes)

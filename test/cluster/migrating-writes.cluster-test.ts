@@ -82,16 +82,39 @@ describe('writes whose slot stays migrating', () => {
     expect({ dispatches, outcome }).toEqual({ dispatches: 1, outcome: { ours: true, stored: true, waiters: [] } });
   });
 
-  it('an acquire undone mid-migration (its confirm failed closed) leaves no lock once the slot has moved', async () => {
+  /**
+   * A guard that waits for 1 replica, and a target of the second master (which has none): its
+   * acquire takes the lock there, then, before its confirm, the slot starts moving to the first
+   * master (which has one) with the lock. The confirm is answered ASK, then TRYAGAIN where the
+   * lock went (the waiters key is missing there), and sent again while the slot moves.
+   */
+  async function lockMovingBeforeConfirm(): Promise<{ guard: FireOnceGuard; target: DispatchTarget; slot: number; lockKey: string }> {
     const guard = guardOf({ replicaSync: { replicas: 1, timeoutMs: 200 } });
     const { target, slot } = await targetOn(cluster, guard, second);
     const lockKey = guard.keys.lock(target.scope, target.step);
-    // The acquire takes the lock on the second master; before its confirm, the slot starts moving
-    // to the first with the lock: the confirm is answered ASK, then TRYAGAIN where the lock went
-    // (the waiters key is missing there), until its tries run out, and the lock is undone.
     const replicas = (guard as unknown as { replicas: { confirm: (...args: unknown[]) => Promise<unknown> } }).replicas;
     const confirm = replicas.confirm.bind(replicas);
     replicas.confirm = (...args: unknown[]) => migrateSlot(nodes, slot, second, first, [lockKey]).then(() => confirm(...args));
+    return { guard, target, slot, lockKey };
+  }
+
+  it('an acquire whose lock moves mid-migration before its confirm is acknowledged where it went, once the slot has moved', async () => {
+    const { guard, target, slot, lockKey } = await lockMovingBeforeConfirm();
+    const tryAgains = await errorReplies(nodes, first, 'TRYAGAIN');
+    let settled = false;
+    const acquiring = guard.acquire(target).finally(() => (settled = true));
+    const answered = async () => settled || (await errorReplies(nodes, first, 'TRYAGAIN')) > tryAgains;
+    await waitFor('the confirm to be answered TRYAGAIN where the lock went', answered, REPLICATION_PACE);
+    await migrateSlot(nodes, slot, second, first); // the migration ends while the confirm is sent again
+    const outcome = await acquiring;
+    if (outcome.kind === 'acquired') dispatches++;
+    expect({ dispatches, kind: outcome.kind }).toEqual({ dispatches: 1, kind: 'acquired' });
+    expect(await nodes.node(first).pttl(lockKey)).toBeGreaterThan(0); // re-armed there, and its replica acknowledged it
+  });
+
+  it('an acquire undone mid-migration (its confirm failed closed) leaves no lock once the slot has moved', async () => {
+    // The migration goes on until the confirm's tries run out: the lock is undone.
+    const { guard, target, slot, lockKey } = await lockMovingBeforeConfirm();
     const err = await guard.acquire(target).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
     expect((err as Error).message).toMatch(/is moving \(TRYAGAIN [^)]*\)/);
