@@ -14,7 +14,9 @@ share one connection, and redis-py is told not to follow redirects: it would re-
 alone to another node, and the ``WAIT`` answered where it was sent would count none of it. A
 ``MOVED`` or ``ASK`` reply means the script did not run; the pair is sent again, together, where
 the reply points (``ASKING`` first for an ``ASK``), at most ``REDIRECTS`` times, and a write still
-redirected then fails, retryably, as an unanswered one does. A ``TRYAGAIN`` (mid-migration, a script
+redirected then fails, retryably, as an unanswered one does. An ``ASK`` naming a node the client
+has no connection to yet (a master new to the cluster) is taken as a ``TRYAGAIN``, below, with the
+pair sent to the slot's master again. A ``TRYAGAIN`` (mid-migration, a script
 whose keys are split between the two nodes, or missing where it was asked: a commit's artifact key,
 say) comes back in place too, where redis-py would retry a lone command: the pair is sent again to
 the same node after ``TRY_AGAIN_DELAY_S``, at most ``TRY_AGAIN_TRIES`` times and while the try can
