@@ -1,6 +1,7 @@
 """A Redis Cluster of nodes spawned for a test module: three masters, and when asked a replica of
-the first, made with ``redis-cli --cluster``; plus moving a slot between masters by hand, as
-``redis-cli --cluster reshard`` does, for tests that need a slot to change owner under a client."""
+the first and a spare master with no slot, made with ``redis-cli --cluster``; plus moving a slot
+between masters by hand, as ``redis-cli --cluster reshard`` does, for tests that need a slot to
+change owner under a client."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import shutil
 import subprocess
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import AsyncIterator, Callable, Iterator
 
 import pytest
 import redis
+from redis.asyncio import RedisCluster
+from redis.asyncio.cluster import ClusterNode
 
 from .conftest import free_port
 
@@ -25,19 +28,25 @@ class SpawnedCluster:
     masters: list[Address]
     replicas: list[Address]
     """Replicas of ``masters[0]`` (none unless asked)."""
+    spare: Address | None = None
+    """A fourth master joined with no slot, as a node added to grow a cluster is (when asked): no
+    client learns of it from ``CLUSTER SLOTS`` until a slot moves to it."""
 
 
 @contextmanager
-def spawn_cluster(replicas_of_first: int = 0) -> Iterator[SpawnedCluster]:
+def spawn_cluster(replicas_of_first: int = 0, spare: bool = False) -> Iterator[SpawnedCluster]:
     server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
     if server is None or cli is None:
         pytest.fail("redis-server and redis-cli are needed (apt-get install -y redis-server), or set REDIS_CLUSTER_NODES")
-    ports = [free_port() for _ in range(3 + replicas_of_first)]
+    ports = [free_port() for _ in range(3 + replicas_of_first + int(spare))]
     bus_ports = [free_port() for _ in ports]  # the default, port + 10000, may be taken or above 65535
     dirs = [tempfile.mkdtemp(prefix="fire-once-py-cluster-") for _ in ports]
     procs = [
         subprocess.Popen(
             [server, "--port", str(port), "--cluster-port", str(bus), "--bind", "127.0.0.1", "--cluster-enabled", "yes"]
+            # A master whose last slot moves away stays a master (by default it turns replica):
+            # the spare gives back the slot a test moved to it and stays unknown to clients.
+            + ["--cluster-allow-replica-migration", "no"]
             + ["--save", "", "--appendonly", "no", "--dir", d],
             stdout=subprocess.DEVNULL,
         )
@@ -53,19 +62,33 @@ def spawn_cluster(replicas_of_first: int = 0) -> Iterator[SpawnedCluster]:
         nodes = [f"127.0.0.1:{port}" for port in ports]
         run("--cluster", "create", *nodes[:3], "--cluster-replicas", "0", "--cluster-yes")
         first_id = run("-p", str(ports[0]), "cluster", "myid").decode()
-        for node in nodes[3:]:
+        for node in nodes[3 : 3 + replicas_of_first]:
             run("--cluster", "add-node", node, nodes[0], "--cluster-slave", "--cluster-master-id", first_id)
+        if spare:
+            run("--cluster", "add-node", nodes[-1], nodes[0])
         for port in ports:
             _wait_for(lambda: b"cluster_state:ok" in run("-p", str(port), "cluster", "info"))
         with redis.Redis(port=ports[0]) as first:
             _wait_for(lambda: int(first.wait(replicas_of_first, 100)) == replicas_of_first)
-        yield SpawnedCluster([("127.0.0.1", port) for port in ports[:3]], [("127.0.0.1", port) for port in ports[3:]])
+        addresses = [("127.0.0.1", port) for port in ports]
+        yield SpawnedCluster(addresses[:3], addresses[3 : 3 + replicas_of_first], addresses[-1] if spare else None)
     finally:
         for proc in procs:
             proc.terminate()
             proc.wait()
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
+
+
+@asynccontextmanager
+async def cluster_client(spawned: SpawnedCluster) -> AsyncIterator[RedisCluster]:
+    """A ``redis.asyncio`` client of the masters that has read the slot map, as a client in use a while has."""
+    client = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in spawned.masters])
+    await client.initialize()
+    try:
+        yield client
+    finally:
+        await client.aclose()
 
 
 def migrate_slot(slot: int, source: Address, target: Address, masters: list[Address], keys: list[bytes] | None = None) -> None:

@@ -14,12 +14,11 @@ from typing import Any, AsyncIterator, Iterator
 import pytest
 import redis
 from redis.asyncio import RedisCluster
-from redis.asyncio.cluster import ClusterNode
 
 from temporal_fire_once.core import Acquired, DispatchTarget, FastForward, FireOnceGuard, FireOnceStoreUnavailable, GuardOptions, Lease
 from temporal_fire_once.core.scripts import PROTOCOL_SCRIPTS
 
-from .redis_cluster import Address, SpawnedCluster, migrate_slot, spawn_cluster
+from .redis_cluster import Address, SpawnedCluster, cluster_client, migrate_slot, spawn_cluster
 
 # The first master's replica answers at once; the second master has none, so a WAIT there
 # returns 0 after this timeout.
@@ -40,10 +39,8 @@ def nodes() -> Iterator[SpawnedCluster]:
 
 @pytest.fixture
 async def cluster(nodes: SpawnedCluster) -> AsyncIterator[RedisCluster]:
-    client = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in nodes.masters])
-    await client.initialize()  # the slot map, read before the first command
-    yield client
-    await client.aclose()
+    async with cluster_client(nodes) as client:  # the slot map, read before the first command
+        yield client
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { foundByAcquire } from './acquire-reply';
+import { handleAskingFailures, throughMigration } from './cluster-redirect';
 import { FireOnceStoreUnavailable } from './errors';
 import { FireOnceKeys } from './keys';
 import { GUARD_OPTIONS, callDuration, checkKnownKeys, resolveGuardOptions, type FireOnceGuardOptions, type ResolvedGuardOptions } from './options';
@@ -22,6 +23,7 @@ import {
   commitScript,
   extendScript,
   invalidateScript,
+  isCluster,
   releaseScript,
   type RedisClient,
   type SettleReply,
@@ -83,6 +85,7 @@ export class FireOnceGuard {
     this.store = new StoreCalls(this.options.storeTimeoutMs);
     this.replicas = new ReplicaSync(this.options.redis, this.options.replicaSync, this.options.storeTimeoutMs);
     this.known = this.options.knownArtifacts > 0 ? new LRUCache({ max: this.options.knownArtifacts }) : undefined;
+    if (isCluster(this.options.redis)) handleAskingFailures(this.options.redis);
   }
 
   get redis(): RedisClient {
@@ -115,8 +118,9 @@ export class FireOnceGuard {
     // The compare-and-delete also takes the waiter list: waiters may have parked on the lock in the
     // meantime, and go back on the list for the reap of the worker that parked them (it then finds
     // the lock gone and fails them, so that they retry).
+    // Sent again while its slot migrates, so that a lock undone mid-migration does not stay until its TTL.
     const undo = () =>
-      void releaseScript(this.redis, [lockKey, waitersKey], [token, ''], true)
+      void throughMigration(this.redis, this.options.storeTimeoutMs, () => releaseScript(this.redis, [lockKey, waitersKey], [token, ''], true))
         .then((reply) => this.handBack({ target, lockKey, artifactKey, waitersKey, token, fencingToken: 0 }, settled({ reply }).waiters))
         .catch(() => undefined);
     const reply = await this.store.run(

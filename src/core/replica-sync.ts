@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { connectionTo, redirectOf } from './cluster-redirect';
+import { connectionTo, isConnectionClosed, redirectOf, throughMigration, tryAgainPace } from './cluster-redirect';
 import { primariesOf } from './deployment/nodes';
 import type { ReplicaSyncSetting } from './options';
 import { extendScript, isCluster, type LuaScript, type RedisClient } from './scripts';
@@ -35,8 +35,6 @@ export interface Confirmed {
 const RECOUNT_EVERY_MS = 60_000;
 /** How many `MOVED` or `ASK` replies a write follows on a Cluster, its `WAIT` with it. */
 const REDIRECTS = 2;
-/** ioredis's defaults of the Cluster options a `TRYAGAIN` is retried by, if the client sets none. */
-const TRY_AGAIN = { retryDelayOnTryAgain: 100, maxRedirections: 16 };
 
 type Arg = string | number | Buffer;
 /** A script's reply and its `WAIT`'s, each with its error, as a pipeline resolves them. */
@@ -86,9 +84,10 @@ export class ReplicaSync {
 
   write<A extends readonly Arg[], R>(script: LuaScript<A, R>, keys: readonly string[], args: A, buffers = false): Promise<Written<R>> {
     const wanted = this.wanted();
-    if (wanted === 0) return script(this.redis, keys, args, buffers).then((reply) => ({ reply, wanted, acked: 0 }));
+    const alone = () => throughMigration(this.redis, this.storeTimeoutMs, () => script(this.redis, keys, args, buffers));
+    if (wanted === 0) return alone().then((reply) => ({ reply, wanted, acked: 0 }));
     return Promise.resolve(wanted).then(async (count) => {
-      if (count === 0) return { reply: await script(this.redis, keys, args, buffers), wanted: count, acked: 0 };
+      if (count === 0) return { reply: await alone(), wanted: count, acked: 0 };
       const started = performance.now();
       const write: OneWrite<A, R> = { script, keys, args, buffers, count };
       let replies = await this.pair(this.redis, false, write);
@@ -176,21 +175,24 @@ export class ReplicaSync {
    * Send the pair again after `detour`: where a `MOVED` or `ASK` points, at most {@link REDIRECTS}
    * times; to the same node after a `TRYAGAIN`, once the client's `retryDelayOnTryAgain` has
    * passed, at most its `maxRedirections` times and while the try can end within `storeTimeoutMs`
-   * of `started` (its `WAIT` may take `timeoutMs`).
+   * of `started` (its `WAIT` may take `timeoutMs`). A redirect to a node the client has no
+   * connection to yet (one just added to the cluster, mid-migration), or a connection closed under
+   * the pair, counts as such a try: the pair goes again to the slot's master by the client's map,
+   * and once the slot has moved, the `MOVED` there has the client connect to its new master.
    */
   private async follow<A extends readonly Arg[], R>(detour: Error, started: number, write: OneWrite<A, R>): Promise<Pair<R>> {
     let [last, to, asking, redirects, tries]: [Error, RedisClient, boolean, number, number] = [detour, this.redis, false, 0, 0];
     while (isCluster(this.redis)) {
       const redirect = redirectOf(last);
-      if (redirect) {
+      if (redirect?.kind === 'MOVED') this.redis.refreshSlotsCache(); // so that later calls go there first
+      const node = redirect && connectionTo(this.redis, redirect.address);
+      if (node) {
         if (redirects++ === REDIRECTS) break;
-        if (redirect.kind === 'MOVED') this.redis.refreshSlotsCache(); // so that later calls go there first
-        const node = connectionTo(this.redis, redirect.address);
-        if (!node) break;
         [to, asking] = [node, redirect.kind === 'ASK'];
       } else {
-        const { retryDelayOnTryAgain: delay = TRY_AGAIN.retryDelayOnTryAgain, maxRedirections = TRY_AGAIN.maxRedirections } = this.redis.options;
-        if (tries++ === maxRedirections || performance.now() - started + delay + this.setting.timeoutMs >= this.storeTimeoutMs) break;
+        const { delay, tries: maxTries } = tryAgainPace(this.redis);
+        if (tries++ === maxTries || performance.now() - started + delay + this.setting.timeoutMs >= this.storeTimeoutMs) break;
+        if (!isTryAgain(last)) [to, asking, redirects] = [this.redis, false, 0];
         await sleep(delay);
       }
       const replies = await this.pair(to, asking, write);
@@ -239,9 +241,18 @@ function shaOf(lua: string): string {
   return sha;
 }
 
-/** A reply that says the script did not run on a Cluster, and where or when to send it again. */
+/**
+ * A reply that says the script did not run on a Cluster, and where or when to send it again; or
+ * that the connection closed under it, as ioredis closes the one to a master its refreshed slot
+ * map does not list yet (it may have run: the guard's writes compare their token, so a second
+ * run changes nothing).
+ */
 function isDetour(err: Error | null): boolean {
-  return err !== null && (redirectOf(err) !== undefined || /^TRYAGAIN\b/.test(err.message));
+  return err !== null && (redirectOf(err) !== undefined || isTryAgain(err) || isConnectionClosed(err));
+}
+
+function isTryAgain(err: Error | null): boolean {
+  return err !== null && /^TRYAGAIN\b/.test(err.message);
 }
 
 function isNoScript(err: Error | null): boolean {

@@ -1,6 +1,7 @@
-import { Cluster } from 'ioredis';
+import type { Cluster } from 'ioredis';
 import { FireOnceGuard, FireOnceStoreUnavailable, type DispatchTarget, type Lease } from '../../src';
 import {
+  clientOf,
   commandCalls,
   errorReplies,
   migrateSlot,
@@ -34,8 +35,7 @@ describe('replica sync on a Cluster whose slot moves between calls', () => {
   }, 60_000);
   afterAll(() => nodes?.stop());
   beforeEach(async () => {
-    cluster = new Cluster([...nodes.masters]);
-    await cluster.ping(); // the slot map, read before the first guard call
+    cluster = await clientOf(nodes); // the slot map, read before the first guard call
     // The first master's replica answers at once; the second has none, so a WAIT there returns 0
     // after 1 s.
     guard = new FireOnceGuard({ redis: cluster, keyPrefix: testPrefix('crs'), lockTtlMs: 60_000, replicaSync: { replicas: 1, timeoutMs: 1_000 } });

@@ -12,6 +12,7 @@ from cachetools import LRUCache
 from redis.exceptions import ResponseError
 
 from .acquire_reply import found_by_acquire, stored_result
+from .cluster_redirect import through_migration
 from .errors import FireOnceConfigError, FireOnceStoreUnavailable
 from .keys import FireOnceKeys, encode_id
 from .options import MAX_LOG_LEN, GuardOptions, check_redis_client, positive_int
@@ -151,8 +152,10 @@ class FireOnceGuard:
         return f"only {acked} of {wanted} replica(s) acknowledged the {what} within {self.options.replica_sync_setting.timeout_ms} ms (replica_sync){why}"
 
     async def _undo(self, lease: Lease) -> None:
-        """Compare-and-delete a lock nobody holds, putting back the waiters it takes."""
-        settled = _settled(await RELEASE(self.redis, [lease.lock_key, lease.waiters_key], [lease.token, ""]))
+        """Compare-and-delete a lock nobody holds, putting back the waiters it takes; sent again while
+        its slot migrates, so that a lock undone mid-migration does not stay until its TTL."""
+        keys = [lease.lock_key, lease.waiters_key]
+        settled = _settled(await through_migration(self.redis, self.options.store_timeout_ms, lambda: RELEASE(self.redis, keys, [lease.token, ""])))
         await self._hand_back(lease, settled)
 
     async def _hand_back(self, lease: Lease, settled: Settled) -> None:

@@ -14,7 +14,9 @@ share one connection, and redis-py is told not to follow redirects: it would re-
 alone to another node, and the ``WAIT`` answered where it was sent would count none of it. A
 ``MOVED`` or ``ASK`` reply means the script did not run; the pair is sent again, together, where
 the reply points (``ASKING`` first for an ``ASK``), at most ``REDIRECTS`` times, and a write still
-redirected then fails, retryably, as an unanswered one does. A ``TRYAGAIN`` (mid-migration, a script
+redirected then fails, retryably, as an unanswered one does. An ``ASK`` naming a node the client
+has no connection to yet (a master new to the cluster) is taken as a ``TRYAGAIN``, below, with the
+pair sent to the slot's master again. A ``TRYAGAIN`` (mid-migration, a script
 whose keys are split between the two nodes, or missing where it was asked: a commit's artifact key,
 say) comes back in place too, where redis-py would retry a lone command: the pair is sent again to
 the same node after ``TRY_AGAIN_DELAY_S``, at most ``TRY_AGAIN_TRIES`` times and while the try can
@@ -37,6 +39,7 @@ from redis.asyncio import RedisCluster
 from redis.asyncio.cluster import ClusterPipeline
 from redis.exceptions import AskError, MovedError, NoScriptError, ResponseError, TryAgainError
 
+from .cluster_redirect import TRY_AGAIN_DELAY_S, TRY_AGAIN_TRIES, through_migration
 from .eviction import primaries
 from .options import ReplicaSyncSetting
 from .scripts import EXTEND, LuaScript, RedisClient, ScriptArg
@@ -45,10 +48,6 @@ RECOUNT_EVERY_S = 60.0
 """How often ``'auto'`` counts the replicas again."""
 REDIRECTS = 2
 """How many ``MOVED`` or ``ASK`` replies a write follows on a Cluster, its ``WAIT`` with it."""
-TRY_AGAIN_DELAY_S = 0.1
-"""How long a write answered ``TRYAGAIN`` waits before it is sent again (ioredis's ``retryDelayOnTryAgain``)."""
-TRY_AGAIN_TRIES = 16
-"""How many ``TRYAGAIN`` replies a write is sent again after (redis-py's and ioredis's bound on a lone command)."""
 _ONLINE_REPLICA = re.compile(r"slave\d+")
 
 
@@ -69,6 +68,7 @@ class ReplicaSync:
     def __init__(self, redis: RedisClient, setting: ReplicaSyncSetting, store_timeout_ms: int) -> None:
         self.redis = redis
         self.setting = setting
+        self._store_timeout_ms = store_timeout_ms
         self._store_timeout_s = store_timeout_ms / 1000  # bounds each write and its WAIT together
         self._known: int | None = None  # the last count, once known
         self._counting: asyncio.Future[int] | None = None
@@ -80,7 +80,7 @@ class ReplicaSync:
         is raised."""
         wanted = await self._wanted()
         if wanted == 0:
-            return Written(await script(self.redis, keys, args), 0, 0)
+            return Written(await through_migration(self.redis, self._store_timeout_ms, lambda: script(self.redis, keys, args)), 0, 0)
         reply, acked = await self._with_wait(script, keys, args, wanted)
         if isinstance(reply, Exception):
             raise reply
@@ -114,7 +114,8 @@ class ReplicaSync:
         while node is not None:
             replies = await self._pair(script, keys, args, wanted, node, asking)
             detour = replies[0]
-            if isinstance(detour, AskError):  # MovedError is one too
+            known = self.redis.get_node(detour.host, detour.port) if isinstance(detour, AskError) else None  # MovedError is one too
+            if isinstance(detour, MovedError) or known is not None:
                 redirects += 1
                 if redirects > REDIRECTS:
                     break
@@ -123,11 +124,16 @@ class ReplicaSync:
                     await self.redis.pttl(keys[0])
                     node, asking = self.redis.get_node_from_key(keys[0]), False
                 else:
-                    node, asking = self.redis.get_node(detour.host, detour.port), True
-            elif isinstance(detour, TryAgainError):
+                    node, asking = known, True
+            elif isinstance(detour, (TryAgainError, AskError)):
+                # TRYAGAIN, or an ASK naming a node the client has no connection to yet (a master new
+                # to the cluster): sent again after a delay, to the slot's master by the client's map
+                # after an ASK; once the slot has moved, the MOVED there teaches the client the node.
                 tries += 1
                 if tries > TRY_AGAIN_TRIES or time.monotonic() - started + TRY_AGAIN_DELAY_S + self.setting.timeout_ms / 1000 >= self._store_timeout_s:
                     break
+                if isinstance(detour, AskError):
+                    node, asking, redirects = self.redis.get_node_from_key(keys[0]), False, 0
                 await asyncio.sleep(TRY_AGAIN_DELAY_S)
             else:
                 return replies

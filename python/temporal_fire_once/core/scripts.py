@@ -16,6 +16,8 @@ from typing import Any, Sequence, Union
 from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import NoScriptError
 
+from .cluster_redirect import unfollowed
+
 RedisClient = Union[Redis, RedisCluster]
 ScriptArg = Union[str, bytes, int]
 
@@ -47,9 +49,14 @@ class LuaScript:
         if len(keys) != self.number_of_keys:
             raise ValueError(f"{self.command} takes {self.number_of_keys} keys (got {len(keys)})")
         try:
-            return await redis.evalsha(self.sha, self.number_of_keys, *keys, *args)
-        except NoScriptError:
-            return await redis.eval(self.lua.decode("utf-8"), self.number_of_keys, *keys, *args)
+            try:
+                return await redis.evalsha(self.sha, self.number_of_keys, *keys, *args)
+            except NoScriptError:
+                return await redis.eval(self.lua.decode("utf-8"), self.number_of_keys, *keys, *args)
+        except AttributeError as err:
+            if isinstance(redis, RedisCluster):
+                raise unfollowed(err) from err
+            raise
 
 
 def _define(file: str, command: str, number_of_keys: int) -> LuaScript:

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { Redis, type Cluster } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import type { DispatchTarget, FireOnceGuard } from '../../../src';
 import { freePort } from '../../../sample-workflows/services';
 import { keySlot } from './cluster';
@@ -18,6 +18,11 @@ export interface ReplicatedCluster {
   readonly masters: readonly NodeAddress[];
   /** The replica of `masters[0]`. */
   readonly replica: NodeAddress;
+  /**
+   * With `{ spare: true }`: a fourth master, joined with no slot, as a node added to grow a cluster
+   * is. No client learns of it from `CLUSTER SLOTS` until a slot is moved to it.
+   */
+  readonly spare?: NodeAddress;
   /** A plain connection to one node (no redirects followed); closed by `stop()`. */
   node(address: NodeAddress): Redis;
   stop(): Promise<void>;
@@ -30,8 +35,9 @@ const HOST = '127.0.0.1';
  * `redis-cli --cluster create` and the fourth as a replica of the first, and wait until every
  * node reports `cluster_state:ok` and the replica acknowledges the first master's writes. The
  * suite's shared cluster has no replica, and its slots must not move under other test files.
+ * With `spare`, a fifth joins as a master without slots (`redis-cli --cluster add-node`).
  */
-export async function startReplicatedCluster(): Promise<ReplicatedCluster> {
+export async function startReplicatedCluster(options: { readonly spare?: boolean } = {}): Promise<ReplicatedCluster> {
   const servers: SpawnedRedis[] = [];
   const connections = new Map<number, Redis>();
   const node = (address: NodeAddress) => {
@@ -46,16 +52,20 @@ export async function startReplicatedCluster(): Promise<ReplicatedCluster> {
     await Promise.all(servers.map((s) => s.stop()));
   };
   try {
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < (options.spare ? 5 : 4); i++) {
       // The bus port is chosen too: the default (port + 10000) may be taken or above 65535.
-      servers.push(await spawnRedisServer(['--cluster-enabled', 'yes', '--cluster-port', String(await freePort()), '--cluster-node-timeout', '5000']));
+      // A master whose last slot moves away stays a master (by default it turns replica): the
+      // spare gives back the slot a test moved to it and stays unknown to clients.
+      const flags = ['--cluster-node-timeout', '5000', '--cluster-allow-replica-migration', 'no'];
+      servers.push(await spawnRedisServer(['--cluster-enabled', 'yes', '--cluster-port', String(await freePort()), ...flags]));
     }
     const [first, ...rest] = servers.map(({ port }) => ({ host: HOST, port }));
     const masters = [first, rest[0], rest[1]];
-    const replica = rest[2];
+    const [replica, spare] = [rest[2], rest[3] as NodeAddress | undefined];
     cli('--cluster', 'create', ...masters.map(text), '--cluster-replicas', '0', '--cluster-yes');
     cli('--cluster', 'add-node', text(replica), text(first), '--cluster-slave', '--cluster-master-id', (await node(first).cluster('MYID')) as string);
-    for (const address of [...masters, replica]) {
+    if (spare) cli('--cluster', 'add-node', text(spare), text(first));
+    for (const address of [...masters, replica, ...(spare ? [spare] : [])]) {
       await waitFor(
         `${text(address)} to report cluster_state:ok`,
         async () => /cluster_state:ok/.test((await node(address).cluster('INFO')) as string),
@@ -63,11 +73,38 @@ export async function startReplicatedCluster(): Promise<ReplicatedCluster> {
       );
     }
     await waitFor('the replica to acknowledge the first master', async () => (await node(first).wait(1, 100)) === 1, REPLICATION_PACE);
-    return { masters, replica, node, stop };
+    return { masters, replica, ...(spare ? { spare } : {}), node, stop };
   } catch (err) {
     await stop();
     throw err;
   }
+}
+
+/** A {@link ReplicatedCluster} for the tests of one `describe`: spawned before them, stopped after; call the result in a test or hook. */
+export function useReplicatedCluster(options: { readonly spare?: boolean } = {}): () => ReplicatedCluster {
+  let spawned: ReplicatedCluster | undefined;
+  beforeAll(async () => {
+    spawned = await startReplicatedCluster(options);
+  }, 60_000);
+  afterAll(() => spawned?.stop());
+  return () => {
+    if (spawned === undefined) throw new Error('the cluster did not start (see beforeAll)');
+    return spawned;
+  };
+}
+
+/** ASK, TRYAGAIN and MOVED replies of every master of `cluster` (the spare too) since they started. */
+export async function detourReplies(cluster: ReplicatedCluster): Promise<number> {
+  const all = [...cluster.masters, ...(cluster.spare ? [cluster.spare] : [])];
+  const counts = await Promise.all(all.flatMap((node) => ['ASK', 'TRYAGAIN', 'MOVED'].map((type) => errorReplies(cluster, node, type))));
+  return counts.reduce((a, b) => a + b, 0);
+}
+
+/** A Cluster client of `cluster`'s masters that has read the slot map, as a client in use a while has. */
+export async function clientOf(cluster: ReplicatedCluster): Promise<Cluster> {
+  const client = new Cluster([...cluster.masters]);
+  await client.ping();
+  return client;
 }
 
 /**
@@ -85,7 +122,8 @@ export async function migrateSlot(cluster: ReplicatedCluster, slot: number, sour
   const moving = keys ?? ((await from.cluster('GETKEYSINSLOT', slot, 1000)) as string[]);
   if (moving.length > 0) await from.migrate(target.host, target.port, '', 0, 5_000, 'KEYS', ...moving);
   if (keys !== undefined) return;
-  for (const address of cluster.masters) await cluster.node(address).cluster('SETSLOT', slot, 'NODE', toId);
+  for (const address of [target, ...cluster.masters, ...(cluster.spare ? [cluster.spare] : [])])
+    await cluster.node(address).cluster('SETSLOT', slot, 'NODE', toId);
 }
 
 /** A fresh target whose scope the master at `owner` serves in `cluster`'s slot map, and its slot. */
