@@ -117,7 +117,7 @@ describe('the least-privilege ACL user on a Redis Cluster', () => {
         clusterGrants().filter((g) => g !== command),
       );
       // Without +asking, ioredis's own ASKING is refused too: the guard handles that refusal,
-      // which ioredis leaves unhandled (reliability.md, 233).
+      // which ioredis leaves unhandled (reliability.md, 159).
       await scenario(prefix).catch(() => undefined);
       expect(await denied()).toContain(command);
     },
