@@ -97,14 +97,16 @@ class FireOncePlugin(SimplePlugin):
         hub once no worker of this plugin runs: several may share it. A ``Replayer`` does none of
         this (``SimplePlugin.run_replayer`` only replays)."""
         self._running += 1
+        ran = False  # a worker refused at start logged nothing, and may be a stand-in
         try:
             await self._check_redis()
             await self.guard.claim_protocol()
+            ran = True
             await next(worker)
         finally:
             self._running -= 1
             try:
-                for interceptor in worker.config(active_config=True).get("interceptors", []):
+                for interceptor in worker.config(active_config=True).get("interceptors", []) if ran else []:
                     if isinstance(interceptor, FireOnceInterceptor) and interceptor.guard is self.guard:
                         await interceptor.flush()
             finally:
