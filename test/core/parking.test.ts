@@ -58,7 +58,9 @@ describe("parked waiters' list", () => {
     expect(await lot.reap(spot)).toEqual({ kind: 'held' });
     const lockTtl = await redis.pttl(spot.lockKey);
     expect(await redis.pttl(spot.waitersKey)).toBeGreaterThan(lockTtl);
-    expect(await redis.pttl(spot.waitersKey)).toBeLessThanOrEqual(lockTtl + WAITERS_GRACE_MS);
+    // Plus 1 ms: before Redis 7 a script reads the clock afresh for each command, so the reap's
+    // PEXPIRE may run a millisecond after the PTTL it adds the grace to (seen on Redis 5).
+    expect(await redis.pttl(spot.waitersKey)).toBeLessThanOrEqual(lockTtl + WAITERS_GRACE_MS + 1);
 
     // Time passes: the grace the list got when the waiter parked runs out (compressed here to
     // 200 ms) while the new job runs; the waiter's worker reaps, as it does every poll interval.
