@@ -12,7 +12,6 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { Redis } from 'ioredis';
 import { withRedisAndTemporal } from '../../sample-workflows/services';
-import { runMain } from '../../sample-workflows/shared/env';
 import type * as head from '../../src';
 import { RELEASE_0_8_0, buildRelease, type ReleaseBuild } from '../support/release-build';
 import { waitFor } from '../support/wait';
@@ -200,14 +199,24 @@ async function record(release: ReleaseBuild, redisUrl: string, address: string):
   }
 }
 
-if (require.main === module) {
-  runMain(async () => {
-    Runtime.install({ logger: new DefaultLogger('ERROR') }); // not the WARN of each failed first dispatch
-    const release = await buildRelease(RELEASE_0_8_0);
-    console.log(`recording with release ${release.version} (${release.commit}), built in ${release.dir}`);
-    return withRedisAndTemporal('record-histories', async (redisService, temporalService) => {
-      await record(release, redisService.url, temporalService.address);
-      return 0;
-    });
+async function main(): Promise<number> {
+  Runtime.install({ logger: new DefaultLogger('ERROR') }); // not the WARN of each failed first dispatch
+  const release = await buildRelease(RELEASE_0_8_0);
+  console.log(`recording with release ${release.version} (${release.commit}), built in ${release.dir}`);
+  return withRedisAndTemporal('record-histories', async (redisService, temporalService) => {
+    await record(release, redisService.url, temporalService.address);
+    return 0;
   });
+}
+
+if (require.main === module) {
+  main().then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
 }
