@@ -225,6 +225,9 @@ type Report = {
       const scope = `invalidated-by-${invalidator}`;
       const all = await withFleet(async () => {
         const first = await (await start('guardedRun', [scope, 0], own(dispatcher))).result();
+        // The dispatch's entries go to the log before the invalidation's: 0.8.0's report orders
+        // them by where they landed, and would count a late one after it (defect 146).
+        await flushLogs();
         const lib = invalidator === 'old' ? old : head;
         const plugin = new lib.FireOncePlugin({ redis, keyPrefix: prefix });
         expect(await plugin.invalidate(scope, 'dispatchJob', 'default')).toBe(true);
@@ -292,6 +295,7 @@ type Report = {
     );
     expect({ code: oldRun.code, stderr: oldRun.stderr }).toEqual({ code: 1, stderr: '' });
     reports.old = JSON.parse(oldRun.stdout) as Report;
+    const duplicates: Partial<Record<Side, unknown>> = {};
     for (const side of ['head', 'old'] as const) {
       const report = reports[side];
       expect(report.events).toBe(xlen);
@@ -302,11 +306,13 @@ type Report = {
         expect(counts(scope)).toMatchObject({ dispatched: 1, committed: 1, 'in-flight-parked': 1, 'in-flight-waited': 1 });
       // An invalidation (with redisTime from HEAD, without from 0.8.0) before the next dispatch: no duplicate.
       for (const scope of ['invalidated-by-old', 'invalidated-by-head']) expect(counts(scope)).toMatchObject({ dispatched: 2, invalidated: 1 });
-      expect(report.duplicates.map((d) => [d.scope, d.dispatches.map((x) => x.outcome)])).toEqual([
-        ['head-fails', ['released-on-failure', 'committed']],
-        ['old-fails', ['released-on-failure', 'committed']],
-      ]);
+      duplicates[side] = report.duplicates.map((d) => [d.scope, d.dispatches.map((x) => x.outcome)]);
     }
+    const failedFirst = [
+      ['head-fails', ['released-on-failure', 'committed']],
+      ['old-fails', ['released-on-failure', 'committed']],
+    ];
+    expect(duplicates).toEqual({ head: failedFirst, old: failedFirst });
   });
 
   it("every history the fleet left replays on HEAD; on 0.8.0, all but the hand-off's (docs/upgrading.md)", async () => {
