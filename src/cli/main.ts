@@ -56,18 +56,24 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
     code = c;
   });
   // With --json a script parses stdout: a failure that printed nothing there prints what failed.
+  // Only a --json before `--` asks for it: after it, "--json" is a scope.
+  const args = argv.slice(2);
+  const end = args.indexOf('--');
+  const json = (end === -1 ? args : args.slice(0, end)).includes('--json');
   const jsonError = (message: string, exitCode: ExitCode) => {
-    if (!printed && argv.slice(2).includes('--json')) io.out(`${JSON.stringify({ error: message, exitCode })}\n`);
+    if (!printed && json) io.out(`${JSON.stringify({ error: message, exitCode })}\n`);
   };
   try {
-    checkOptionValues(program, argv.slice(2));
+    checkOptionValues(program, args);
     await program.parseAsync([...argv]);
     return code;
   } catch (err) {
     if (err instanceof CommanderError) {
       // --help and --version end here with commander's exit code 0; every other commander error,
-      // including a missing command, is bad usage.
-      return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
+      // including a missing command, is bad usage, already told on stderr.
+      if (err.exitCode === 0) return EXIT.ok;
+      jsonError(err.message.replace(/^error: /, ''), EXIT.usage);
+      return EXIT.usage;
     }
     if (err instanceof CliError) {
       io.err(`fire-once: ${err.message}\n`);

@@ -594,6 +594,31 @@ describe('fire-once CLI against a real Redis', () => {
       expect(run.code).toBe(2);
     });
 
+    // docs/operating.md, --json: "A command that fails before printing one prints {"error": …,
+    // "exitCode": N} there". A script that passes --json parses stdout, whatever went wrong.
+    it.each<[string[], RegExp]>([
+      [['report', '--json', '--bogus'], /unknown option '--bogus'/],
+      [['release', 's', '--json'], /required option '--step <step>' not specified/],
+      [['inspect', '--json'], /missing required argument 'scope'/],
+      [['report', 'extra', '--json'], /too many arguments for 'report'/],
+      [['report', '--json', '--since'], /option '--since <when>' argument missing/],
+      [['bogus', '--json'], /unknown command 'bogus'/],
+    ])('with --json, a usage error the argument parser finds prints its JSON document on stdout too: fire-once %j', async (args, message) => {
+      const run = await runCli([...args]);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toMatch(message);
+      const printed = JSON.parse(run.stdout) as { error: string; exitCode: number };
+      expect(printed).toEqual({ error: expect.stringMatching(message), exitCode: 2 });
+      expect(printed.error).not.toMatch(/^error: |run with --help/);
+    });
+
+    it('with --json after "--" (a scope), a failure prints no JSON document, as without --json', async () => {
+      const run = await runCli(['inspect', '--timeout', 'soon', '--', '--json']);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toMatch(/--timeout must be a duration/);
+      expect(run.stdout).toBe('');
+    });
+
     it('takes a value that starts with two dashes when it is joined to its option by an equals sign', async () => {
       const { prefix, guard } = fresh('cli-dash-value');
       const held = await guard.acquire({ scope: '--scope', step: '--force', jobType: 'summary' });
