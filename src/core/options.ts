@@ -12,6 +12,12 @@ export const MAX_DURATION_MS = 365 * 24 * 60 * 60 * 1000;
 export interface OptionSpec<T> {
   readonly default: T;
   readonly check: (label: string, value: unknown) => T;
+  /**
+   * The option as a caller gives it for `default`, where the two differ in shape
+   * (`replicaSync: 'auto'`, resolved as `{ replicas: 'auto', timeoutMs: 200 }`): what the exported
+   * defaults hold, so that they read as the docs state them and, given back, resolve as the default.
+   */
+  readonly given?: unknown;
 }
 
 /** A table of options by name. */
@@ -84,9 +90,26 @@ export function resolveSpecs<S extends OptionSpecs>(specs: S, options: Readonly<
   return resolved as Resolved<S>;
 }
 
-/** The defaults of a table of options, frozen. */
-export function defaultsOf<S extends OptionSpecs>(specs: S): Resolved<S> {
-  return Object.freeze(Object.fromEntries(Object.entries(specs).map(([name, spec]) => [name, spec.default]))) as Resolved<S>;
+/** The defaults of a table of options, as a caller gives them (`given`, where a spec has one). */
+export type Defaults<S extends OptionSpecs> = {
+  readonly [K in keyof S]: S[K] extends { readonly given: infer G } ? G : S[K] extends OptionSpec<infer T> ? T : never;
+};
+
+/**
+ * The defaults of a table of options as a caller gives them, frozen through and through: no caller
+ * can change the defaults of what is built after it.
+ */
+export function defaultsOf<S extends OptionSpecs>(specs: S): Defaults<S> {
+  const values = Object.entries(specs).map(([name, spec]) => [name, deepFreeze('given' in spec ? spec.given : spec.default)]);
+  return Object.freeze(Object.fromEntries(values)) as Defaults<S>;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
 }
 
 /** An ID-shaped option (a namespace), checked as keys encode it. */
@@ -162,7 +185,7 @@ export const GUARD_OPTIONS = {
   storeTimeoutMs: duration(5_000, 60_000),
   publishWakeUps: flag(true),
   knownArtifacts: { default: 10_000, check: knownArtifactsCheck },
-  replicaSync: { default: { replicas: 'auto', timeoutMs: REPLICA_SYNC_TIMEOUT_MS }, check: checkReplicaSync },
+  replicaSync: { default: Object.freeze({ replicas: 'auto', timeoutMs: REPLICA_SYNC_TIMEOUT_MS }), check: checkReplicaSync, given: 'auto' },
 } as const satisfies OptionSpecs;
 
 /**
@@ -231,12 +254,13 @@ export interface FireOnceGuardOptions {
 export type ResolvedGuardOptions = Resolved<typeof GUARD_OPTIONS> & { readonly redis: RedisClient };
 
 /**
- * The guard's defaults.
+ * The guard's defaults, as a caller gives them (`replicaSync: 'auto'`), frozen.
  *
  * @example
  * ```ts
  * import { GUARD_DEFAULTS } from 'temporal-fire-once/core';
  * GUARD_DEFAULTS.keyPrefix; // 'fire-once'
+ * GUARD_DEFAULTS.replicaSync; // 'auto'
  * ```
  */
 export const GUARD_DEFAULTS = defaultsOf(GUARD_OPTIONS);
