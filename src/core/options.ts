@@ -289,17 +289,20 @@ export function resolveGuardOptions(options: FireOnceGuardOptions): ResolvedGuar
   checkKnownKeys('temporal-fire-once', options, ['redis', ...Object.keys(GUARD_OPTIONS)]);
   const resolved = { redis: options.redis, ...resolveSpecs(GUARD_OPTIONS, options as unknown as Record<string, unknown>) };
   const { replicaSync, storeTimeoutMs } = resolved;
-  if (replicaSync.replicas === 0 || replicaSync.timeoutMs < storeTimeoutMs) return resolved;
+  if (replicaSync.replicas === 0) return resolved;
   // The store timeout bounds each write and its WAIT together: at or past it, the store timeout
   // always answers first ("Redis did not answer") and the replicas' count never decides.
   const given = (options.replicaSync as { timeoutMs?: unknown } | undefined)?.timeoutMs;
   if (given !== undefined) {
+    if (replicaSync.timeoutMs < storeTimeoutMs) return resolved;
     throw new FireOnceConfigError(
       `replicaSync.timeoutMs (${replicaSync.timeoutMs} ms) must be below storeTimeoutMs (${storeTimeoutMs} ms), which bounds each write and its WAIT together`,
     );
   }
-  // The default wait under a store timeout this short: half of it.
-  return { ...resolved, replicaSync: { ...replicaSync, timeoutMs: Math.max(1, Math.floor(storeTimeoutMs / 2)) } };
+  // The default wait leaves the write at least half of the store timeout: 200 ms, or half of a
+  // store timeout shorter than 400 ms.
+  const timeoutMs = Math.max(1, Math.min(replicaSync.timeoutMs, Math.floor(storeTimeoutMs / 2)));
+  return timeoutMs === replicaSync.timeoutMs ? resolved : { ...resolved, replicaSync: { ...replicaSync, timeoutMs } };
 }
 
 /** A per-call duration: the guard's own when absent, else checked like the option. */
