@@ -281,9 +281,11 @@ Exit codes:
   0   done; for report, no scope dispatched more than once in the window; for doctor,
       nothing puts the guarantee at risk
   1   report found a scope and step dispatched more than once; doctor found a risk
-  2   usage error (an option given twice or without its value, too), or
+  2   usage error (an unknown command or option, an option given twice or without its
+      value, a missing or malformed argument, an invalid ID or prefix), or
       release/invalidate without --force (nothing changed)
-  3   Redis unreachable, refused the credentials, or timed out
+  3   Redis unreachable, refused the credentials or an ACL permission, or timed out
+      (doctor lists the permissions missing)
   4   nothing to act on: no such lock (release) or artifact (invalidate)
   5   refused: release found the lock changed hands; migrate found v2 dispatches in
       flight or a prefix written by another protocol version
@@ -292,7 +294,8 @@ Exit codes:
   7   doctor found nothing at risk, but could not make every check
   8   refused: a key holds data this library never writes (release: a lock key of
       another type or with an unreadable value; migrate: a v2-shaped key whose IDs do
-      not decode; any command: a key of a Redis type it never writes); nothing changed
+      not decode, or not as v2 encodes them; any command: a key of a Redis type it
+      never writes); nothing changed
   70  internal error in the CLI
 `;
 

@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
@@ -715,6 +715,28 @@ describe('fire-once CLI against a real Redis', () => {
       const help = await runCli(['--help']);
       expect(help.code).toBe(0);
       expect(help.stdout).toContain('Exit codes:');
+    });
+
+    it("lists in --help the exit codes of docs/operating.md's table, with what sends a command to each", async () => {
+      // operating.md: "Also in `fire-once --help`". A user whose command exits 3 for want of an
+      // ACL permission, or 2 for a bad ID, reads --help for why.
+      const operating = readFileSync(join(__dirname, '..', '..', 'docs', 'operating.md'), 'utf8');
+      const table = /### Exit codes\n[\s\S]*?\n\| code \| meaning \|\n\| --- \| --- \|\n((?:\|.*\n)+)/.exec(operating)?.[1] ?? '';
+      const documented = [...table.matchAll(/^\| (\d+) \|/gm)].map(([, code]) => code);
+      const help = (await runCli(['--help'])).stdout.split('Exit codes:')[1] ?? '';
+      expect(documented.length).toBeGreaterThan(8);
+      expect([...help.matchAll(/^ {2}(\d+) /gm)].map(([, code]) => code)).toEqual(documented);
+      const meanings = new Map(
+        help
+          .split(/\n(?= {2}\d+ )/)
+          .map((entry) => /^\s*(\d+) +([\s\S]*)$/.exec(entry))
+          .flatMap((m) => (m === null ? [] : [[Number(m[1]), m[2].replace(/\s+/g, ' ').trim()] as const])),
+      );
+      const meaning = (code: number) => meanings.get(code) ?? '';
+      expect(meaning(3)).toMatch(/ACL permission/);
+      expect(meaning(2)).toMatch(/unknown command or option/);
+      expect(meaning(2)).toMatch(/invalid ID or prefix/);
+      expect(meaning(8)).toMatch(/or not as v2 encodes them/);
     });
 
     it('exits 3 when Redis is unreachable or refuses the credentials, without printing the password', async () => {
