@@ -70,7 +70,10 @@ export function optional<T>(check: OptionSpec<T>['check']): OptionSpec<T | undef
 }
 
 /** Throws {@link FireOnceConfigError} for any key of `options` not in `known`. */
-export function checkKnownKeys(where: string, options: object, known: readonly string[]): void {
+export function checkKnownKeys(where: string, options: unknown, known: readonly string[]): asserts options is object {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new FireOnceConfigError(`${where}: options must be an object (got ${describe(options)})`);
+  }
   const unknown = Object.keys(options).filter((key) => !known.includes(key));
   if (unknown.length > 0) {
     throw new FireOnceConfigError(`${where}: unknown option ${unknown.map((k) => JSON.stringify(k)).join(', ')}`);
@@ -270,15 +273,23 @@ export function checkRedisOptions(options: unknown): asserts options is { readon
   if (options === null || typeof options !== 'object') {
     throw new FireOnceConfigError(`options must be an object (got ${describe(options)})`);
   }
-  const { redis } = options as { redis?: unknown };
+  checkRedisClient((options as { redis?: unknown }).redis);
+}
+
+/**
+ * Throws {@link FireOnceConfigError} unless `redis` is an ioredis client the guard can work
+ * through; `where` (a function's name) starts the message.
+ */
+export function checkRedisClient(redis: unknown, where?: string): asserts redis is RedisClient {
+  const at = where === undefined ? '' : `${where}: `;
   if (redis === null || typeof redis !== 'object' || typeof (redis as { defineCommand?: unknown }).defineCommand !== 'function') {
-    throw new FireOnceConfigError(`redis must be an ioredis Redis or Cluster instance (got ${describe(redis)})`);
+    throw new FireOnceConfigError(`${at}redis must be an ioredis Redis or Cluster instance (got ${describe(redis)})`);
   }
   const clientOptions = (redis as { options?: { keyPrefix?: unknown; redisOptions?: { keyPrefix?: unknown } } }).options;
   const clientPrefix = clientOptions?.keyPrefix || clientOptions?.redisOptions?.keyPrefix;
   if (clientPrefix) {
     throw new FireOnceConfigError(
-      `redis has the ioredis option keyPrefix ${JSON.stringify(clientPrefix)}, which the guard cannot work under: it names its keys itself, and pub/sub messages, the CLI and the Python package see them unprefixed; give the guard keyPrefix instead, on a client without one`,
+      `${at}redis has the ioredis option keyPrefix ${JSON.stringify(clientPrefix)}, which the guard cannot work under: it names its keys itself, and pub/sub messages, the CLI and the Python package see them unprefixed; give the guard keyPrefix instead, on a client without one`,
     );
   }
 }

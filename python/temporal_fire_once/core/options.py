@@ -54,14 +54,15 @@ def one_of(label: str, value: object, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def check_redis_client(redis: object) -> None:
+def check_redis_client(redis: object, where: str | None = None) -> None:
     """``FireOnceConfigError`` unless ``redis`` is a ``redis.asyncio`` client the guard can use
-    (``checkRedisOptions`` in ``src/core/options.ts``)."""
+    (``checkRedisClient`` in ``src/core/options.ts``); ``where`` (a function's name) starts the message."""
+    at = "" if where is None else f"{where}: "
     if not isinstance(redis, (Redis, RedisCluster)):
-        raise FireOnceConfigError(f"redis must be a redis.asyncio Redis or RedisCluster (got {type(redis).__name__})")
+        raise FireOnceConfigError(f"{at}redis must be a redis.asyncio Redis or RedisCluster (got {type(redis).__name__})")
     if redis.get_connection_kwargs().get("decode_responses"):
         raise FireOnceConfigError(
-            "redis was created with decode_responses=True, which the guard cannot work under: it reads locks, artifacts and "
+            f"{at}redis was created with decode_responses=True, which the guard cannot work under: it reads locks, artifacts and "
             "script replies as bytes, so every fast-forward would fail with FireOnceProtocolError; create the client with "
             "decode_responses=False (the default)"
         )

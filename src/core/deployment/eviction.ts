@@ -1,5 +1,5 @@
 import { FireOnceConfigError, describe } from '../errors';
-import { checkKnownKeys, checkRedisOptions, duration, flag, optional, resolveSpecs, type OptionSpecs, type Resolved } from '../options';
+import { checkKnownKeys, checkRedisClient, duration, flag, optional, resolveSpecs, type OptionSpecs, type Resolved } from '../options';
 import type { RedisClient } from '../scripts';
 import { primariesOf } from './nodes';
 import { readSetting } from './settings';
@@ -64,13 +64,8 @@ const EVICTION_CHECK_OPTIONS = {
  * something else: a refusal naming the eviction policy, or a Redis that did not answer.
  */
 export function resolveEvictionCheck(where: string, redis: unknown, options: unknown): Resolved<typeof EVICTION_CHECK_OPTIONS> {
-  try {
-    checkRedisOptions({ redis });
-  } catch (err) {
-    throw new FireOnceConfigError(`${where}: ${(err as Error).message}`);
-  }
+  checkRedisClient(redis, where);
   if (options === undefined) return resolveSpecs(EVICTION_CHECK_OPTIONS, {});
-  if (options === null || typeof options !== 'object') throw new FireOnceConfigError(`${where}: options must be an object (got ${describe(options)})`);
   checkKnownKeys(where, options, Object.keys(EVICTION_CHECK_OPTIONS));
   return resolveSpecs(EVICTION_CHECK_OPTIONS, options as Record<string, unknown>, `${where}: `);
 }
