@@ -12,6 +12,7 @@ import asyncio
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import pytest
@@ -209,6 +210,17 @@ async def test_a_cancel_that_reaches_a_local_activity_its_worker_shutdown_just_e
             return await case.outcome(waiter)
 
     assert await case.with_holder(scenario) == CANCELLED_ONCE
+
+
+async def test_a_history_in_which_0_9_0_lost_the_cancel_replays_as_it_ran(client: Redis) -> None:
+    """Recorded by the last test's WAIT_CANCELLATION_COMPLETED case on 0.9.0: the local activity's
+    failure came after the cancel, and the workflow scheduled it again behind the hand-off's timer.
+    The fix ends such an activity cancelled only under a patch, which this history lacks, so it
+    replays as it ran; without the patch its replay failed, the fix starting no timer where the
+    history holds one (a nondeterminism error at the TimerStarted event)."""
+    recorded = (Path(__file__).parent / "histories" / "hand_off_cancel_lost_0.9.0.json").read_text()
+    history = WorkflowHistory.from_json("hand-off-cancel-lost", recorded)
+    await Replayer(workflows=[CancelledLocalCall], plugins=[FireOncePlugin(client, key_prefix="unused")]).replay_workflow(history)
 
 
 pytestmark = pytest.mark.asyncio
