@@ -150,12 +150,15 @@ class _Case:
 async def test_a_local_activity_cancelled_while_it_waits_in_its_slot_sees_the_sdks_cancellation(
     temporal_env: Any, client: Redis, prefix: str, kind: str
 ) -> None:
-    """The reference for the tests below: no hand-off, the worker keeps running."""
+    """The reference for the tests below: no hand-off, the worker keeps running. The stack-trace
+    query names the plugin's handle as the SDK names its own (the SDK does not list its stack)."""
     case = _Case(temporal_env, client, prefix)
 
     async def scenario() -> dict[str, Any]:
         async with case.worker():
             waiter = await case.start_waiter(kind)
+            stack = await asyncio.wait_for(waiter.query("__stack_trace"), 30)
+            assert "name='activity: gatedJob, fire-once hand-off (workflow: CancelledLocalCall, id: " in stack
             await waiter.signal(CancelledLocalCall.cancel)
             return await case.outcome(waiter)
 

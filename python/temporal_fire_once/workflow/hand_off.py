@@ -45,6 +45,12 @@ class HandOffHandle(workflow.ActivityHandle[Any]):
         # What the SDK's failures name: the ID given, else its own, which each hand-off's failure names.
         self._activity_id = input.activity_id or ""
         super().__init__(self._run())
+        # Named as the SDK names its own handles. The SDK lists in its stack-trace query only the
+        # tasks it registers, which takes a private call or a task of its making in between, whose
+        # extra step could reorder commands against recorded histories: this one is not listed, but
+        # the run's task shows it by this name, and the activity's own handle is listed.
+        info = workflow.info()
+        self.set_name(f"activity: {input.activity}, fire-once hand-off (workflow: {info.workflow_type}, id: {info.workflow_id}, run: {info.run_id})")
         # A worker that stops drops its workflows unfinished, this task with them, as the SDK's own
         # tasks: like them, not worth asyncio's "Task was destroyed but it is pending!".
         if hasattr(self, "_log_destroy_pending"):
