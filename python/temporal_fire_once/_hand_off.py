@@ -21,5 +21,16 @@ HAND_OFF_ATTEMPT = "handOffAttempt"
 the workflow schedules the activity again with the attempts left, and takes a failure of the type
 without it for the activity's own, which it does not hand off."""
 
+HAND_OFF_ACTIVITY_ID = "handOffActivityId"
+"""The field of that failure's details that names the ID of the local activity handed off: a
+cancelled or timed-out local activity that the workflow fails in its place names it, as the SDK's
+failure would (absent from failures recorded before 0.10.0)."""
+
+HAND_OFF_CANCEL_PATCH = "temporal-fire-once-hand-off-cancel"
+"""The patch (``workflow.patched()``, recorded in the history as a marker) under which a local
+activity cancelled while handed off, or whose handed-off failure came after its workflow cancelled
+it, ends cancelled (``HAND_OFF_CANCEL_PATCH`` in TypeScript): a history recorded before 0.10.0,
+without it, replays as it ran."""
+
 HAND_OFF_DELAY_S = 0.1
 """The timer between the ended local activity and the same one scheduled again (``HAND_OFF_DELAY_MS``)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any, Callable
 
@@ -63,6 +64,45 @@ class LocalCall:
             schedule_to_close_timeout=None if overall_ms is None else timedelta(milliseconds=overall_ms),
             retry_policy=retry,
         )
+
+
+@workflow.defn
+class CancelledLocalCall:
+    """Sets the scope and starts one local activity (1 attempt, ``cancellation_type`` by name),
+    whose handle the ``cancel`` signal cancels; says what awaiting the handle then gave. The
+    handler cancels it at once, before anything else of its workflow task runs."""
+
+    def __init__(self) -> None:
+        self._handle: workflow.ActivityHandle[Any] | None = None
+
+    @workflow.signal
+    def cancel(self) -> None:
+        assert self._handle is not None
+        self._handle.cancel()
+
+    @workflow.run
+    async def run(self, scope: str, activity: str, args: list[Any], attempt_ms: int, cancellation_type: str) -> dict[str, Any]:
+        set_dispatch_scope(scope)
+        self._handle = workflow.start_local_activity(
+            activity,
+            args=args,
+            start_to_close_timeout=timedelta(milliseconds=attempt_ms),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+            cancellation_type=workflow.ActivityCancellationType[cancellation_type],
+        )
+        try:
+            return {"result": await self._handle}
+        except ActivityError as err:
+            return {
+                "error": "ActivityError",
+                "message": err.message,
+                "retryState": err.retry_state and err.retry_state.name,
+                "activityType": err.activity_type,
+                "activityId": err.activity_id,
+                "cause": type(err.cause).__name__,
+            }
+        except asyncio.CancelledError:
+            return {"error": "asyncio.CancelledError"}
 
 
 @workflow.defn

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 
+import pytest
 from redis.asyncio import Redis
 from temporalio.client import WorkflowFailureError
 from temporalio.converter import PayloadConverter
@@ -16,11 +17,14 @@ from temporal_fire_once.core import (
     Acquired,
     DispatchTarget,
     FastForward,
+    FireOnceConfigError,
     FireOnceGuard,
     FireOnceKeyConflict,
     FireOnceKeys,
     GuardOptions,
     Held,
+    WakeHub,
+    claim_protocol,
     format_artifact,
     parse_artifact,
 )
@@ -173,3 +177,17 @@ async def test_a_result_stored_for_an_integer_a_double_carries_serves_the_other_
         "FireOnceKeyConflict",
     ]
     assert [await client.get(counter_key(prefix, scope)) for scope in ("s-carried", "s-rounded")] == [b"1", b"1"]
+
+
+@pytest.mark.parametrize("redis", [None, "redis://localhost:6379", object()])
+async def test_the_core_building_blocks_refuse_what_is_no_redis_client_naming_themselves(redis: object, client: Redis, prefix: str) -> None:
+    """``WakeHub`` took any argument and failed at its first join; ``claim_protocol`` failed with a
+    bare ``AttributeError`` (TypeScript's ``WakeHub``, ``claimProtocol`` and ``DispatchLog`` alike;
+    defect 167 in docs/reliability.md). Both are ``FireOnceConfigError`` naming the call now, and
+    nothing is written."""
+    keys = FireOnceKeys(prefix)
+    with pytest.raises(FireOnceConfigError, match=r"^WakeHub: redis must be a redis.asyncio Redis or RedisCluster"):
+        WakeHub(redis)  # type: ignore[arg-type]
+    with pytest.raises(FireOnceConfigError, match=r"^claim_protocol: redis must be a redis.asyncio Redis or RedisCluster"):
+        await claim_protocol(redis, keys)  # type: ignore[arg-type]
+    assert await client.keys(f"{prefix}*") == []

@@ -266,12 +266,19 @@ def test_a_bad_replica_sync_is_refused_naming_it(value: object, message: str) ->
     assert caught.value.message == message
 
 
-def test_the_wait_is_half_a_store_timeout_shorter_than_the_default_unless_told() -> None:
+def test_the_wait_is_half_a_store_timeout_shorter_than_400_ms_unless_told() -> None:
     assert GuardOptions(store_timeout_ms=150).replica_sync_setting == ReplicaSyncSetting("auto", 75)
     assert GuardOptions(store_timeout_ms=150, replica_sync={"replicas": 2}).replica_sync_setting == ReplicaSyncSetting(2, 75)
     told = GuardOptions(store_timeout_ms=150, replica_sync={"replicas": 1, "timeout_ms": 100})
     assert told.replica_sync_setting == ReplicaSyncSetting(1, 100)
     assert GuardOptions(store_timeout_ms=1_000).replica_sync_setting == ReplicaSyncSetting("auto", 200)
+    # docs/production-redis.md: "200 ms, or half of storeTimeoutMs when that is shorter than 400
+    # ms", so that the write keeps at least half of the store timeout besides its WAIT.
+    assert GuardOptions(store_timeout_ms=300).replica_sync_setting == ReplicaSyncSetting("auto", 150)
+    assert GuardOptions(store_timeout_ms=399, replica_sync={"replicas": 2}).replica_sync_setting == ReplicaSyncSetting(2, 199)
+    assert GuardOptions(store_timeout_ms=400).replica_sync_setting == ReplicaSyncSetting("auto", 200)
+    told_longer = GuardOptions(store_timeout_ms=300, replica_sync={"replicas": 1, "timeout_ms": 250})
+    assert told_longer.replica_sync_setting == ReplicaSyncSetting(1, 250)
     with pytest.raises(FireOnceConfigError, match=r"replica_sync.timeout_ms \(150 ms\) must be below store_timeout_ms \(150 ms\)"):
         GuardOptions(store_timeout_ms=150, replica_sync={"replicas": 1, "timeout_ms": 150})
 

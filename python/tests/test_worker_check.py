@@ -7,17 +7,29 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import AsyncIterator, Iterator
+from typing import AsyncIterator, Awaitable, Callable, Iterator
 from urllib.parse import urlparse
 
 import pytest
 import redis
 from redis.asyncio import Redis
 
-from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceConfigError, FireOnceGuard, GuardOptions, check_worker_redis
+from temporal_fire_once.core import (
+    Acquired,
+    DispatchTarget,
+    EvictionPolicy,
+    FireOnceConfigError,
+    FireOnceGuard,
+    GuardOptions,
+    check_eviction_policy,
+    check_worker_redis,
+)
 
 from .conftest import REPO, redis_server
 from .redis_sentinel import spawn_sentinel
+
+# Either start check, called as a test calls it: with arguments of any kind.
+_Check = Callable[..., Awaitable[list[EvictionPolicy]]]
 
 
 @pytest.fixture(scope="module")
@@ -106,23 +118,26 @@ async def test_an_evicting_redis_is_refused_and_with_allow_evicting_redis_logged
         ({"timeout_ms": 10**9}, "timeout_ms must be at most 60000 ms (got 1000000000)"),
     ],
 )
+@pytest.mark.parametrize("check", [check_worker_redis, check_eviction_policy], ids=["check_worker_redis", "check_eviction_policy"])
 async def test_an_argument_it_cannot_use_is_refused_naming_it_before_redis_is_read(
-    evicting_url: str, connect: list[Redis], given: dict[str, object], named: str
+    evicting_url: str, connect: list[Redis], given: dict[str, object], named: str, check: _Check
 ) -> None:
     # As the plugin's options: a string flag would be truthy and let an evicting Redis through, and
-    # a timeout of 0 would blame Redis for not answering.
+    # a timeout of 0 would blame Redis for not answering. check_eviction_policy, which
+    # docs/production-redis.md names beside it for the eviction check alone, takes the same options.
     redis: Redis = Redis.from_url(evicting_url)
     connect.append(redis)
     dispatches = 0
     with pytest.raises(FireOnceConfigError) as refused:
-        await check_worker_redis(redis, **given)  # type: ignore[arg-type]
+        await check(redis, **given)
         guard = FireOnceGuard(redis, GuardOptions(key_prefix=f"hand-wired-{uuid.uuid4().hex[:8]}"))
         dispatches += isinstance(await guard.acquire(DispatchTarget("s", "send", "send")), Acquired)
     assert refused.value.message == named and dispatches == 0
 
 
+@pytest.mark.parametrize("check", [check_worker_redis, check_eviction_policy], ids=["check_worker_redis", "check_eviction_policy"])
 @pytest.mark.parametrize("given", [redis.Redis(), "redis://127.0.0.1:6379", None])
-async def test_a_client_that_is_no_redis_asyncio_client_is_refused_typed(given: object) -> None:
+async def test_a_client_that_is_no_redis_asyncio_client_is_refused_typed(given: object, check: _Check) -> None:
     # A sync client failed untyped ("object dict can't be used in 'await' expression"), as did a URL.
     with pytest.raises(FireOnceConfigError, match=r"^redis must be a redis.asyncio Redis or RedisCluster \(got "):
-        await check_worker_redis(given)  # type: ignore[arg-type]
+        await check(given)

@@ -56,18 +56,24 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
     code = c;
   });
   // With --json a script parses stdout: a failure that printed nothing there prints what failed.
+  // Only a --json before `--` asks for it: after it, "--json" is a scope.
+  const args = argv.slice(2);
+  const end = args.indexOf('--');
+  const json = (end === -1 ? args : args.slice(0, end)).includes('--json');
   const jsonError = (message: string, exitCode: ExitCode) => {
-    if (!printed && argv.slice(2).includes('--json')) io.out(`${JSON.stringify({ error: message, exitCode })}\n`);
+    if (!printed && json) io.out(`${JSON.stringify({ error: message, exitCode })}\n`);
   };
   try {
-    checkOptionValues(program, argv.slice(2));
+    checkOptionValues(program, args);
     await program.parseAsync([...argv]);
     return code;
   } catch (err) {
     if (err instanceof CommanderError) {
       // --help and --version end here with commander's exit code 0; every other commander error,
-      // including a missing command, is bad usage.
-      return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
+      // including a missing command, is bad usage, already told on stderr.
+      if (err.exitCode === 0) return EXIT.ok;
+      jsonError(err.message.replace(/^error: /, ''), EXIT.usage);
+      return EXIT.usage;
     }
     if (err instanceof CliError) {
       io.err(`fire-once: ${err.message}\n`);
@@ -275,9 +281,11 @@ Exit codes:
   0   done; for report, no scope dispatched more than once in the window; for doctor,
       nothing puts the guarantee at risk
   1   report found a scope and step dispatched more than once; doctor found a risk
-  2   usage error (an option given twice or without its value, too), or
+  2   usage error (an unknown command or option, an option given twice or without its
+      value, a missing or malformed argument, an invalid ID or prefix), or
       release/invalidate without --force (nothing changed)
-  3   Redis unreachable, refused the credentials, or timed out
+  3   Redis unreachable, refused the credentials or an ACL permission, or timed out
+      (doctor lists the permissions missing)
   4   nothing to act on: no such lock (release) or artifact (invalidate)
   5   refused: release found the lock changed hands; migrate found v2 dispatches in
       flight or a prefix written by another protocol version
@@ -286,7 +294,8 @@ Exit codes:
   7   doctor found nothing at risk, but could not make every check
   8   refused: a key holds data this library never writes (release: a lock key of
       another type or with an unreadable value; migrate: a v2-shaped key whose IDs do
-      not decode; any command: a key of a Redis type it never writes); nothing changed
+      not decode, or not as v2 encodes them; any command: a key of a Redis type it
+      never writes); nothing changed
   70  internal error in the CLI
 `;
 

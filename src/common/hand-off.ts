@@ -45,3 +45,10 @@ export function handOffOf(failure: FailureFacts): { readonly attempt: number | u
 
 /** The timer between the ended attempt and the same attempt scheduled again: the history records it, so it is fixed. */
 export const HAND_OFF_DELAY_MS = 100;
+
+/**
+ * The patch (`patched()`, recorded in the history as a marker) under which a local activity whose
+ * handed-off failure came after its workflow cancelled it ends cancelled, instead of being scheduled
+ * again: a history recorded before 0.10.0, without it, replays as it ran.
+ */
+export const HAND_OFF_CANCEL_PATCH = 'temporal-fire-once-hand-off-cancel';

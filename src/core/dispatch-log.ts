@@ -1,7 +1,7 @@
 import type { FireOnceKeys } from './keys';
 import { logAppendScript, type RedisClient } from './scripts';
 import { atMost } from './store-calls';
-import { positiveInteger } from './options';
+import { MAX_DURATION_MS, checkRedisClient, positiveInteger } from './options';
 
 /** The check of a dispatch log's cap, for `DispatchLog` and the plugin's `dispatchLogMaxLen`. */
 export const checkLogMaxLen = positiveInteger('entries', 100_000_000);
@@ -142,6 +142,7 @@ export class DispatchLog {
   ) {
     // It goes to every XADD as MAXLEN ~: Redis refuses NaN, a fraction or a negative (every batch
     // dropped), and 0 trims the stream to almost nothing.
+    checkRedisClient(redis, 'DispatchLog');
     checkLogMaxLen('DispatchLog: maxLen', maxLen);
   }
 
@@ -161,6 +162,7 @@ export class DispatchLog {
    * were): a client that queues commands until Redis comes back would otherwise keep it waiting.
    */
   async flush(timeoutMs?: number): Promise<number> {
+    if (timeoutMs !== undefined) positiveInteger('ms', MAX_DURATION_MS)('DispatchLog.flush: timeoutMs', timeoutMs);
     clearTimeout(this.timer);
     this.timer = undefined;
     const batches = this.pending;

@@ -12,6 +12,12 @@ export const MAX_DURATION_MS = 365 * 24 * 60 * 60 * 1000;
 export interface OptionSpec<T> {
   readonly default: T;
   readonly check: (label: string, value: unknown) => T;
+  /**
+   * The option as a caller gives it for `default`, where the two differ in shape
+   * (`replicaSync: 'auto'`, resolved as `{ replicas: 'auto', timeoutMs: 200 }`): what the exported
+   * defaults hold, so that they read as the docs state them and, given back, resolve as the default.
+   */
+  readonly given?: unknown;
 }
 
 /** A table of options by name. */
@@ -64,7 +70,10 @@ export function optional<T>(check: OptionSpec<T>['check']): OptionSpec<T | undef
 }
 
 /** Throws {@link FireOnceConfigError} for any key of `options` not in `known`. */
-export function checkKnownKeys(where: string, options: object, known: readonly string[]): void {
+export function checkKnownKeys(where: string, options: unknown, known: readonly string[]): asserts options is object {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new FireOnceConfigError(`${where}: options must be an object (got ${describe(options)})`);
+  }
   const unknown = Object.keys(options).filter((key) => !known.includes(key));
   if (unknown.length > 0) {
     throw new FireOnceConfigError(`${where}: unknown option ${unknown.map((k) => JSON.stringify(k)).join(', ')}`);
@@ -84,9 +93,26 @@ export function resolveSpecs<S extends OptionSpecs>(specs: S, options: Readonly<
   return resolved as Resolved<S>;
 }
 
-/** The defaults of a table of options, frozen. */
-export function defaultsOf<S extends OptionSpecs>(specs: S): Resolved<S> {
-  return Object.freeze(Object.fromEntries(Object.entries(specs).map(([name, spec]) => [name, spec.default]))) as Resolved<S>;
+/** The defaults of a table of options, as a caller gives them (`given`, where a spec has one). */
+export type Defaults<S extends OptionSpecs> = {
+  readonly [K in keyof S]: S[K] extends { readonly given: infer G } ? G : S[K] extends OptionSpec<infer T> ? T : never;
+};
+
+/**
+ * The defaults of a table of options as a caller gives them, frozen through and through: no caller
+ * can change the defaults of what is built after it.
+ */
+export function defaultsOf<S extends OptionSpecs>(specs: S): Defaults<S> {
+  const values = Object.entries(specs).map(([name, spec]) => [name, deepFreeze('given' in spec ? spec.given : spec.default)]);
+  return Object.freeze(Object.fromEntries(values)) as Defaults<S>;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
 }
 
 /** An ID-shaped option (a namespace), checked as keys encode it. */
@@ -162,7 +188,7 @@ export const GUARD_OPTIONS = {
   storeTimeoutMs: duration(5_000, 60_000),
   publishWakeUps: flag(true),
   knownArtifacts: { default: 10_000, check: knownArtifactsCheck },
-  replicaSync: { default: { replicas: 'auto', timeoutMs: REPLICA_SYNC_TIMEOUT_MS }, check: checkReplicaSync },
+  replicaSync: { default: Object.freeze({ replicas: 'auto', timeoutMs: REPLICA_SYNC_TIMEOUT_MS }), check: checkReplicaSync, given: 'auto' },
 } as const satisfies OptionSpecs;
 
 /**
@@ -231,12 +257,13 @@ export interface FireOnceGuardOptions {
 export type ResolvedGuardOptions = Resolved<typeof GUARD_OPTIONS> & { readonly redis: RedisClient };
 
 /**
- * The guard's defaults.
+ * The guard's defaults, as a caller gives them (`replicaSync: 'auto'`), frozen.
  *
  * @example
  * ```ts
  * import { GUARD_DEFAULTS } from 'temporal-fire-once/core';
  * GUARD_DEFAULTS.keyPrefix; // 'fire-once'
+ * GUARD_DEFAULTS.replicaSync; // 'auto'
  * ```
  */
 export const GUARD_DEFAULTS = defaultsOf(GUARD_OPTIONS);
@@ -246,15 +273,23 @@ export function checkRedisOptions(options: unknown): asserts options is { readon
   if (options === null || typeof options !== 'object') {
     throw new FireOnceConfigError(`options must be an object (got ${describe(options)})`);
   }
-  const { redis } = options as { redis?: unknown };
+  checkRedisClient((options as { redis?: unknown }).redis);
+}
+
+/**
+ * Throws {@link FireOnceConfigError} unless `redis` is an ioredis client the guard can work
+ * through; `where` (a function's name) starts the message.
+ */
+export function checkRedisClient(redis: unknown, where?: string): asserts redis is RedisClient {
+  const at = where === undefined ? '' : `${where}: `;
   if (redis === null || typeof redis !== 'object' || typeof (redis as { defineCommand?: unknown }).defineCommand !== 'function') {
-    throw new FireOnceConfigError(`redis must be an ioredis Redis or Cluster instance (got ${describe(redis)})`);
+    throw new FireOnceConfigError(`${at}redis must be an ioredis Redis or Cluster instance (got ${describe(redis)})`);
   }
   const clientOptions = (redis as { options?: { keyPrefix?: unknown; redisOptions?: { keyPrefix?: unknown } } }).options;
   const clientPrefix = clientOptions?.keyPrefix || clientOptions?.redisOptions?.keyPrefix;
   if (clientPrefix) {
     throw new FireOnceConfigError(
-      `redis has the ioredis option keyPrefix ${JSON.stringify(clientPrefix)}, which the guard cannot work under: it names its keys itself, and pub/sub messages, the CLI and the Python package see them unprefixed; give the guard keyPrefix instead, on a client without one`,
+      `${at}redis has the ioredis option keyPrefix ${JSON.stringify(clientPrefix)}, which the guard cannot work under: it names its keys itself, and pub/sub messages, the CLI and the Python package see them unprefixed; give the guard keyPrefix instead, on a client without one`,
     );
   }
 }
@@ -265,17 +300,20 @@ export function resolveGuardOptions(options: FireOnceGuardOptions): ResolvedGuar
   checkKnownKeys('temporal-fire-once', options, ['redis', ...Object.keys(GUARD_OPTIONS)]);
   const resolved = { redis: options.redis, ...resolveSpecs(GUARD_OPTIONS, options as unknown as Record<string, unknown>) };
   const { replicaSync, storeTimeoutMs } = resolved;
-  if (replicaSync.replicas === 0 || replicaSync.timeoutMs < storeTimeoutMs) return resolved;
+  if (replicaSync.replicas === 0) return resolved;
   // The store timeout bounds each write and its WAIT together: at or past it, the store timeout
   // always answers first ("Redis did not answer") and the replicas' count never decides.
   const given = (options.replicaSync as { timeoutMs?: unknown } | undefined)?.timeoutMs;
   if (given !== undefined) {
+    if (replicaSync.timeoutMs < storeTimeoutMs) return resolved;
     throw new FireOnceConfigError(
       `replicaSync.timeoutMs (${replicaSync.timeoutMs} ms) must be below storeTimeoutMs (${storeTimeoutMs} ms), which bounds each write and its WAIT together`,
     );
   }
-  // The default wait under a store timeout this short: half of it.
-  return { ...resolved, replicaSync: { ...replicaSync, timeoutMs: Math.max(1, Math.floor(storeTimeoutMs / 2)) } };
+  // The default wait leaves the write at least half of the store timeout: 200 ms, or half of a
+  // store timeout shorter than 400 ms.
+  const timeoutMs = Math.max(1, Math.min(replicaSync.timeoutMs, Math.floor(storeTimeoutMs / 2)));
+  return timeoutMs === replicaSync.timeoutMs ? resolved : { ...resolved, replicaSync: { ...replicaSync, timeoutMs } };
 }
 
 /** A per-call duration: the guard's own when absent, else checked like the option. */

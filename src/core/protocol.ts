@@ -1,6 +1,7 @@
 import { FireOnceConfigError } from './errors';
 import { PROTOCOL_VERSION, type FireOnceKeys } from './keys';
 import type { RedisClient } from './scripts';
+import { checkRedisClient } from './options';
 
 /**
  * Claim the key prefix for this protocol version, or refuse: read `<prefix>:protocol`, and if it
@@ -20,6 +21,7 @@ import type { RedisClient } from './scripts';
  * ```
  */
 export async function claimProtocol(redis: RedisClient, keys: FireOnceKeys): Promise<void> {
+  checkRedisClient(redis, 'claimProtocol');
   const marker = keys.protocolMarker();
   // Read first: a marker already set costs no write, so a user confined by ACL to one namespace,
   // who may read the marker but not write it (PROTOCOL.md §1), starts without a denial.

@@ -1,3 +1,4 @@
+import { checkRedisClient } from './options';
 import { isCluster, type RedisClient } from './scripts';
 
 type Waiter = (message: string) => void;
@@ -26,7 +27,9 @@ export class WakeHub {
   private readonly subscribed = new Map<string, Promise<void>>();
   private readonly healthListeners: ((healthy: boolean) => void)[] = [];
 
-  constructor(private readonly redis: RedisClient) {}
+  constructor(private readonly redis: RedisClient) {
+    checkRedisClient(redis, 'WakeHub');
+  }
 
   /**
    * Whether its client is a Redis Cluster's. ioredis re-subscribes a Cluster's subscriber without

@@ -79,7 +79,7 @@ const namespaceName: OptionSpec<string>['check'] = (label, value) => {
 function cacheBounds(label: string, value: unknown): Required<ArtifactCacheOptions> | false {
   if (value === false) return false;
   if (value === true) return { ...ARTIFACT_CACHE_DEFAULTS };
-  if (value === null || typeof value !== 'object') {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new FireOnceConfigError(`${label} must be a boolean or { maxEntries, maxBytes, maxAgeMs } (got ${describe(value)})`);
   }
   checkKnownKeys(label, value, ['maxEntries', 'maxBytes', 'maxAgeMs']);

@@ -142,6 +142,7 @@ export class ParkedWatch {
    * are failed (through it: its connection may be closed once the worker stops), and the watch goes on.
    */
   async close(timeoutMs?: number, client?: Completer['client']): Promise<number> {
+    if (timeoutMs !== undefined) positiveInteger('ms', MAX_DURATION_MS)('ParkedWatch.close: timeoutMs', timeoutMs);
     const leaving = this.leave(client);
     let unanswered = 0;
     const failed = this.detached(() =>

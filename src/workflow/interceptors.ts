@@ -1,9 +1,13 @@
+import { RetryState } from '@temporalio/common';
 import { msToTs } from '@temporalio/common/lib/time';
 import {
   ActivityFailure,
   ApplicationFailure,
+  CancellationScope,
+  CancelledFailure,
   LocalActivityDoBackoff,
   defaultPayloadConverter,
+  patched,
   type ActivityInput,
   type ContinueAsNewInput,
   type Headers,
@@ -17,7 +21,7 @@ import {
   type WorkflowInterceptorsFactory,
   type WorkflowOutboundCallsInterceptor,
 } from '@temporalio/workflow';
-import { HAND_OFF_DELAY_MS, HAND_OFF_HEADER, handOffOf } from '../common/hand-off';
+import { HAND_OFF_CANCEL_PATCH, HAND_OFF_DELAY_MS, HAND_OFF_HEADER, handOffOf } from '../common/hand-off';
 import { SCOPE_HEADER, scopeFromHeader } from '../common/header';
 import { getDispatchScope, setDispatchScope, whileReadOnly } from './scope';
 
@@ -33,6 +37,18 @@ const HAND_OFF = defaultPayloadConverter.toPayload(true);
 function endedByWorkerShutdown(err: unknown): ReturnType<typeof handOffOf> {
   const failure = err instanceof ActivityFailure ? err.cause : err;
   return failure instanceof ApplicationFailure ? handOffOf(failure) : undefined;
+}
+
+/** The failure of a local activity cancelled, as the SDK makes it (its ID is its sequence number). */
+function cancelled(input: LocalActivityInput): ActivityFailure {
+  return new ActivityFailure(
+    'Local Activity cancelled',
+    input.activityType,
+    `${input.seq}`,
+    RetryState.CANCEL_REQUESTED,
+    '',
+    new CancelledFailure('Activity cancelled'),
+  );
 }
 
 function withHandOff(input: LocalActivityInput): LocalActivityInput {
@@ -67,7 +83,10 @@ class ScopeOutbound implements WorkflowOutboundCallsInterceptor {
    * shutdown ends the wait, the same attempt is scheduled again after a timer, as the SDK schedules a
    * local activity's retry whose backoff exceeds its `localRetryThreshold`: the number of the attempt
    * that ended (which core may have retried locally past `input.attempt`), and the first attempt's
-   * schedule time, so that neither `maximumAttempts` nor schedule-to-close starts over.
+   * schedule time, so that neither `maximumAttempts` nor schedule-to-close starts over. A failure
+   * that comes once the workflow has cancelled the activity (`WAIT_CANCELLATION_COMPLETED` awaits
+   * its own end, and the cancel reached it after its worker's shutdown had ended its wait) ends it
+   * cancelled instead, as the wait would have ended.
    */
   async scheduleLocalActivity(input: LocalActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleLocalActivity'>): Promise<unknown> {
     const scheduled = Date.now(); // the workflow task's time: the same on replay
@@ -76,6 +95,7 @@ class ScopeOutbound implements WorkflowOutboundCallsInterceptor {
     } catch (err) {
       const handOff = endedByWorkerShutdown(err);
       if (handOff === undefined) throw err;
+      if (CancellationScope.current().consideredCancelled && patched(HAND_OFF_CANCEL_PATCH)) throw cancelled(input);
       throw new LocalActivityDoBackoff({
         attempt: handOff.attempt ?? input.attempt,
         backoffDuration: msToTs(HAND_OFF_DELAY_MS),

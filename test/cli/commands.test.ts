@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
@@ -594,6 +594,31 @@ describe('fire-once CLI against a real Redis', () => {
       expect(run.code).toBe(2);
     });
 
+    // docs/operating.md, --json: "A command that fails before printing one prints {"error": …,
+    // "exitCode": N} there". A script that passes --json parses stdout, whatever went wrong.
+    it.each<[string[], RegExp]>([
+      [['report', '--json', '--bogus'], /unknown option '--bogus'/],
+      [['release', 's', '--json'], /required option '--step <step>' not specified/],
+      [['inspect', '--json'], /missing required argument 'scope'/],
+      [['report', 'extra', '--json'], /too many arguments for 'report'/],
+      [['report', '--json', '--since'], /option '--since <when>' argument missing/],
+      [['bogus', '--json'], /unknown command 'bogus'/],
+    ])('with --json, a usage error the argument parser finds prints its JSON document on stdout too: fire-once %j', async (args, message) => {
+      const run = await runCli([...args]);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toMatch(message);
+      const printed = JSON.parse(run.stdout) as { error: string; exitCode: number };
+      expect(printed).toEqual({ error: expect.stringMatching(message), exitCode: 2 });
+      expect(printed.error).not.toMatch(/^error: |run with --help/);
+    });
+
+    it('with --json after "--" (a scope), a failure prints no JSON document, as without --json', async () => {
+      const run = await runCli(['inspect', '--timeout', 'soon', '--', '--json']);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toMatch(/--timeout must be a duration/);
+      expect(run.stdout).toBe('');
+    });
+
     it('takes a value that starts with two dashes when it is joined to its option by an equals sign', async () => {
       const { prefix, guard } = fresh('cli-dash-value');
       const held = await guard.acquire({ scope: '--scope', step: '--force', jobType: 'summary' });
@@ -690,6 +715,28 @@ describe('fire-once CLI against a real Redis', () => {
       const help = await runCli(['--help']);
       expect(help.code).toBe(0);
       expect(help.stdout).toContain('Exit codes:');
+    });
+
+    it("lists in --help the exit codes of docs/operating.md's table, with what sends a command to each", async () => {
+      // operating.md: "Also in `fire-once --help`". A user whose command exits 3 for want of an
+      // ACL permission, or 2 for a bad ID, reads --help for why.
+      const operating = readFileSync(join(__dirname, '..', '..', 'docs', 'operating.md'), 'utf8');
+      const table = /### Exit codes\n[\s\S]*?\n\| code \| meaning \|\n\| --- \| --- \|\n((?:\|.*\n)+)/.exec(operating)?.[1] ?? '';
+      const documented = [...table.matchAll(/^\| (\d+) \|/gm)].map(([, code]) => code);
+      const help = (await runCli(['--help'])).stdout.split('Exit codes:')[1] ?? '';
+      expect(documented.length).toBeGreaterThan(8);
+      expect([...help.matchAll(/^ {2}(\d+) /gm)].map(([, code]) => code)).toEqual(documented);
+      const meanings = new Map(
+        help
+          .split(/\n(?= {2}\d+ )/)
+          .map((entry) => /^\s*(\d+) +([\s\S]*)$/.exec(entry))
+          .flatMap((m) => (m === null ? [] : [[Number(m[1]), m[2].replace(/\s+/g, ' ').trim()] as const])),
+      );
+      const meaning = (code: number) => meanings.get(code) ?? '';
+      expect(meaning(3)).toMatch(/ACL permission/);
+      expect(meaning(2)).toMatch(/unknown command or option/);
+      expect(meaning(2)).toMatch(/invalid ID or prefix/);
+      expect(meaning(8)).toMatch(/or not as v2 encodes them/);
     });
 
     it('exits 3 when Redis is unreachable or refuses the credentials, without printing the password', async () => {

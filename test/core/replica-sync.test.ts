@@ -173,11 +173,17 @@ describe('replica sync: WAIT pipelined behind every write', () => {
     expect(() => guardWith({ replicaSync: replicaSync as never })).toThrow(new FireOnceConfigError(message));
   });
 
-  it('waits half of a storeTimeoutMs shorter than the default wait, unless told how long', () => {
+  it('waits half of a storeTimeoutMs shorter than 400 ms, unless told how long', () => {
     expect(guardWith({ storeTimeoutMs: 150 }).options.replicaSync).toEqual({ replicas: 'auto', timeoutMs: 75 });
     expect(guardWith({ storeTimeoutMs: 150, replicaSync: { replicas: 2 } }).options.replicaSync).toEqual({ replicas: 2, timeoutMs: 75 });
     expect(guardWith({ storeTimeoutMs: 150, replicaSync: { replicas: 1, timeoutMs: 100 } }).options.replicaSync).toEqual({ replicas: 1, timeoutMs: 100 });
     expect(guardWith({ storeTimeoutMs: 1_000 }).options.replicaSync).toEqual({ replicas: 'auto', timeoutMs: 200 });
+    // docs/production-redis.md: "200 ms, or half of storeTimeoutMs when that is shorter than 400
+    // ms", so that the write keeps at least half of the store timeout besides its WAIT.
+    expect(guardWith({ storeTimeoutMs: 300 }).options.replicaSync).toEqual({ replicas: 'auto', timeoutMs: 150 });
+    expect(guardWith({ storeTimeoutMs: 399, replicaSync: { replicas: 2 } }).options.replicaSync).toEqual({ replicas: 2, timeoutMs: 199 });
+    expect(guardWith({ storeTimeoutMs: 400 }).options.replicaSync).toEqual({ replicas: 'auto', timeoutMs: 200 });
+    expect(guardWith({ storeTimeoutMs: 300, replicaSync: { replicas: 1, timeoutMs: 250 } }).options.replicaSync).toEqual({ replicas: 1, timeoutMs: 250 });
     expect(() => guardWith({ storeTimeoutMs: 150, replicaSync: { replicas: 1, timeoutMs: 150 } })).toThrow(
       new FireOnceConfigError('replicaSync.timeoutMs (150 ms) must be below storeTimeoutMs (150 ms), which bounds each write and its WAIT together'),
     );

@@ -1,15 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { temporal } from '@temporalio/proto';
 import { ApplicationFailure } from '@temporalio/common';
-import { DefaultLogger, Worker, bundleWorkflowCode, type ActivityInterceptorsFactory, type WorkerOptions } from '@temporalio/worker';
+import { DefaultLogger, Worker, bundleWorkflowCode, type ActivityInterceptorsFactory } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { WorkflowFailedError } from '@temporalio/client';
-import type { Redis } from 'ioredis';
-import { FireOnceGuard, FireOncePlugin, fireOnce, type FireOncePluginOptions } from '../../src';
-import { FireOnceKeys } from '../../src/core';
+import { FireOnceGuard, fireOnce } from '../../src';
 import { waitFor } from '../support/wait';
-import { newScope, oneResult, useFeatures, type FeatureContext } from '../support/features';
-import type { SampleWorkerBase } from '../support/sample-harness';
+import { newScope, oneResult, useFeatures } from '../support/features';
+import { gateKey, useStoppableWorkers, wakeSubscribers } from '../support/stoppable-workers';
 import { counterKey, type JobResult } from './fixtures/activities';
 
 // A guarded local activity that waits in its slot for another worker's job, on a worker that
@@ -18,45 +16,7 @@ import { counterKey, type JobResult } from './fixtures/activities';
 // opens its gate, so nothing here depends on how long anything takes.
 describe('Temporal features: a guarded local activity waiting when its worker shuts down', () => {
   const { context } = useFeatures('la-shutdown');
-  const running = new Set<() => Promise<void>>();
-  afterEach(async () => {
-    for (const stop of running) await stop(); // a failed test's workers too
-  });
-
-  const gateKey = (ctx: FeatureContext, scope: string) => `${ctx.prefix}:gate:${scope}`;
-  /** dispatchJob, counted as the fixture's (started and finished), that ends once the test sets its scope's gate key. */
-  const gatedDispatchJob = (redis: Redis, prefix: string) =>
-    fireOnce(async (scope: string): Promise<JobResult> => {
-      await redis.incr(counterKey(prefix, 'dispatchJob', scope));
-      while (!(await redis.exists(`${prefix}:gate:${scope}`))) await new Promise((r) => setTimeout(r, 20));
-      await redis.incr(counterKey(prefix, 'dispatchJob', scope, 'finished'));
-      return { scope, nonce: randomUUID() };
-    });
-
-  /** A running worker with the plugin and the gated job on `taskQueue`; `run` is its run(), `stop` shuts it down and awaits it. */
-  async function startWorker(
-    ctx: FeatureContext,
-    base: SampleWorkerBase,
-    taskQueue: string,
-    options: { plugin?: Partial<FireOncePluginOptions>; worker?: Partial<WorkerOptions> } = {},
-  ) {
-    const worker = await Worker.create({
-      connection: base.connection,
-      taskQueue,
-      workflowBundle: base.workflowBundle,
-      activities: { dispatchJob: gatedDispatchJob(ctx.redis, ctx.prefix) },
-      plugins: [new FireOncePlugin({ redis: ctx.redis, keyPrefix: ctx.prefix, pollIntervalMs: 50, ...options.plugin })],
-      ...options.worker,
-    });
-    const run = worker.run();
-    const stop = async () => {
-      running.delete(stop);
-      if (worker.getState() === 'RUNNING') worker.shutdown();
-      await run;
-    };
-    running.add(stop);
-    return { worker, run, stop };
-  }
+  const { startWorker } = useStoppableWorkers();
 
   /** What the history says of each local activity attempt and timer, in order. */
   function localActivitySteps(history: temporal.api.history.v1.IHistory): string[] {
@@ -71,9 +31,6 @@ describe('Temporal features: a guarded local activity waiting when its worker sh
     });
   }
 
-  const subscribers = async (ctx: FeatureContext, scope: string) =>
-    Number(((await ctx.redis.pubsub('NUMSUB', new FireOnceKeys(ctx.prefix).wakeChannel(scope))) as [string, number])[1]);
-
   it("stops without waiting for the holder: the waiter's workflow moves to a worker that runs, gets the holder's result, and nothing dispatches twice", async () => {
     const { ctx, base } = context();
     const scope = newScope('la-wait');
@@ -85,16 +42,16 @@ describe('Temporal features: a guarded local activity waiting when its worker sh
     const stopping = await startWorker(ctx, base, localQueue, { plugin: { onInFlight: 'wait' }, worker: { shutdownGraceTime: '200ms' } });
     const waiter = await ctx.client.workflow.start('localRunTimed', { taskQueue: localQueue, workflowId: `local-${randomUUID()}`, args: [scope, 0, 8_000, 1] });
     // The local activity waits in its slot on the wake channel (the holder's worker never subscribes).
-    await waitFor('the local activity to wait in its slot', async () => (await subscribers(ctx, scope)) === 1);
+    await waitFor('the local activity to wait in its slot', async () => (await wakeSubscribers(ctx, scope)) === 1);
 
     stopping.worker.shutdown();
     await stopping.run;
     // The holder's job is still gated: the worker did not wait for it. Before the fix, run()
     // resolved only once the wait gave up, 1 s before its 8 s start-to-close, and the workflow failed.
-    expect([await ctx.count('dispatchJob', scope, 'finished'), await subscribers(ctx, scope)]).toEqual([0, 0]);
+    expect([await ctx.count('dispatchJob', scope, 'finished'), await wakeSubscribers(ctx, scope)]).toEqual([0, 0]);
 
     const restarted = await startWorker(ctx, base, localQueue, { plugin: { onInFlight: 'wait' } });
-    await waitFor('the same attempt to wait on the restarted worker', async () => (await subscribers(ctx, scope)) === 1);
+    await waitFor('the same attempt to wait on the restarted worker', async () => (await wakeSubscribers(ctx, scope)) === 1);
     await ctx.redis.set(gateKey(ctx, scope), '1');
     const results = await Promise.all([holder.result(), waiter.result()]);
     await Promise.all([holderWorker.stop(), restarted.stop()]);

@@ -14,6 +14,7 @@ from redis.asyncio.sentinel import SentinelConnectionPool
 from redis.exceptions import NoPermissionError, RedisError, ResponseError
 
 from .errors import FireOnceConfigError, FireOnceStoreUnavailable
+from .options import check_redis_client, positive_int
 from .scripts import RedisClient
 
 SAFE_EVICTION_POLICY = "noeviction"
@@ -54,11 +55,25 @@ async def read_eviction_policies(redis: RedisClient, timeout_ms: int = 5_000) ->
         raise FireOnceStoreUnavailable(f"could not read Redis's eviction policy: {err}") from err
 
 
+def check_start_arguments(redis: object, allow_evicting_redis: object, timeout_ms: object) -> None:
+    """``FireOnceConfigError`` naming the first argument of a start check that it cannot use, before
+    Redis is read, as the plugin checks the same options: a client that is no ``redis.asyncio``
+    one, a flag that is no ``bool`` (``"false"`` would be truthy, and let an evicting Redis
+    through), a timeout that is no whole number from 1 to 60 000 ms (0 would blame Redis for not
+    answering)."""
+    check_redis_client(redis)
+    if not isinstance(allow_evicting_redis, bool):
+        raise FireOnceConfigError(f"allow_evicting_redis must be a boolean (got {allow_evicting_redis!r})")
+    positive_int("timeout_ms", timeout_ms, 60_000)  # the plugin's store_timeout_ms bounds
+
+
 async def check_eviction_policy(redis: RedisClient, *, allow_evicting_redis: bool = False, timeout_ms: int = 5_000) -> list[EvictionPolicy]:
     """Raise ``FireOnceConfigError`` naming each primary whose ``maxmemory-policy`` is not
     ``noeviction``, or could not be read, and what to set. With ``allow_evicting_redis``, log the
     same once at WARNING instead. ``FireOncePlugin`` runs this when a worker starts; call it
-    yourself before using :class:`FireOnceGuard` directly."""
+    yourself before using :class:`FireOnceGuard` directly. An argument it cannot use is
+    ``FireOnceConfigError`` naming it, before Redis is read (:func:`check_start_arguments`)."""
+    check_start_arguments(redis, allow_evicting_redis, timeout_ms)
     policies = await read_eviction_policies(redis, timeout_ms)
     unsafe = [p for p in policies if not p.safe]
     if not unsafe:

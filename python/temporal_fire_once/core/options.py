@@ -54,14 +54,15 @@ def one_of(label: str, value: object, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def check_redis_client(redis: object) -> None:
+def check_redis_client(redis: object, where: str | None = None) -> None:
     """``FireOnceConfigError`` unless ``redis`` is a ``redis.asyncio`` client the guard can use
-    (``checkRedisOptions`` in ``src/core/options.ts``)."""
+    (``checkRedisClient`` in ``src/core/options.ts``); ``where`` (a function's name) starts the message."""
+    at = "" if where is None else f"{where}: "
     if not isinstance(redis, (Redis, RedisCluster)):
-        raise FireOnceConfigError(f"redis must be a redis.asyncio Redis or RedisCluster (got {type(redis).__name__})")
+        raise FireOnceConfigError(f"{at}redis must be a redis.asyncio Redis or RedisCluster (got {type(redis).__name__})")
     if redis.get_connection_kwargs().get("decode_responses"):
         raise FireOnceConfigError(
-            "redis was created with decode_responses=True, which the guard cannot work under: it reads locks, artifacts and "
+            f"{at}redis was created with decode_responses=True, which the guard cannot work under: it reads locks, artifacts and "
             "script replies as bytes, so every fast-forward would fail with FireOnceProtocolError; create the client with "
             "decode_responses=False (the default)"
         )
@@ -122,7 +123,8 @@ class GuardOptions:
 def resolve_replica_sync(value: object, store_timeout_ms: int) -> ReplicaSyncSetting:
     """``replica_sync`` checked (``checkReplicaSync`` and ``resolveGuardOptions`` in
     ``src/core/options.ts``), with the wait bounded by the store timeout, which bounds each write
-    and its ``WAIT`` together: at or past it, the store timeout would always answer first."""
+    and its ``WAIT`` together: at or past it, the store timeout would always answer first. Without
+    a ``timeout_ms`` the wait is 200 ms, or half of a store timeout shorter than 400 ms."""
     label = "replica_sync"
     if value == "auto" and isinstance(value, str):
         setting = ReplicaSyncSetting("auto", REPLICA_SYNC_TIMEOUT_MS)
@@ -138,14 +140,15 @@ def resolve_replica_sync(value: object, store_timeout_ms: int) -> ReplicaSyncSet
             "auto" if replicas == "auto" else positive_int(f"{label}.replicas", replicas, 16, "replicas"),
             REPLICA_SYNC_TIMEOUT_MS if timeout_ms is None else positive_int(f"{label}.timeout_ms", timeout_ms, 60_000),
         )
-        if timeout_ms is not None and setting.timeout_ms >= store_timeout_ms:
-            raise FireOnceConfigError(
-                f"{label}.timeout_ms ({setting.timeout_ms} ms) must be below store_timeout_ms ({store_timeout_ms} ms), "
-                "which bounds each write and its WAIT together"
-            )
+        if timeout_ms is not None:
+            if setting.timeout_ms >= store_timeout_ms:
+                raise FireOnceConfigError(
+                    f"{label}.timeout_ms ({setting.timeout_ms} ms) must be below store_timeout_ms ({store_timeout_ms} ms), "
+                    "which bounds each write and its WAIT together"
+                )
+            return setting
     else:
         raise FireOnceConfigError(f"{label} must be 'auto', False or {{'replicas': n or 'auto', 'timeout_ms': ms}} (got {value!r})")
-    if setting.timeout_ms < store_timeout_ms:
-        return setting
-    # The default wait under a store timeout this short: half of it.
-    return ReplicaSyncSetting(setting.replicas, max(1, store_timeout_ms // 2))
+    # The default wait leaves the write at least half of the store timeout: 200 ms, or half of a
+    # store timeout shorter than 400 ms.
+    return ReplicaSyncSetting(setting.replicas, max(1, min(setting.timeout_ms, store_timeout_ms // 2)))

@@ -6,6 +6,7 @@ from redis.exceptions import NoPermissionError
 
 from .errors import FireOnceConfigError, FireOnceProtocolMismatch
 from .keys import PROTOCOL_VERSION, FireOnceKeys
+from .options import check_redis_client
 from .scripts import RedisClient
 
 
@@ -18,6 +19,7 @@ async def claim_protocol(redis: RedisClient, keys: FireOnceKeys) -> None:
     writes the prefix, and ``FireOnceConfigError`` when the marker is unset and this Redis user
     may not write it.
     """
+    check_redis_client(redis, "claim_protocol")
     marker = keys.protocol_marker()
     found: object = await redis.get(marker)
     if found is None:

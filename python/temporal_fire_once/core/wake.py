@@ -9,6 +9,7 @@ import asyncio
 import logging
 from typing import Any
 
+from .options import check_redis_client
 from .scripts import RedisClient
 
 _logger = logging.getLogger("temporal_fire_once")
@@ -23,6 +24,7 @@ class WakeHub:
     """
 
     def __init__(self, redis: RedisClient) -> None:
+        check_redis_client(redis, "WakeHub")
         self._redis = redis
         self._pubsub: Any = None
         self._reader: asyncio.Task[None] | None = None

@@ -10,8 +10,7 @@ from redis.asyncio import RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
 from .errors import FireOnceConfigError, FireOnceStoreUnavailable
-from .eviction import EvictionPolicy, check_eviction_policy, primaries
-from .options import check_redis_client, positive_int
+from .eviction import EvictionPolicy, check_eviction_policy, check_start_arguments, primaries
 from .scripts import RedisClient
 from .sentinel import refuse_sentinel_client
 
@@ -32,10 +31,7 @@ async def check_worker_redis(redis: RedisClient, *, allow_evicting_redis: bool =
         await check_worker_redis(redis)  # before the worker takes a task
         guard = FireOnceGuard(redis)
     """
-    check_redis_client(redis)
-    if not isinstance(allow_evicting_redis, bool):  # "false" would be truthy: let an evicting Redis through
-        raise FireOnceConfigError(f"allow_evicting_redis must be a boolean (got {allow_evicting_redis!r})")
-    positive_int("timeout_ms", timeout_ms, 60_000)  # the plugin's store_timeout_ms bounds
+    check_start_arguments(redis, allow_evicting_redis, timeout_ms)
     # The database first: redis-py selects it on each new connection, and a refusal fails every
     # command after, which the other checks would blame on what they read.
     await check_selected_database(redis, timeout_ms)

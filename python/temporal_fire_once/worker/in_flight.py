@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from temporalio import activity
 from temporalio.exceptions import CancelledError
 
-from .._hand_off import HAND_OFF_ATTEMPT
+from .._hand_off import HAND_OFF_ACTIVITY_ID, HAND_OFF_ATTEMPT
 from ..core.errors import FireOnceInFlight, FireOnceWorkerShutdown
 from ..core.outcomes import Acquired, FastForward, Held
 from ..core.wake import WakeHub
@@ -74,7 +74,7 @@ async def on_held(
                 raise FireOnceWorkerShutdown(
                     f"this worker began to shut down while the local activity waited for the in-flight dispatch of step {call.target.step!r} "
                     f"in scope {call.target.scope!r}: its workflow schedules it again, for its next worker",
-                    {"key": held.lock_key, **call.ids, HAND_OFF_ATTEMPT: str(info.attempt)},
+                    {"key": held.lock_key, **call.ids, HAND_OFF_ATTEMPT: str(info.attempt), HAND_OFF_ACTIVITY_ID: info.activity_id},
                 )
             outcome = await call.guard.acquire(call.target, call.lock_ttl_ms)
             if not isinstance(outcome, Held):

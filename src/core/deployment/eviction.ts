@@ -1,4 +1,5 @@
-import { FireOnceConfigError } from '../errors';
+import { FireOnceConfigError, describe } from '../errors';
+import { checkKnownKeys, checkRedisClient, duration, flag, optional, resolveSpecs, type OptionSpecs, type Resolved } from '../options';
 import type { RedisClient } from '../scripts';
 import { primariesOf } from './nodes';
 import { readSetting } from './settings';
@@ -38,12 +39,35 @@ export interface EvictionCheckOptions {
    */
   readonly allowEvictingRedis?: boolean;
   /**
-   * How long each node may take to answer.
+   * How long each node may take to answer, in ms: from 1 to 60,000, as the plugin's `storeTimeoutMs`.
    * @defaultValue `5_000`
    */
   readonly timeoutMs?: number;
   /** Where the opt-out is reported; a `process.emitWarning` (code `FIRE_ONCE_EVICTION`) by default. */
   readonly warn?: (message: string, meta: Record<string, unknown>) => void;
+}
+
+/** The options of a start check, each with its default and its check; the timeout has the bounds of the plugin's `storeTimeoutMs`, which the plugin passes. */
+const EVICTION_CHECK_OPTIONS = {
+  allowEvictingRedis: flag(false),
+  timeoutMs: duration(5_000, 60_000),
+  warn: optional((label, value) => {
+    if (typeof value !== 'function') throw new FireOnceConfigError(`${label} must be a function (got ${describe(value)})`);
+    return value as NonNullable<EvictionCheckOptions['warn']>;
+  }),
+} as const satisfies OptionSpecs;
+
+/**
+ * The client and options of a start check, checked before Redis is read: `FireOnceConfigError`
+ * naming the first one it cannot use (`where` says which check), as the plugin checks its own. A
+ * string flag read from an environment variable, or a timeout of 0, would otherwise be taken for
+ * something else: a refusal naming the eviction policy, or a Redis that did not answer.
+ */
+export function resolveEvictionCheck(where: string, redis: unknown, options: unknown): Resolved<typeof EVICTION_CHECK_OPTIONS> {
+  checkRedisClient(redis, where);
+  if (options === undefined) return resolveSpecs(EVICTION_CHECK_OPTIONS, {});
+  checkKnownKeys(where, options, Object.keys(EVICTION_CHECK_OPTIONS));
+  return resolveSpecs(EVICTION_CHECK_OPTIONS, options as Record<string, unknown>, `${where}: `);
 }
 
 /**
@@ -80,7 +104,9 @@ export async function readEvictionPolicies(redis: RedisClient, timeoutMs = 5_000
  * Refuse a Redis that can evict the guard's keys: throws {@link FireOnceConfigError} naming each
  * primary whose `maxmemory-policy` is not `noeviction`, or could not be read, and what to set.
  * With `allowEvictingRedis`, reports the same once through `warn` and resolves. The plugin runs
- * this when a worker starts; call it yourself before using {@link FireOnceGuard} directly.
+ * this when a worker starts; call it yourself before using {@link FireOnceGuard} directly. A client
+ * or an option it cannot use is `FireOnceConfigError` naming it, before Redis is read, as in
+ * `checkWorkerRedis`.
  *
  * @example
  * ```ts
@@ -100,11 +126,16 @@ export async function readEvictionPolicies(redis: RedisClient, timeoutMs = 5_000
  * ```
  */
 export async function checkEvictionPolicy(redis: RedisClient, options: EvictionCheckOptions = {}): Promise<readonly EvictionPolicy[]> {
+  return evictionCheck(redis, resolveEvictionCheck('checkEvictionPolicy', redis, options));
+}
+
+/** {@link checkEvictionPolicy} on options already checked. */
+export async function evictionCheck(redis: RedisClient, options: Resolved<typeof EVICTION_CHECK_OPTIONS>): Promise<readonly EvictionPolicy[]> {
   const policies = await readEvictionPolicies(redis, options.timeoutMs);
   const unsafe = policies.filter((p) => !p.safe);
   if (unsafe.length === 0) return policies;
   const problem = describeEvictionRisk(unsafe);
-  if (options.allowEvictingRedis !== true) throw new FireOnceConfigError(`${problem}. ${evictionFix('pass allowEvictingRedis: true')}`);
+  if (!options.allowEvictingRedis) throw new FireOnceConfigError(`${problem}. ${evictionFix('pass allowEvictingRedis: true')}`);
   const warn = options.warn ?? ((message: string) => process.emitWarning(message, { code: 'FIRE_ONCE_EVICTION' }));
   warn(`fire-once: ${problem}; starting anyway because allowEvictingRedis is true`, {
     nodes: unsafe.map((p) => ({ address: p.address, policy: p.policy ?? 'unknown' })),

@@ -1,6 +1,6 @@
 import type { RedisClient } from '../scripts';
 import { checkSelectedDatabase } from './database';
-import { checkEvictionPolicy, type EvictionCheckOptions } from './eviction';
+import { evictionCheck, resolveEvictionCheck, type EvictionCheckOptions } from './eviction';
 import { refuseSentinelClient } from './sentinel';
 
 /**
@@ -11,7 +11,10 @@ import { refuseSentinelClient } from './sentinel';
  * evict the guard's keys (see {@link checkEvictionPolicy}; `allowEvictingRedis` lets this one
  * through, reported by `warn`), and when the client names a database Redis refused (ioredis then
  * goes on in database 0, where other deployments' keys may be). `FireOnceStoreUnavailable` when
- * Redis does not answer within `timeoutMs`. Resolves once all three passed.
+ * Redis does not answer within `timeoutMs`. Resolves once all three passed. An argument it cannot
+ * use (no ioredis client, a flag that is no boolean, a timeout that is no whole number of ms from 1
+ * to 60,000, a `warn` that is no function, an option of another name) is `FireOnceConfigError`
+ * naming it, before Redis is read.
  *
  * @example
  * ```ts
@@ -27,9 +30,10 @@ import { refuseSentinelClient } from './sentinel';
  * ```
  */
 export async function checkWorkerRedis(redis: RedisClient, options: EvictionCheckOptions = {}): Promise<void> {
-  const timeoutMs = options.timeoutMs ?? 5_000;
+  const resolved = resolveEvictionCheck('checkWorkerRedis', redis, options);
+  const { timeoutMs } = resolved;
   // First: a sentinel has no eviction policy to read, and the eviction check would blame that instead.
   await refuseSentinelClient(redis, timeoutMs);
-  await checkEvictionPolicy(redis, { ...options, timeoutMs });
+  await evictionCheck(redis, resolved);
   await checkSelectedDatabase(redis, timeoutMs);
 }

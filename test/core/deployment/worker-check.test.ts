@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { FireOnceConfigError, FireOnceGuard } from '../../../src';
-import { checkWorkerRedis } from '../../../src/core';
+import { checkEvictionPolicy, checkWorkerRedis, type EvictionCheckOptions } from '../../../src/core';
 import { testPrefix } from '../../support/redis';
 import { spawnRedisServer, type SpawnedRedis } from '../../support/redis-server';
 import { spawnSentinel } from '../../support/sentinel';
@@ -74,6 +74,49 @@ describe('checkWorkerRedis: the start check of a hand-wired worker', () => {
       }
     } finally {
       await sentinel.stop();
+    }
+  });
+
+  // As the plugin's options, and as Python's check_worker_redis (defect 135): a flag read from an
+  // environment variable is a string, and a timeout of 0 would blame Redis for not answering.
+  // Each row runs against the evicting server: a value let through shows as the eviction refusal,
+  // a Redis that did not answer, or a TypeError, not as a refusal that names it.
+  it.each<[string, () => [unknown, unknown], string]>([
+    ['a string flag "false"', () => [connect(evicting.url), { allowEvictingRedis: 'false' }], 'allowEvictingRedis must be a boolean (got "false")'],
+    ['a string flag "true"', () => [connect(evicting.url), { allowEvictingRedis: 'true' }], 'allowEvictingRedis must be a boolean (got "true")'],
+    ['a flag 1', () => [connect(evicting.url), { allowEvictingRedis: 1 }], 'allowEvictingRedis must be a boolean (got 1)'],
+    ['a timeout of 0', () => [connect(evicting.url), { timeoutMs: 0 }], 'timeoutMs must be a positive integer (got 0)'],
+    ['a timeout of -5', () => [connect(evicting.url), { timeoutMs: -5 }], 'timeoutMs must be a positive integer (got -5)'],
+    ['a timeout "5000"', () => [connect(evicting.url), { timeoutMs: '5000' }], 'timeoutMs must be a positive integer (got "5000")'],
+    ['a timeout NaN', () => [connect(evicting.url), { timeoutMs: NaN }], 'timeoutMs must be a positive integer (got NaN)'],
+    ['a timeout of 10^9 ms', () => [connect(evicting.url), { timeoutMs: 1e9 }], 'timeoutMs must be at most 60000 ms (got 1000000000)'],
+    ['a warn that is no function', () => [connect(evicting.url), { allowEvictingRedis: true, warn: 'log' }], 'warn must be a function (got "log")'],
+    ['a misspelt option', () => [connect(evicting.url), { allowEvicting: true }], 'unknown option "allowEvicting"'],
+    ['options that are no object', () => [connect(evicting.url), 'allow'], 'options must be an object (got "allow")'],
+    ['a URL for a client', () => ['redis://127.0.0.1:6379', {}], 'redis must be an ioredis Redis or Cluster instance (got "redis://127.0.0.1:6379")'],
+    ['no client', () => [undefined, {}], 'redis must be an ioredis Redis or Cluster instance (got undefined)'],
+  ])('an argument it cannot use is refused naming it, before Redis is read: %s', async (_name, given, named) => {
+    for (const [where, check] of [
+      ['checkWorkerRedis', checkWorkerRedis],
+      ['checkEvictionPolicy', checkEvictionPolicy],
+    ] as const) {
+      const [redis, options] = given();
+      let dispatches = 0;
+      const refused = await (async () => {
+        await check(redis as Redis, options as EvictionCheckOptions);
+        const outcome = await new FireOnceGuard({ redis: redis as Redis, keyPrefix: testPrefix('hand-wired') }).acquire({
+          scope: 's',
+          step: 'send',
+          jobType: 'send',
+        });
+        if (outcome.kind === 'acquired') dispatches++;
+      })().then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(refused).toBeInstanceOf(FireOnceConfigError);
+      expect((refused as Error).message).toBe(`${where}: ${named}`);
+      expect(dispatches).toBe(0);
     }
   });
 
