@@ -74,7 +74,7 @@ let runtimeInstalled = false;
  * can be installed once per process: the first call wins, and a runtime someone else installed
  * first is kept.
  */
-function quietTemporalLogs(level: 'WARN' | 'ERROR'): void {
+export function quietTemporalLogs(level: 'WARN' | 'ERROR'): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
   try {

@@ -1,0 +1,85 @@
+import { execFile, execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const ROOT = join(__dirname, '..', '..');
+const run = promisify(execFile);
+
+/** An earlier release, by the commit that released it (docs/upgrading.md). */
+export interface Release {
+  readonly version: string;
+  readonly commit: string;
+}
+
+/** 0.8.0, npm and Python: the release before 0.9.0. */
+export const RELEASE_0_8_0: Release = Object.freeze({ version: '0.8.0', commit: '7bab1c5fa322d25ac86ac90d8c6ba26e5e604bc7' });
+
+/** A release compiled from this repository's git history: what a worker of that release runs. */
+export interface ReleaseBuild extends Release {
+  /** The build's root: `src/`, `python/`, the compiled `dist/`, and `node_modules` linked to this checkout's. */
+  readonly dir: string;
+  /** One of the package's entries (`index`, `core`, `workflow`), compiled, by absolute path. */
+  entry(name: Entry): string;
+  /** That entry, loaded: what `import 'temporal-fire-once'` (or `/core`, `/workflow`) gives a user of the release. */
+  load(name: Entry): Promise<unknown>;
+}
+
+type Entry = 'index' | 'core' | 'workflow';
+
+/**
+ * Why `release` cannot be built from this checkout (a shallow clone, or no git), or `undefined`
+ * when it can. A test that needs the build says this and skips; CI runs on a full clone of main.
+ */
+export function releaseUnavailable(release: Release): string | undefined {
+  try {
+    execFileSync('git', ['cat-file', '-e', `${release.commit}^{commit}`], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+    return undefined;
+  } catch (err) {
+    return `the git history holds no commit ${release.commit} (release ${release.version}): ${(err as Error).message.trim()}; fetch the history (git fetch --unshallow) to run this test`;
+  }
+}
+
+/**
+ * Compile `release` from git history once into a cache directory under the system's temporary
+ * directory, shared by every test and run that asks for the same commit: its files by
+ * `git archive`, this checkout's `node_modules` linked in (so the release runs against the same
+ * Temporal SDK and ioredis modules as the test), its TypeScript compiled without a type check
+ * (it was checked when it was released), and its Lua scripts copied next to the output. About
+ * 10 s; the build goes to a directory of its own and is renamed into place, so two test files
+ * building at once both end with a whole build.
+ */
+export async function buildRelease(release: Release): Promise<ReleaseBuild> {
+  const dir = join(tmpdir(), `temporal-fire-once-release-${release.version}-${release.commit.slice(0, 12)}`);
+  const built = join(dir, 'dist', '.built');
+  if (!existsSync(built)) {
+    const problem = releaseUnavailable(release);
+    if (problem !== undefined) throw new Error(`cannot build release ${release.version}: ${problem}`);
+    const staging = `${dir}.${process.pid}-${Date.now()}`;
+    mkdirSync(staging, { recursive: true });
+    try {
+      const paths = ['src', 'scripts', 'python', 'tsconfig.json', 'tsconfig.build.json', 'package.json'];
+      const archive = join(staging, 'release.tar');
+      await run('git', ['archive', '--format=tar', '-o', archive, release.commit, ...paths], { cwd: ROOT });
+      await run('tar', ['-xf', archive, '-C', staging]);
+      rmSync(archive);
+      symlinkSync(realpathSync(join(ROOT, 'node_modules')), join(staging, 'node_modules'), 'dir');
+      const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+      await run(process.execPath, [tsc, '-p', 'tsconfig.build.json', '--noCheck', '--declaration', 'false'], { cwd: staging });
+      await run(process.execPath, [join('scripts', 'copy-lua.js'), 'dist'], { cwd: staging });
+      writeFileSync(join(staging, 'dist', '.built'), `${release.commit}\n`);
+      try {
+        renameSync(staging, dir);
+      } catch (err) {
+        if (!existsSync(built)) throw err; // another build landed first: keep it
+      }
+    } finally {
+      rmSync(staging, { recursive: true, force: true });
+    }
+  }
+  const version = (JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { version: string }).version;
+  if (version !== release.version) throw new Error(`the build of ${release.commit} in ${dir} is version ${version}, not ${release.version}`);
+  const entry = (name: Entry) => join(dir, 'dist', name === 'workflow' ? join('workflow', 'index.js') : `${name}.js`);
+  return { ...release, dir, entry, load: (name) => import(entry(name)) };
+}
