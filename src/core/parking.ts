@@ -3,14 +3,12 @@ import { WAITERS_GRACE_MS, type FireOnceGuard } from './guard';
 import { checkTarget, conflict, contextOf, differs, storedPayload, type DispatchTarget } from './target';
 import { checkArgsHash, formatWaiter, parseArtifact, parseLock } from './records';
 import { PARK_REPLY, REAP_REPLY, parkScript, reapScript } from './scripts';
+import { stepKeys, type StepKeys } from './step-keys';
 import { StoreCalls } from './store-calls';
 
 /** Where a waiter parks: the keys of one `(scope, step)` and how its artifact is told apart. */
-export interface ParkingSpot {
+export interface ParkingSpot extends StepKeys {
   readonly target: DispatchTarget;
-  readonly artifactKey: string;
-  readonly lockKey: string;
-  readonly waitersKey: string;
   /** `'x'` when the job writes its artifact itself (external mode), else `'r'`. */
   readonly mode: 'r' | 'x';
 }
@@ -63,14 +61,7 @@ export class ParkingLot {
 
   /** The keys a waiter of `target` parks on. */
   spot(target: DispatchTarget): ParkingSpot {
-    const keys = this.guard.keysFor(target.namespace);
-    return {
-      target,
-      artifactKey: this.guard.artifactKey(target),
-      lockKey: keys.lock(target.scope, target.step),
-      waitersKey: keys.waiters(target.scope, target.step),
-      mode: target.externalArtifactKey === undefined ? 'r' : 'x',
-    };
+    return { target, ...stepKeys(this.guard.keys, target), mode: target.externalArtifactKey === undefined ? 'r' : 'x' };
   }
 
   /** Register `taskToken` (and the args hash of `target`) on the lock of `target` if it is still held; one round trip. */
