@@ -1,5 +1,5 @@
 import { redisTimeMicros } from '../core/dispatch-log';
-import { DEFAULT_NAMESPACE, FireOnceKeys, KEY_PREFIX_PATTERN, encodeId, type IdKind } from '../core/keys';
+import { DEFAULT_NAMESPACE, FireOnceKeys, checkKeyPrefix, encodeId, type IdKind } from '../core/keys';
 import type { RedisClient } from '../core/scripts';
 import { CliError, EXIT } from './exit-codes';
 
@@ -92,23 +92,23 @@ export function parseCount(option: string, text: string, min: 0 | 1): number {
 
 /** Check a scope, step or job type as the guard would; a bad one is a usage error. */
 export function checkId(kind: IdKind, value: string): string {
-  try {
-    encodeId(kind, value);
-  } catch (err) {
-    throw new CliError((err as Error).message, EXIT.usage);
-  }
+  asUsage(() => encodeId(kind, value));
   return value;
 }
 
 /** The keys of `--prefix` in `--namespace`, checked as the guard checks them. */
 export function keysFor(options: Pick<CommonOptions, 'prefix' | 'namespace'>): FireOnceKeys {
-  if (!KEY_PREFIX_PATTERN.test(options.prefix)) {
-    throw new CliError(
-      `--prefix must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit (got ${JSON.stringify(options.prefix)})`,
-      EXIT.usage,
-    );
-  }
+  asUsage(() => checkKeyPrefix('--prefix', options.prefix));
   return new FireOnceKeys(options.prefix, checkId('namespace', options.namespace));
+}
+
+/** Run the guard's own check of an argument: what it refuses is a usage error, in its words. */
+function asUsage(check: () => unknown): void {
+  try {
+    check();
+  } catch (err) {
+    throw new CliError((err as Error).message, EXIT.usage);
+  }
 }
 
 /** `--redis`, else `REDIS_URL`, else a local Redis on its default port. */
