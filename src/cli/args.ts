@@ -1,6 +1,7 @@
 import { redisTimeMicros } from '../core/dispatch-log';
 import { DEFAULT_NAMESPACE, FireOnceKeys, checkKeyPrefix, encodeId, type IdKind } from '../core/keys';
 import type { RedisClient } from '../core/scripts';
+import type { ConnectOptions } from './connect';
 import { CliError, EXIT } from './exit-codes';
 
 /** The options every command takes. */
@@ -111,14 +112,17 @@ function asUsage(check: () => unknown): void {
   }
 }
 
-/** `--redis`, else `REDIS_URL`, else a local Redis on its default port. */
-export function redisUrlOf(options: CommonOptions): string {
-  return options.redis ?? process.env.REDIS_URL ?? DEFAULT_REDIS_URL;
-}
-
-/** Which of those {@link redisUrlOf} took, for messages about a URL that is no use. */
-export function redisSourceOf(options: CommonOptions): '--redis' | 'REDIS_URL' {
-  return options.redis === undefined && process.env.REDIS_URL !== undefined ? 'REDIS_URL' : '--redis';
+/**
+ * How to reach Redis: `--redis`, else `REDIS_URL`, else a local Redis on its default port (`source`
+ * says which, for messages about a URL that is no use), giving up after `--timeout`.
+ */
+export function connectionOf(options: CommonOptions): ConnectOptions {
+  const fromEnv = options.redis === undefined && process.env.REDIS_URL !== undefined;
+  return {
+    url: options.redis ?? process.env.REDIS_URL ?? DEFAULT_REDIS_URL,
+    timeoutMs: parseTimeout(options.timeout),
+    source: fromEnv ? 'REDIS_URL' : '--redis',
+  };
 }
 
 /** The server's clock in epoch ms: stream IDs are stamped with it, not with ours. */
