@@ -34,7 +34,7 @@ export function parseDuration(what: string, text: string): number {
 }
 
 /** The longest timer Node.js keeps: a longer `setTimeout` fires at once (TimeoutOverflowWarning). */
-export const MAX_TIMEOUT_MS = 2_147_483_647;
+const MAX_TIMEOUT_MS = 2_147_483_647;
 
 /**
  * `--timeout`: a duration as {@link parseDuration}, at most {@link MAX_TIMEOUT_MS} (about 24.8

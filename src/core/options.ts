@@ -149,7 +149,7 @@ export interface ReplicaSyncSetting {
 }
 
 /** How long `WAIT` waits for the replicas when the option does not say. */
-export const REPLICA_SYNC_TIMEOUT_MS = 200;
+const REPLICA_SYNC_TIMEOUT_MS = 200;
 
 /** The check of the `replicaSync` option, for the guard's option table. */
 function checkReplicaSync(label: string, value: unknown): ReplicaSyncSetting {

@@ -43,7 +43,7 @@ export const WORKER_NEEDS: Readonly<Record<string, Need>> = {
  * (`'auto'`, the default) pipelines `WAIT` behind every write, and after every acquire that took a
  * lock. Without it no lock can be taken: the acquire is undone and fails closed.
  */
-export const REPLICA_NEEDS: Readonly<Record<string, Need>> = {
+const REPLICA_NEEDS: Readonly<Record<string, Need>> = {
   wait: () => ['WAIT', '0', '0'],
 };
 
@@ -61,7 +61,7 @@ export const CLUSTER_NEEDS: Readonly<Record<string, Need>> = {
 };
 
 /** What the `fire-once` commands send (report, inspect, release, invalidate), on top of connecting. */
-export const CLI_NEEDS: Readonly<Record<string, Need>> = {
+const CLI_NEEDS: Readonly<Record<string, Need>> = {
   info: () => ['INFO', 'memory'],
   time: () => ['TIME'],
   evalsha: (p) => ['EVALSHA', '0'.repeat(40), '1', p.log],

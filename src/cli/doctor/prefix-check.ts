@@ -20,7 +20,7 @@ export function prefixOf(key: string): string | undefined {
 }
 
 /** The namespace a guard key of `prefix` belongs to: the first part of its hash tag. */
-export function namespaceOf(key: string, prefix: string): string | undefined {
+function namespaceOf(key: string, prefix: string): string | undefined {
   if (!key.startsWith(`${prefix}:v${PROTOCOL_VERSION}:{`)) return undefined;
   return new FireOnceKeys(prefix).parse(key)?.namespace;
 }
