@@ -1,5 +1,6 @@
 import { redisTimeMicros } from '../core/dispatch-log';
 import { DEFAULT_NAMESPACE, FireOnceKeys, checkKeyPrefix, encodeId, type IdKind } from '../core/keys';
+import { GUARD_DEFAULTS } from '../core/options';
 import type { RedisClient } from '../core/scripts';
 import type { ConnectOptions } from './connect';
 import { CliError, EXIT } from './exit-codes';
@@ -14,8 +15,8 @@ export interface CommonOptions {
   readonly allowEvictingRedis?: boolean;
 }
 
-/** The key prefix the guard uses when none is configured, as in `GUARD_DEFAULTS`. */
-export const DEFAULT_PREFIX = 'fire-once';
+/** The key prefix the guard uses when none is configured. */
+export const DEFAULT_PREFIX = GUARD_DEFAULTS.keyPrefix;
 /** The Temporal namespace the CLI reads and writes when `--namespace` is not given. */
 export { DEFAULT_NAMESPACE };
 /** Where the CLI looks for Redis when neither `--redis` nor `REDIS_URL` says. */
