@@ -1,6 +1,8 @@
 import { redisTimeMicros } from '../core/dispatch-log';
-import { DEFAULT_NAMESPACE, FireOnceKeys, KEY_PREFIX_PATTERN, encodeId, type IdKind } from '../core/keys';
+import { DEFAULT_NAMESPACE, FireOnceKeys, checkKeyPrefix, encodeId, type IdKind } from '../core/keys';
+import { GUARD_DEFAULTS } from '../core/options';
 import type { RedisClient } from '../core/scripts';
+import type { ConnectOptions } from './connect';
 import { CliError, EXIT } from './exit-codes';
 
 /** The options every command takes. */
@@ -13,8 +15,8 @@ export interface CommonOptions {
   readonly allowEvictingRedis?: boolean;
 }
 
-/** The key prefix the guard uses when none is configured, as in `GUARD_DEFAULTS`. */
-export const DEFAULT_PREFIX = 'fire-once';
+/** The key prefix the guard uses when none is configured. */
+export const DEFAULT_PREFIX = GUARD_DEFAULTS.keyPrefix;
 /** The Temporal namespace the CLI reads and writes when `--namespace` is not given. */
 export { DEFAULT_NAMESPACE };
 /** Where the CLI looks for Redis when neither `--redis` nor `REDIS_URL` says. */
@@ -33,7 +35,7 @@ export function parseDuration(what: string, text: string): number {
 }
 
 /** The longest timer Node.js keeps: a longer `setTimeout` fires at once (TimeoutOverflowWarning). */
-export const MAX_TIMEOUT_MS = 2_147_483_647;
+const MAX_TIMEOUT_MS = 2_147_483_647;
 
 /**
  * `--timeout`: a duration as {@link parseDuration}, at most {@link MAX_TIMEOUT_MS} (about 24.8
@@ -92,33 +94,36 @@ export function parseCount(option: string, text: string, min: 0 | 1): number {
 
 /** Check a scope, step or job type as the guard would; a bad one is a usage error. */
 export function checkId(kind: IdKind, value: string): string {
-  try {
-    encodeId(kind, value);
-  } catch (err) {
-    throw new CliError((err as Error).message, EXIT.usage);
-  }
+  asUsage(() => encodeId(kind, value));
   return value;
 }
 
 /** The keys of `--prefix` in `--namespace`, checked as the guard checks them. */
 export function keysFor(options: Pick<CommonOptions, 'prefix' | 'namespace'>): FireOnceKeys {
-  if (!KEY_PREFIX_PATTERN.test(options.prefix)) {
-    throw new CliError(
-      `--prefix must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit (got ${JSON.stringify(options.prefix)})`,
-      EXIT.usage,
-    );
-  }
+  asUsage(() => checkKeyPrefix('--prefix', options.prefix));
   return new FireOnceKeys(options.prefix, checkId('namespace', options.namespace));
 }
 
-/** `--redis`, else `REDIS_URL`, else a local Redis on its default port. */
-export function redisUrlOf(options: CommonOptions): string {
-  return options.redis ?? process.env.REDIS_URL ?? DEFAULT_REDIS_URL;
+/** Run the guard's own check of an argument: what it refuses is a usage error, in its words. */
+function asUsage(check: () => unknown): void {
+  try {
+    check();
+  } catch (err) {
+    throw new CliError((err as Error).message, EXIT.usage);
+  }
 }
 
-/** Which of those {@link redisUrlOf} took, for messages about a URL that is no use. */
-export function redisSourceOf(options: CommonOptions): '--redis' | 'REDIS_URL' {
-  return options.redis === undefined && process.env.REDIS_URL !== undefined ? 'REDIS_URL' : '--redis';
+/**
+ * How to reach Redis: `--redis`, else `REDIS_URL`, else a local Redis on its default port (`source`
+ * says which, for messages about a URL that is no use), giving up after `--timeout`.
+ */
+export function connectionOf(options: CommonOptions): ConnectOptions {
+  const fromEnv = options.redis === undefined && process.env.REDIS_URL !== undefined;
+  return {
+    url: options.redis ?? process.env.REDIS_URL ?? DEFAULT_REDIS_URL,
+    timeoutMs: parseTimeout(options.timeout),
+    source: fromEnv ? 'REDIS_URL' : '--redis',
+  };
 }
 
 /** The server's clock in epoch ms: stream IDs are stamped with it, not with ours. */

@@ -69,21 +69,18 @@ export async function connect(connection: ConnectOptions): Promise<RedisClient> 
  * Cluster: for `doctor`, which must reach the nodes of an unhealthy cluster too.
  */
 export function connectNode({ url, timeoutMs, source = '--redis' }: ConnectOptions): Promise<Redis> {
+  const notAUrl = () => new CliError(`${source} must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw new CliError(`${source} must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
+    throw notAUrl();
   }
   // An `@` the parser did not take as the end of the user and password (no `scheme://`, a password
   // holding `/`, `?` or `#`) leaves them in the host, path, query or fragment, which the messages
   // below quote: refuse it here, with everything before the last `@` as `***`.
-  if (url.includes('@') && parsed.username === '' && parsed.password === '') {
-    throw new CliError(`${source} must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
-  }
-  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
-    throw new CliError(`${source} must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
-  }
+  if (url.includes('@') && parsed.username === '' && parsed.password === '') throw notAUrl();
+  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') throw notAUrl();
   // ioredis reads every query parameter as a client option, over the CLI's own: `?keyPrefix=x:`
   // would prefix every key the CLI touches but not the keys it prints or SCANs for, and `?db=abc`
   // crashes it. The URL form the CLI documents has none.

@@ -10,18 +10,16 @@ import {
   DEFAULT_NAMESPACE,
   DEFAULT_PREFIX,
   checkId,
+  connectionOf,
   keysFor,
   parseCount,
   parseDuration,
   parseSince,
-  parseTimeout,
-  redisSourceOf,
-  redisUrlOf,
   serverTimeMs,
   type CommonOptions,
 } from './args';
 import type { RedisClient } from '../core/scripts';
-import { connect, isRedisError, redisFailure, type ConnectOptions } from './connect';
+import { connect, isRedisError, redisFailure } from './connect';
 import { FireOnceProtocolError } from '../core/errors';
 import { isWrongType } from '../core/store-calls';
 import { DEFAULT_SCAN_BUDGET } from './doctor/prefix-check';
@@ -215,8 +213,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       if (opts.aclUser !== undefined && !/^[^\s\0]+$/.test(opts.aclUser)) {
         throw new CliError(`--acl-user must name a user (got ${JSON.stringify(opts.aclUser)}): a Redis user name is not empty and holds no space`, EXIT.usage);
       }
-      const url = redisUrlOf(opts);
-      const connection = { url, timeoutMs: parseTimeout(opts.timeout), source: redisSourceOf(opts) };
+      const connection = connectionOf(opts);
       const report = await runDoctor(connection, {
         prefix: opts.prefix,
         namespace: opts.namespace,
@@ -224,7 +221,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
         ...(opts.aclUser === undefined ? {} : { aclUser: opts.aclUser }),
         ...(opts.redis === undefined ? {} : { redisArg: opts.redis }),
       }).catch((err: unknown) => {
-        if (isRedisError(err)) throw redisFailure(url, opts.prefix, err);
+        if (isRedisError(err)) throw redisFailure(connection.url, opts.prefix, err);
         throw err;
       });
       io.out(`${opts.json ? JSON.stringify(report, null, 2) : formatDoctor(report)}\n`);
@@ -246,13 +243,12 @@ function common(command: Command): Command {
 }
 
 /** Connect, refuse a Redis that can evict the guard's keys, run, disconnect. */
-async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisClient, connection: ConnectOptions) => Promise<T>): Promise<T> {
-  const url = redisUrlOf(options);
-  const connection = { url, timeoutMs: parseTimeout(options.timeout), source: redisSourceOf(options) };
+async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisClient) => Promise<T>): Promise<T> {
+  const connection = connectionOf(options);
   const redis = await connect(connection);
   try {
     await refuseEvictingRedis(redis, { allow: options.allowEvictingRedis === true, timeoutMs: connection.timeoutMs, warn: io.err });
-    return await run(redis, connection);
+    return await run(redis);
   } catch (err) {
     // The CLI's own refusal already carries its exit code; its message may quote an ID that reads
     // like a Redis error (`: WRONGTYPE`, `ECONNREFUSED`).
@@ -264,7 +260,7 @@ async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisCl
       const message = `a key under ${options.prefix}:v3 holds a Redis type this library never writes there (${(err as Error).message}); nothing was changed`;
       throw new CliError(message, EXIT.unexpectedData, { cause: err });
     }
-    if (isRedisError(err)) throw redisFailure(url, options.prefix, err);
+    if (isRedisError(err)) throw redisFailure(connection.url, options.prefix, err);
     throw err;
   } finally {
     redis.disconnect();

@@ -6,7 +6,7 @@ import { readEntries, readLog, streamIdMs, type CountedFields, type LogEntry } f
 export type Counts = Record<string, number>;
 
 /** Decisions in the order columns show them; any other name found in the log follows these. */
-export const DECISION_ORDER: readonly string[] = [
+const DECISION_ORDER: readonly string[] = [
   'dispatched',
   'fast-forwarded',
   'in-flight-waited',
@@ -90,8 +90,8 @@ export async function buildReport(redis: RedisClient, keys: FireOnceKeys, query:
   return tally.report({ prefix: keys.prefix, namespace: keys.namespace, stream: keys.log(), ...query }, entries);
 }
 
-/** The counting itself, apart from Redis so that it is plain to test. */
-export class Tally {
+/** The counting itself, apart from Redis. */
+class Tally {
   private readonly seen = new Set<string>();
   private readonly jobTypes = new Map<string, Counts>();
   /** Counts per job type, then per scope. */

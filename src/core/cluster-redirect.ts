@@ -52,7 +52,7 @@ export function isConnectionClosed(err: Error | null | undefined): boolean {
  * closed may have run: every write of the guard compares its token, so a second run changes
  * nothing (a commit that ran reads as refused).
  */
-export function gaveUpOnMigration(err: unknown): boolean {
+function gaveUpOnMigration(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   return err.message.startsWith('Too many Cluster redirections. Last error: ') || isConnectionClosed(err);
 }

@@ -140,9 +140,9 @@ export class DispatchLog {
     /** Approximate cap on each stream's length: a positive integer, as `dispatchLogMaxLen` takes it. */
     readonly maxLen: number,
   ) {
+    checkRedisClient(redis, 'DispatchLog');
     // It goes to every XADD as MAXLEN ~: Redis refuses NaN, a fraction or a negative (every batch
     // dropped), and 0 trims the stream to almost nothing.
-    checkRedisClient(redis, 'DispatchLog');
     checkLogMaxLen('DispatchLog: maxLen', maxLen);
   }
 

@@ -191,7 +191,7 @@ defineErrorType(FireOnceProtocolError, 'FireOnceProtocolError', false);
  * @example
  * ```ts
  * import { FireOnceCorruptArtifact } from 'temporal-fire-once';
- * new FireOnceCorruptArtifact('stored artifact is not a valid payload', { key: 'fire-once:{s}:artifact:j' }).retryable; // false
+ * new FireOnceCorruptArtifact('stored artifact is not a valid payload', { key: 'fire-once:v3:{default/s}:a:j' }).retryable; // false
  * ```
  */
 export class FireOnceCorruptArtifact extends FireOnceError {}

@@ -149,7 +149,7 @@ export interface ReplicaSyncSetting {
 }
 
 /** How long `WAIT` waits for the replicas when the option does not say. */
-export const REPLICA_SYNC_TIMEOUT_MS = 200;
+const REPLICA_SYNC_TIMEOUT_MS = 200;
 
 /** The check of the `replicaSync` option, for the guard's option table. */
 function checkReplicaSync(label: string, value: unknown): ReplicaSyncSetting {
@@ -247,7 +247,7 @@ export interface FireOnceGuardOptions {
    * with the retryable `FireOnceStoreUnavailable`, so nothing is dispatched on a lock a failover
    * could lose; a renewal counts as failed; a commit's result is still delivered. `'auto'` waits
    * for every replica attached (none: no wait); `{ replicas, timeoutMs }` for a fixed count
-   * (`timeoutMs` default 200); `false` never waits.
+   * (`timeoutMs` default 200, or half of a `storeTimeoutMs` shorter than 400); `false` never waits.
    * @defaultValue `'auto'`
    */
   readonly replicaSync?: ReplicaSyncOption;

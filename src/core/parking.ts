@@ -1,16 +1,14 @@
 import { FireOnceCorruptArtifact, FireOnceProtocolError } from './errors';
 import { WAITERS_GRACE_MS, type FireOnceGuard } from './guard';
-import { checkTarget, conflict, contextOf, differs, storedPayload, type DispatchTarget } from './target';
-import { checkArgsHash, formatWaiter, parseArtifact, parseLock } from './records';
+import { checkTarget, contextOf, corruptArtifact, heldLock, storedPayload, type DispatchTarget } from './target';
+import { checkArgsHash, formatWaiter, parseArtifact } from './records';
 import { PARK_REPLY, REAP_REPLY, parkScript, reapScript } from './scripts';
+import { stepKeys, type StepKeys } from './step-keys';
 import { StoreCalls } from './store-calls';
 
 /** Where a waiter parks: the keys of one `(scope, step)` and how its artifact is told apart. */
-export interface ParkingSpot {
+export interface ParkingSpot extends StepKeys {
   readonly target: DispatchTarget;
-  readonly artifactKey: string;
-  readonly lockKey: string;
-  readonly waitersKey: string;
   /** `'x'` when the job writes its artifact itself (external mode), else `'r'`. */
   readonly mode: 'r' | 'x';
 }
@@ -63,14 +61,7 @@ export class ParkingLot {
 
   /** The keys a waiter of `target` parks on. */
   spot(target: DispatchTarget): ParkingSpot {
-    const keys = this.guard.keysFor(target.namespace);
-    return {
-      target,
-      artifactKey: this.guard.artifactKey(target),
-      lockKey: keys.lock(target.scope, target.step),
-      waitersKey: keys.waiters(target.scope, target.step),
-      mode: target.externalArtifactKey === undefined ? 'r' : 'x',
-    };
+    return { target, ...stepKeys(this.guard.keys, target), mode: target.externalArtifactKey === undefined ? 'r' : 'x' };
   }
 
   /** Register `taskToken` (and the args hash of `target`) on the lock of `target` if it is still held; one round trip. */
@@ -87,15 +78,10 @@ export class ParkingLot {
     switch (reply[0]) {
       case PARK_REPLY.EXISTS:
         return { kind: 'fast-forward', artifact: Buffer.alloc(0), artifactKey: spot.artifactKey };
-      case PARK_REPLY.PARKED: {
-        const lock = parseLock(reply[2].toString());
-        if (lock === undefined) throw new FireOnceProtocolError('the lock holds a value this protocol never writes', contextOf(target, spot.lockKey));
-        const sameHolder = lock.holder !== '' && lock.holder === target.holder;
-        if (!sameHolder && differs(argsHash, lock.argsHash)) throw conflict(target, spot.lockKey, 'the dispatch in flight was started');
-        return { kind: 'parked', spot, ttlMs: Number(reply[1]), fencingToken: lock.fencingToken };
-      }
+      case PARK_REPLY.PARKED:
+        return { kind: 'parked', spot, ttlMs: Number(reply[1]), fencingToken: heldLock(reply[2], target, argsHash, spot.lockKey).fencingToken };
       case PARK_REPLY.CORRUPT:
-        throw new FireOnceCorruptArtifact(`stored artifact is not one this library wrote: ${reply[1].toString()}`, contextOf(target, spot.artifactKey));
+        throw corruptArtifact(reply[1], target, spot.artifactKey);
       default:
         throw new FireOnceProtocolError(`unexpected reply from ${parkScript.command}: ${String(reply[0])}`, contextOf(target, spot.lockKey));
     }
@@ -129,7 +115,7 @@ function reapOutcome(spot: ParkingSpot, reply: Awaited<ReturnType<typeof reapScr
     case REAP_REPLY.FREE:
       return { kind: 'free', waiters: reply.slice(1) as Buffer[] };
     case REAP_REPLY.CORRUPT:
-      throw new FireOnceCorruptArtifact(`stored artifact is not one this library wrote: ${reply[1].toString()}`, contextOf(spot.target, spot.artifactKey));
+      throw corruptArtifact(reply[1], spot.target, spot.artifactKey);
     default:
       throw new FireOnceProtocolError(`unexpected reply from ${reapScript.command}: ${String(reply[0])}`, contextOf(spot.target, spot.waitersKey));
   }

@@ -143,32 +143,20 @@ export class ReplicaSync {
   private async pair<A extends readonly Arg[], R>(to: RedisClient, asking: boolean, write: OneWrite<A, R>): Promise<Pair<R>> {
     const { script, keys, args, buffers, count } = write;
     const sha = shaOf(script.lua);
-    const send = (command: 'evalsha' | 'eval', body: string) => this.pipelined(to, asking, count, buffers, [command, body], script.numberOfKeys, keys, args);
+    const send = async (command: 'evalsha' | 'eval', body: string) => {
+      const pipeline = to.pipeline() as unknown as Record<string, (...args: unknown[]) => unknown> & ReturnType<RedisClient['pipeline']>;
+      if (asking) pipeline.asking();
+      pipeline[buffers ? `${command}Buffer` : command](body, script.numberOfKeys, ...keys, ...args);
+      pipeline.wait(count, this.setting.timeoutMs);
+      const replies = (await pipeline.exec()) as [Error | null, unknown][];
+      return asking ? replies.slice(1) : replies;
+    };
     let replies = this.loaded.has(sha) ? await send('evalsha', sha) : undefined;
     if (replies === undefined || isNoScript(replies[0][0])) {
       replies = await send('eval', script.lua);
       if (replies[0][0] === null) this.loaded.add(sha);
     }
     return replies as Pair<R>;
-  }
-
-  /** `EVALSHA` or `EVAL` of a script, with `WAIT` behind it, in one pipeline on `to` (`ASKING` first if `asking`). */
-  private async pipelined(
-    to: RedisClient,
-    asking: boolean,
-    count: number,
-    buffers: boolean,
-    [command, body]: ['evalsha' | 'eval', string],
-    numberOfKeys: number,
-    keys: readonly string[],
-    args: readonly Arg[],
-  ): Promise<[Error | null, unknown][]> {
-    const pipeline = to.pipeline() as unknown as Record<string, (...args: unknown[]) => unknown> & ReturnType<RedisClient['pipeline']>;
-    if (asking) pipeline.asking();
-    pipeline[buffers ? `${command}Buffer` : command](body, numberOfKeys, ...keys, ...args);
-    pipeline.wait(count, this.setting.timeoutMs);
-    const replies = (await pipeline.exec()) as [Error | null, unknown][];
-    return asking ? replies.slice(1) : replies;
   }
 
   /**

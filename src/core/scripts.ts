@@ -118,7 +118,7 @@ export const acquireScript = defineScript<[token: string, lockTtlMs: number, mod
   2,
 );
 
-/** Reply of commit.lua and release.lua: whether the lock was ours, then any parked waiters' task tokens. */
+/** Reply of commit.lua, release.lua and extend.lua: whether the lock was ours, then the entries of any waiters parked on it. */
 export type SettleReply = 0 | 1 | [0 | 1, ...Buffer[]];
 
 /**
@@ -171,8 +171,8 @@ export const PARK_REPLY = Object.freeze({ FREE: 0, EXISTS: 1, PARKED: 2, CORRUPT
 export type ParkReply =
   Buffer | typeof PARK_REPLY.FREE | [typeof PARK_REPLY.EXISTS, number] | [typeof PARK_REPLY.PARKED, number, Buffer] | [typeof PARK_REPLY.CORRUPT, Buffer];
 
-/** Register a waiter's task token on a held lock, re-checking the artifact and the lock in the same step. */
-export const parkScript = defineScript<[mode: 'r' | 'x', taskToken: Buffer, graceMs: number], ParkReply>('park.lua', 'fireOnceParkV3', 3);
+/** Register a waiter's entry (its args hash and task token) on a held lock, re-checking the artifact and the lock in the same step. */
+export const parkScript = defineScript<[mode: 'r' | 'x', entry: Buffer, graceMs: number], ParkReply>('park.lua', 'fireOnceParkV3', 3);
 
 /**
  * The coded replies of reap.lua (see its header).

@@ -20,8 +20,7 @@ export function keysOf(keys: FireOnceKeys, namespace: string | undefined): FireO
 export function stepKeys(keys: FireOnceKeys, target: DispatchTarget): StepKeys {
   const base = keysOf(keys, target.namespace).scopeBase(target.scope);
   const step = encodeId('step', target.step);
-  const jobType = encodeId('jobType', target.jobType); // checked even when an external key is used
-  const artifactKey = target.externalArtifactKey === undefined ? `${base}:a:${jobType}` : externalKey(keys, target);
+  const artifactKey = target.externalArtifactKey === undefined ? `${base}:a:${encodeId('jobType', target.jobType)}` : externalKey(keys, target);
   return { lockKey: `${base}:l:${step}`, waitersKey: `${base}:w:${step}`, artifactKey };
 }
 

@@ -69,13 +69,7 @@ export class StoreCalls {
   private enqueue(pending: Pending): void {
     const { queue } = this;
     while (this.head < queue.length && queue[this.head].expire === undefined) this.head++;
-    if (this.head === queue.length) {
-      queue.length = 0;
-      this.head = 0;
-    } else if (this.head >= COMPACT_AT) {
-      queue.splice(0, this.head);
-      this.head = 0;
-    }
+    this.compact();
     queue.push(pending);
     if (this.timer === undefined) this.timer = this.arm(this.timeoutMs);
     else if (this.open === 0) this.timer.ref();
@@ -109,18 +103,25 @@ export class StoreCalls {
       }
       this.head++;
     }
-    if (this.head === queue.length) {
-      queue.length = 0;
-      this.head = 0;
-      return;
-    }
-    if (this.head >= COMPACT_AT) {
-      queue.splice(0, this.head);
-      this.head = 0;
-    }
+    this.compact();
+    if (queue.length === 0) return;
     this.timer = this.arm(queue[this.head].deadline - now);
     if (this.open === 0) this.timer.unref();
   };
+
+  /**
+   * Drop the settled and expired calls before the head: at once when no other call is queued, else
+   * in one splice once there are {@link COMPACT_AT} of them.
+   */
+  private compact(): void {
+    if (this.head === this.queue.length) {
+      this.queue.length = 0;
+      this.head = 0;
+    } else if (this.head >= COMPACT_AT) {
+      this.queue.splice(0, this.head);
+      this.head = 0;
+    }
+  }
 }
 
 /** Redis refused a command on a key of another type: data this library never wrote there. */

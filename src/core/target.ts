@@ -1,10 +1,10 @@
 /**
- * The target of one guarded dispatch, and the checks of a call against it: its fields, and a
- * stored artifact's args hash against the call's.
+ * The target of one guarded dispatch, and the checks of a call against it: its fields, and the
+ * args hash of a stored artifact or a held lock against the call's.
  */
-import { FireOnceConfigError, FireOnceCorruptArtifact, FireOnceKeyConflict, describe, type FireOnceErrorContext } from './errors';
+import { FireOnceConfigError, FireOnceCorruptArtifact, FireOnceKeyConflict, FireOnceProtocolError, describe, type FireOnceErrorContext } from './errors';
 import { holderId } from './outcomes';
-import { parseArtifact } from './records';
+import { parseArtifact, parseLock, type LockRecord } from './records';
 
 /** What one dispatch is guarded on. */
 export interface DispatchTarget {
@@ -69,12 +69,31 @@ export function storedPayload(record: Buffer, target: DispatchTarget, artifactKe
   return artifact.payload;
 }
 
+/**
+ * The lock record of another holder, as acquire.lua and park.lua reply with it, once checked against
+ * the call: a record this protocol never writes is {@link FireOnceProtocolError}, and a lock taken
+ * with other arguments {@link FireOnceKeyConflict}, unless its holder is an earlier attempt of this
+ * very call (`sameHolder`).
+ */
+export function heldLock(record: Buffer, target: DispatchTarget, argsHash: string, lockKey: string): LockRecord & { readonly sameHolder: boolean } {
+  const lock = parseLock(record.toString());
+  if (lock === undefined) throw new FireOnceProtocolError('the lock holds a value this protocol never writes', contextOf(target, lockKey));
+  const sameHolder = lock.holder !== '' && lock.holder === target.holder;
+  if (!sameHolder && differs(argsHash, lock.argsHash)) throw conflict(target, lockKey, 'the dispatch in flight was started');
+  return { ...lock, sameHolder };
+}
+
+/** A script found at the artifact key what no commit writes; `detail` is its reply saying what. */
+export function corruptArtifact(detail: Buffer, target: DispatchTarget, artifactKey: string): FireOnceCorruptArtifact {
+  return new FireOnceCorruptArtifact(`stored artifact is not one this library wrote: ${detail.toString()}`, contextOf(target, artifactKey));
+}
+
 /** Two args hashes disagree only when both calls recorded one. */
 export function differs(mine: string, stored: string): boolean {
   return mine !== '' && stored !== '' && mine !== stored;
 }
 
-export function conflict(target: DispatchTarget, key: string, what: string): FireOnceKeyConflict {
+function conflict(target: DispatchTarget, key: string, what: string): FireOnceKeyConflict {
   return new FireOnceKeyConflict(
     `step ${JSON.stringify(target.step)} in scope ${JSON.stringify(target.scope)} was called with other arguments than ${what} with`,
     contextOf(target, key),

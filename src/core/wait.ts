@@ -3,6 +3,7 @@ import type { FireOnceGuard } from './guard';
 import type { AcquireOptions, AcquireOutcome } from './outcomes';
 import type { DispatchTarget } from './target';
 import { checkKnownKeys, positiveInteger } from './options';
+import { atMost } from './store-calls';
 import type { WakeHub } from './wake';
 
 /** How {@link waitForTurn} waits. */
@@ -136,12 +137,7 @@ async function joinWakeChannel(
     },
     () => undefined, // no subscription: polling alone still ends the wait
   );
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, guard.options.storeTimeoutMs);
-  });
-  await Promise.race([joined, late]);
-  clearTimeout(timer);
+  await atMost(joined, guard.options.storeTimeoutMs);
   return {
     recheck: true,
     leave: () => {

@@ -63,11 +63,7 @@ class FireOnceGuard:
         """One round trip: fast-forward, acquire with a fresh token, or report the holder."""
         ttl = self.options.lock_ttl_ms if lock_ttl_ms is None else positive_int("lock_ttl_ms", lock_ttl_ms)
         check_args_hash(target.args_hash)
-        base = self.keys_for(target.namespace).scope_base(target.scope)
-        step = encode_id("step", target.step)
-        job_type = encode_id("jobType", target.job_type)
-        lock_key, waiters_key = f"{base}:l:{step}", f"{base}:w:{step}"
-        artifact_key = f"{base}:a:{job_type}" if target.external_artifact_key is None else self.external_key(target)
+        lock_key, waiters_key, artifact_key = self._step_keys(target)
         mode = "x" if target.external_artifact_key is not None else ("t" if read_ttl else "r")
         if mode == "r" and self._known is not None and self._known.get(artifact_key, False):
             record = await self._read_known(target, artifact_key)
@@ -243,17 +239,21 @@ class FireOnceGuard:
         assert key is not None
         return key
 
+    def _step_keys(self, target: DispatchTarget) -> tuple[str, str, str]:
+        """The lock, waiter-list and artifact keys of the target's step, as acquire writes them into
+        its lease (``stepKeys`` in ``src/core/step-keys.ts``)."""
+        base = self.keys_for(target.namespace).scope_base(target.scope)
+        step = encode_id("step", target.step)
+        job_type = encode_id("jobType", target.job_type)
+        artifact_key = f"{base}:a:{job_type}" if target.external_artifact_key is None else self.external_key(target)
+        return f"{base}:l:{step}", f"{base}:w:{step}", artifact_key
+
     def _check_lease(self, what: str, lease: Lease) -> None:
         """A lease names the keys commit, release and extend write: refuse one whose keys are not
         those this guard builds for its target (a lease of a guard with another key prefix, or one
         edited or made by hand), so that no lease writes into another scope's or prefix's keys."""
         target = lease.target
-        keys = self.keys_for(target.namespace)
-        if (
-            lease.lock_key != keys.lock(target.scope, target.step)
-            or lease.waiters_key != keys.waiters(target.scope, target.step)
-            or lease.artifact_key != self.artifact_key(target)
-        ):
+        if (lease.lock_key, lease.waiters_key, lease.artifact_key) != self._step_keys(target):
             raise FireOnceConfigError(
                 f"{what}: the lease's keys are not this guard's for its target (key_prefix {self.keys.prefix!r}): "
                 "pass the lease acquire() returned, unchanged, to a guard with the key_prefix that acquired it",

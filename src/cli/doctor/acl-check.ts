@@ -3,7 +3,7 @@ import { DEFAULT_NAMESPACE, encodeId, type FireOnceKeys } from '../../core/keys'
 import { replyErrorMessage } from '../../core/deployment/settings';
 import { compareVersions } from '../../core/deployment/version';
 import type { DoctorNode } from './topology';
-import { verdict, type CheckName, type Verdict } from './verdict';
+import { verdict, type CheckName, type Status, type Verdict } from './verdict';
 
 /** Keys and channels in the shapes the guard uses, under the checked prefix. */
 interface Probe {
@@ -43,7 +43,7 @@ export const WORKER_NEEDS: Readonly<Record<string, Need>> = {
  * (`'auto'`, the default) pipelines `WAIT` behind every write, and after every acquire that took a
  * lock. Without it no lock can be taken: the acquire is undone and fails closed.
  */
-export const REPLICA_NEEDS: Readonly<Record<string, Need>> = {
+const REPLICA_NEEDS: Readonly<Record<string, Need>> = {
   wait: () => ['WAIT', '0', '0'],
 };
 
@@ -61,7 +61,7 @@ export const CLUSTER_NEEDS: Readonly<Record<string, Need>> = {
 };
 
 /** What the `fire-once` commands send (report, inspect, release, invalidate), on top of connecting. */
-export const CLI_NEEDS: Readonly<Record<string, Need>> = {
+const CLI_NEEDS: Readonly<Record<string, Need>> = {
   info: () => ['INFO', 'memory'],
   time: () => ['TIME'],
   evalsha: (p) => ['EVALSHA', '0'.repeat(40), '1', p.log],
@@ -115,11 +115,8 @@ export async function checkAcl(node: DoctorNode, keys: FireOnceKeys, aclUser: st
   const replicas = Number(node.info.get('connected_slaves') ?? 0);
   const cluster = node.info.get('cluster_enabled') === '1';
   const workerNeeds = { ...WORKER_NEEDS, ...(replicas > 0 ? REPLICA_NEEDS : {}), ...(cluster ? CLUSTER_NEEDS : {}) };
-  const results: Verdict[] = [];
-  for (const [check, needs, missingStatus, who] of [
-    ['acl-worker', workerNeeds, 'fail', 'a worker'],
-    ['acl-cli', CLI_NEEDS, 'warn', 'the fire-once CLI'],
-  ] as const) {
+  // The verdict on `who` (a worker, the CLI): `missingStatus` when the user lacks any of its `needs`.
+  const verdictOf = async (check: CheckName, needs: Readonly<Record<string, Need>>, missingStatus: Status, who: string): Promise<Verdict> => {
     const names = Object.keys(needs);
     const allowed = await permitted(
       node.client,
@@ -128,42 +125,27 @@ export async function checkAcl(node: DoctorNode, keys: FireOnceKeys, aclUser: st
     );
     if (typeof allowed === 'string' && aclUser === undefined && /^NOPERM/.test(allowed)) {
       // The check itself is a script: a user that may not EVAL cannot run the guard's scripts either.
-      results.push(
-        verdict(check as CheckName, missingStatus, `user ${user} may not run +eval, which ${who} needs (the rest could not be checked without it)`, {
-          ...at,
-          fix: `ACL SETUSER ${user} +eval +evalsha, then run doctor again`,
-        }),
-      );
-      continue;
+      return verdict(check, missingStatus, `user ${user} may not run +eval, which ${who} needs (the rest could not be checked without it)`, {
+        ...at,
+        fix: `ACL SETUSER ${user} +eval +evalsha, then run doctor again`,
+      });
     }
-    if (typeof allowed === 'string') {
-      results.push(verdict(check as CheckName, 'unknown', `the permissions of user ${user} could not be checked (${allowed})`, at));
-      continue;
-    }
+    if (typeof allowed === 'string') return verdict(check, 'unknown', `the permissions of user ${user} could not be checked (${allowed})`, at);
     const missing = names.filter((_, i) => !allowed[i]);
-    if (missing.length === 0) {
-      results.push(verdict(check as CheckName, 'ok', `user ${user} may run everything ${who} needs on ${where}`, at));
-      continue;
-    }
+    if (missing.length === 0) return verdict(check, 'ok', `user ${user} may run everything ${who} needs on ${where}`, at);
     const waitNote = missing.includes('wait') ? `; +wait because the primary has ${replicas} replica(s), which replicaSync waits for` : '';
     const clusterNote = missing.some((m) => m in CLUSTER_NEEDS) ? '; the Cluster commands because this node is part of a Redis Cluster' : '';
     const consequence =
       check === 'acl-worker'
         ? `a worker as this user cannot guard (it refuses to start or fails closed)${waitNote}${clusterNote}`
         : 'these commands will fail with NOPERM';
-    results.push(
-      verdict(
-        check as CheckName,
-        missingStatus,
-        `user ${user} may not run ${missing.map((m) => `+${m}`).join(' ')} on ${where}, which ${who} needs: ${consequence}`,
-        {
-          ...at,
-          fix: `ACL SETUSER ${user} ${missing.map((m) => `+${m}`).join(' ')} (${patterns})`,
-        },
-      ),
-    );
-  }
-  return results;
+    const grants = missing.map((m) => `+${m}`).join(' ');
+    return verdict(check, missingStatus, `user ${user} may not run ${grants} on ${where}, which ${who} needs: ${consequence}`, {
+      ...at,
+      fix: `ACL SETUSER ${user} ${grants} (${patterns})`,
+    });
+  };
+  return [await verdictOf('acl-worker', workerNeeds, 'fail', 'a worker'), await verdictOf('acl-cli', CLI_NEEDS, 'warn', 'the fire-once CLI')];
 }
 
 /**

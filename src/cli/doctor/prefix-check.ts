@@ -19,15 +19,9 @@ export function prefixOf(key: string): string | undefined {
   return KEY_PREFIX_PATTERN.test(prefix) ? prefix : undefined;
 }
 
-/** The namespace a guard key of `prefix` belongs to: the first part of its hash tag. */
-export function namespaceOf(key: string, prefix: string): string | undefined {
-  if (!key.startsWith(`${prefix}:v${PROTOCOL_VERSION}:{`)) return undefined;
-  return new FireOnceKeys(prefix).parse(key)?.namespace;
-}
-
 /**
- * SCAN the primaries, at most `budget` keys in all, and list the guard prefixes (and, later,
- * namespaces) found, with how many keys each. Informational: `warn` only when the workers'
+ * SCAN the primaries, at most `budget` keys in all, and list the guard prefixes found, each with
+ * how many keys it has and in which namespaces. Informational: `warn` only when the workers'
  * `--prefix` has no key at all, or when the keyspace cannot be scanned. Keys of 0.1 get the
  * `migrate` command to run for each prefix, with `redisArg` (doctor's `--redis`, if given).
  */
@@ -51,7 +45,7 @@ export async function checkPrefixes(primaries: readonly DoctorNode[], expected: 
           if (prefix === undefined) continue;
           const entry = counts.get(prefix) ?? { keys: 0, namespaces: new Set<string>() };
           entry.keys++;
-          const namespace = namespaceOf(key, prefix);
+          const namespace = new FireOnceKeys(prefix).parse(key)?.namespace; // the first part of its hash tag
           if (namespace !== undefined) entry.namespaces.add(namespace);
           counts.set(prefix, entry);
         }

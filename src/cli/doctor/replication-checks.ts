@@ -6,10 +6,10 @@ import { verdict, type Verdict } from './verdict';
  * A replica acknowledges its offset every second, so a healthy one shows `lag` 0 or 1 in
  * `INFO replication`; more than this many seconds means it is falling behind or stuck.
  */
-export const REPLICA_LAG_LIMIT_S = 2;
+const REPLICA_LAG_LIMIT_S = 2;
 
 /** One replica as its primary reports it (`slaveN:ip=…,port=…,state=…,offset=…,lag=…`). */
-export interface ReplicaState {
+interface ReplicaState {
   readonly address: string;
   readonly state: string;
   /** Bytes of the replication stream it has not acknowledged. */
@@ -19,7 +19,7 @@ export interface ReplicaState {
 }
 
 /** The replicas listed in a primary's INFO. */
-export function replicasOf(node: DoctorNode): ReplicaState[] {
+function replicasOf(node: DoctorNode): ReplicaState[] {
   const masterOffset = Number(node.info.get('master_repl_offset') ?? 0);
   const replicas: ReplicaState[] = [];
   for (const [field, value] of node.info) {

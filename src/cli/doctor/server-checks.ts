@@ -78,7 +78,7 @@ export async function checkPersistence(node: DoctorNode): Promise<Verdict> {
 }
 
 /** A field of the node's INFO as a setting, or undefined when INFO did not report it. */
-export function fromInfo(node: DoctorNode, field: string): SettingRead | undefined {
+function fromInfo(node: DoctorNode, field: string): SettingRead | undefined {
   const value = node.info.get(field);
   return value === undefined ? undefined : { value, source: 'INFO' };
 }

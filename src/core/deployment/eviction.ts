@@ -65,7 +65,6 @@ const EVICTION_CHECK_OPTIONS = {
  */
 export function resolveEvictionCheck(where: string, redis: unknown, options: unknown): Resolved<typeof EVICTION_CHECK_OPTIONS> {
   checkRedisClient(redis, where);
-  if (options === undefined) return resolveSpecs(EVICTION_CHECK_OPTIONS, {});
   checkKnownKeys(where, options, Object.keys(EVICTION_CHECK_OPTIONS));
   return resolveSpecs(EVICTION_CHECK_OPTIONS, options as Record<string, unknown>, `${where}: `);
 }
