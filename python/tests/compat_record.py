@@ -193,7 +193,7 @@ async def _is(value: Awaitable[int], expected: int) -> bool:
 SHAPES = [fires, waits, local, retried, local_retried, continue_as_new, child, local_beside_remote]
 
 
-class _HoldHandOff(Interceptor):
+class HoldHandOff(Interceptor):
     """Holds the guard's ``FireOnceWorkerShutdown`` until the activity is cancelled, then raises it:
     the cancel that reaches a local activity just after its worker's shutdown ended its wait
     (``test_hand_off_cancel.py``). Sets ``key`` once it holds one."""
@@ -297,7 +297,7 @@ async def cancelled_hand_off(r: Recorder) -> None:
 
     # A long grace time: the SDK cancels no activity of its own before the recorder's cancel.
     holder, handle = await handed_off(
-        r, scope, waiter, stop, finish, graceful_shutdown_timeout=timedelta(seconds=30), interceptors=[_HoldHandOff(r.redis, held)]
+        r, scope, waiter, stop, finish, graceful_shutdown_timeout=timedelta(seconds=30), interceptors=[HoldHandOff(r.redis, held)]
     )
     outcome = await handle.result()
     events = list((await handle.fetch_history()).events)
