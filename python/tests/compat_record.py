@@ -19,10 +19,8 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from redis.asyncio import Redis
-from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
-from temporalio.exceptions import ApplicationError
-from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, Worker
+from temporalio.worker import Worker
 
 import temporal_fire_once
 from temporal_fire_once import FireOncePlugin
@@ -30,6 +28,7 @@ from temporal_fire_once.core import FireOnceKeys
 
 from .compat_activities import compat_activities, counter_key, gate_key
 from .compat_workflows import WORKFLOWS
+from .hold_hand_off import HoldHandOff
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD = "FIRE_ONCE_COMPAT_RECORDER"
@@ -191,35 +190,6 @@ async def _is(value: Awaitable[int], expected: int) -> bool:
 
 
 SHAPES = [fires, waits, local, retried, local_retried, continue_as_new, child, local_beside_remote]
-
-
-class HoldHandOff(Interceptor):
-    """Holds the guard's ``FireOnceWorkerShutdown`` until the activity is cancelled, then raises it:
-    the cancel that reaches a local activity just after its worker's shutdown ended its wait
-    (``test_hand_off_cancel.py``). Sets ``key`` once it holds one."""
-
-    def __init__(self, client: Redis, key: str) -> None:
-        self.client, self.key = client, key
-
-    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        root = self
-
-        class Inbound(ActivityInboundInterceptor):
-            async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-                try:
-                    return await super().execute_activity(input)
-                except ApplicationError as err:
-                    if err.type != "FireOnceWorkerShutdown":
-                        raise
-                    await root.client.set(root.key, "held")
-                    while not activity.is_cancelled():
-                        try:
-                            await asyncio.sleep(0.02)
-                        except asyncio.CancelledError:
-                            pass  # the cancel: raise the failure all the same
-                    raise
-
-        return Inbound(next)
 
 
 async def handed_off(

@@ -20,9 +20,9 @@ from temporalio.worker import Worker
 from temporal_fire_once import FireOnceKeys, FireOncePlugin
 
 from .compat_activities import compat_activities, counter_key, gate_key
-from .compat_record import HoldHandOff
 from .compat_workflows import WORKFLOWS
 from .conftest import collect_garbage
+from .hold_hand_off import HoldHandOff
 from .release_package import RELEASE_0_9_0, release_unavailable
 from .test_compat_fleet import old_workers, until
 

@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { ApplicationFailure } from '@temporalio/common';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { NativeConnection, Worker, type ActivityInterceptorsFactory, type WorkerOptions, type WorkflowBundle } from '@temporalio/worker';
+import { NativeConnection, Worker, type WorkerOptions, type WorkflowBundle } from '@temporalio/worker';
 import type { Redis } from 'ioredis';
 import * as head from '../../src';
 import { FireOnceKeys } from '../../src/core';
 import { connectRedis, deletePrefix, readCount, testPrefix } from '../support/redis';
 import { RELEASE_0_9_0, buildRelease, releaseUnavailable } from '../support/release-build';
 import { quietTemporalLogs } from '../support/sample-harness';
+import { holdHandOff } from '../support/hold-hand-off';
 import { waitFor } from '../support/wait';
 import { bundleCompatWorkflows } from './bundle';
 import { compatActivities, counterKey, gateKey } from './fixtures/activities';
@@ -71,27 +71,6 @@ type Side = 'old' | 'head';
   }
 
   const heldKey = (scope: string) => `${prefix}:held:${scope}`;
-  /**
-   * Holds the guard's FireOnceWorkerShutdown until the activity is cancelled, then throws it: the
-   * cancel that reaches a local activity just after its worker's shutdown ended its wait
-   * (test/temporal-features/local-activity-cancel.test.ts).
-   */
-  const holdHandOff: ActivityInterceptorsFactory = (actx) => ({
-    inbound: {
-      execute: async (input, next) => {
-        try {
-          return await next(input);
-        } catch (err) {
-          if (!(err instanceof ApplicationFailure) || err.type !== 'FireOnceWorkerShutdown') throw err;
-          await redis.set(heldKey(String(input.args[0])), '1');
-          const signal = actx.cancellationSignal;
-          if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
-          throw err;
-        }
-      },
-    },
-  });
-
   const subscribers = async (scope: string) => Number(((await redis.pubsub('NUMSUB', new FireOnceKeys(prefix).wakeChannel(scope))) as [string, number])[1]);
   const events = async (handle: WorkflowHandle) => (await handle.fetchHistory()).events ?? [];
 
@@ -109,7 +88,7 @@ type Side = 'old' | 'head';
 
     // A HEAD worker alone on the queue: its local activity waits in its slot, the worker begins to
     // stop, and the cancel reaches the activity after the shutdown ended its wait.
-    const stopping = await worker('head', queue, { shutdownGraceTime: '30s', interceptors: { activity: [holdHandOff] } });
+    const stopping = await worker('head', queue, { shutdownGraceTime: '30s', interceptors: { activity: [holdHandOff(redis, heldKey)] } });
     const stoppingRun = stopping.run();
     const waiter = await client.workflow.start('cancelledLocalRun', {
       taskQueue: queue,

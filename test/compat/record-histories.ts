@@ -10,13 +10,13 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client, Connection, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
-import { ApplicationFailure } from '@temporalio/common';
-import { DefaultLogger, NativeConnection, Runtime, Worker, type ActivityInterceptorsFactory, type WorkerOptions } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import { Redis } from 'ioredis';
 import { withRedisAndTemporal } from '../../sample-workflows/services';
 import type * as head from '../../src';
 import { FireOnceKeys } from '../../src/core';
 import { RECORDED_RELEASES, buildRelease, type ReleaseBuild } from '../support/release-build';
+import { holdHandOff } from '../support/hold-hand-off';
 import { waitFor } from '../support/wait';
 import { bundleCompatWorkflows } from './bundle';
 import { historiesDir, type History } from './histories';
@@ -71,29 +71,6 @@ async function holderAndWaiter(r: Recorder, workflow: 'guardedRun' | 'localRun',
   r.save(`${name}-holder`, await holder.fetchHistory());
   r.save(`${name}-waiter`, await waiter.fetchHistory());
 }
-
-/**
- * Holds the guard's FireOnceWorkerShutdown until the activity is cancelled, then throws it: the
- * cancel that reaches a local activity just after its worker's shutdown ended its wait
- * (test/temporal-features/local-activity-cancel.test.ts). Sets `heldKey` once it holds one.
- */
-const holdHandOff =
-  (redis: Redis, heldKey: string): ActivityInterceptorsFactory =>
-  (actx) => ({
-    inbound: {
-      execute: async (input, next) => {
-        try {
-          return await next(input);
-        } catch (err) {
-          if (!(err instanceof ApplicationFailure) || err.type !== 'FireOnceWorkerShutdown') throw err;
-          await redis.set(heldKey, '1');
-          const signal = actx.cancellationSignal;
-          if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
-          throw err;
-        }
-      },
-    },
-  });
 
 /**
  * A holder of `scope`'s gated job on the recorder's worker, and `waiter` on a task queue of its
@@ -170,7 +147,7 @@ const HAND_OFF_SHAPES: Record<string, (r: Recorder) => Promise<void>> = {
       },
       async (handle) => handle.signal('finish'),
       // A long grace time: the SDK cancels no activity of its own before the recorder's cancel.
-      { shutdownGraceTime: '30s', interceptors: { activity: [holdHandOff(r.redis, held)] } },
+      { shutdownGraceTime: '30s', interceptors: { activity: [holdHandOff(r.redis, () => held)] } },
     );
     const outcome = (await waiter.result()) as workflows.CancelOutcome;
     const history = await waiter.fetchHistory();
