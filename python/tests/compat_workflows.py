@@ -13,6 +13,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 from temporal_fire_once.workflow import get_dispatch_scope, set_dispatch_scope
 
@@ -149,4 +150,46 @@ class QueuedRun:
         return await _job("gatedJob", [scope], task_queue=task_queue)
 
 
-WORKFLOWS = [GuardedRun, LocalRun, RetriedRun, LocalRetriedRun, ContinueAsNewRun, ParentRun, ChildRun, LocalBesideRemoteRun, QueuedRun]
+@workflow.defn(name="CompatCancelledLocalRun")
+class CancelledLocalRun:
+    """The gated job as a local activity of 1 attempt that ``WAIT_CANCELLATION_COMPLETED`` cancels,
+    whose handle the ``cancel`` signal cancels; returns what awaiting it gave once ``finish`` has
+    come too, so that a task after the activity's end can go to another worker. Added with the
+    0.9.0 histories: the hand-off of its wait and a cancel across it (the patch
+    ``temporal-fire-once-hand-off-cancel``)."""
+
+    def __init__(self) -> None:
+        self._handle: workflow.ActivityHandle[Any] | None = None
+        self._finished = False
+
+    @workflow.signal
+    def cancel(self) -> None:
+        assert self._handle is not None
+        self._handle.cancel()
+
+    @workflow.signal
+    def finish(self) -> None:
+        self._finished = True
+
+    @workflow.run
+    async def run(self, scope: str) -> dict[str, Any]:
+        set_dispatch_scope(scope)
+        self._handle = workflow.start_local_activity(
+            "gatedJob",
+            args=[scope],
+            start_to_close_timeout=START_TO_CLOSE,
+            retry_policy=RetryPolicy(maximum_attempts=1),
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+        outcome: dict[str, Any]
+        try:
+            outcome = {"result": await self._handle}
+        except ActivityError as err:
+            outcome = {"error": "ActivityError", "message": err.message, "cause": type(err.cause).__name__}
+        except asyncio.CancelledError:
+            outcome = {"error": "asyncio.CancelledError"}
+        await workflow.wait_condition(lambda: self._finished)
+        return outcome
+
+
+WORKFLOWS = [GuardedRun, LocalRun, RetriedRun, LocalRetriedRun, ContinueAsNewRun, ParentRun, ChildRun, LocalBesideRemoteRun, QueuedRun, CancelledLocalRun]

@@ -24,6 +24,13 @@ class Release:
 RELEASE_0_8_0 = Release("0.8.0", "7bab1c5fa322d25ac86ac90d8c6ba26e5e604bc7")
 """0.8.0, npm and Python: the release before 0.9.0 (docs/upgrading.md)."""
 
+RELEASE_0_9_0 = Release("0.9.0", "bdfbdad34d479a1a8b29253932637607e9eff521")
+"""0.9.0, npm and Python: the release before 0.10.0. Its last code, after "Version 0.9.0"
+(49d0fc5) and before the hand-off-cancel patch: the commit users upgrade from."""
+
+RELEASES = {release.version: release for release in (RELEASE_0_8_0, RELEASE_0_9_0)}
+"""Every earlier release whose recorded histories HEAD replays, by version, oldest first."""
+
 
 def release_unavailable(release: Release) -> str | None:
     """Why ``release`` cannot be taken from this checkout (a shallow clone, or no git), or ``None``."""

@@ -26,7 +26,7 @@ from temporal_fire_once import FireOnceKeys, FireOncePlugin
 from .compat_activities import compat_activities, counter_key, dispatched_by_key, gate_key
 from .compat_workflows import WORKFLOWS
 from .conftest import collect_garbage
-from .release_package import RELEASE_0_8_0, release_env, release_package, release_unavailable
+from .release_package import RELEASE_0_8_0, Release, release_env, release_package, release_unavailable
 from .ts_cli import fire_once
 
 RELEASE = RELEASE_0_8_0
@@ -79,21 +79,22 @@ def head_worker(env: Any, redis: Redis, queue: str, **options: Any) -> Worker:
     return Worker(env.client, task_queue=queue, workflows=WORKFLOWS, activities=compat_activities(redis, PREFIX, "HEAD"), plugins=[plugin], **options)
 
 
-async def old_workers(env: Any, redis_url: str, *queues: str) -> asyncio.subprocess.Process:
-    """A process of 0.8.0's workers on ``queues``, once they poll. It runs outside ``python/``, so
-    that the release's package comes first on its path, and says which package it imported."""
+async def old_workers(env: Any, redis_url: str, *queues: str, release: Release = RELEASE, prefix: str = PREFIX) -> asyncio.subprocess.Process:
+    """A process of ``release``'s workers (0.8.0's) on ``queues``, once they poll. It runs outside
+    ``python/``, so that the release's package comes first on its path, and says which package it
+    imported."""
     target = env.client.service_client.config.target_host
     process = await asyncio.create_subprocess_exec(
-        *[sys.executable, "-m", "tests.compat_worker", "serve", target, redis_url, PREFIX, RELEASE.version, *queues],
-        cwd=str(release_package(RELEASE).parent),
-        env=release_env(RELEASE),
+        *[sys.executable, "-m", "tests.compat_worker", "serve", target, redis_url, prefix, release.version, *queues],
+        cwd=str(release_package(release).parent),
+        env=release_env(release),
         stdout=asyncio.subprocess.PIPE,
     )
     assert process.stdout is not None
     async with asyncio.timeout(60):
         line = (await process.stdout.readline()).decode()
-    assert line.startswith("READY "), f"the {RELEASE.version} worker process exited before READY ({line!r})"
-    assert Path(line.split(" ", 1)[1].strip()).is_relative_to(release_package(RELEASE)), line
+    assert line.startswith("READY "), f"the {release.version} worker process exited before READY ({line!r})"
+    assert Path(line.split(" ", 1)[1].strip()).is_relative_to(release_package(release)), line
     return process
 
 

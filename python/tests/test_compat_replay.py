@@ -1,5 +1,6 @@
-"""Histories that the 0.8.0 Python package recorded (``tests/compat_record.py``, from the release's
-commit) replay on HEAD: what a fleet upgraded one worker at a time does to every open workflow."""
+"""Histories that each earlier release's Python package recorded (``tests/compat_record.py``, from
+the release's commit) replay on HEAD: what a fleet upgraded one worker at a time does to every open
+workflow."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from temporal_fire_once import FireOncePlugin
 
 from .compat_record import histories_dir
 from .compat_workflows import WORKFLOWS
+from .release_package import RELEASES
 
-SHAPES = [
+MAIN_SHAPES = [
     "child",
     "continue-as-new-first",
     "continue-as-new-last",
@@ -31,7 +33,11 @@ SHAPES = [
     "retried",
     "waiter",
 ]
-"""Every shape 0.8.0 recorded: a missing file fails the test, as a failed replay would."""
+HAND_OFF_SHAPES = ["local-cancelled-handed-off", "local-handed-off"]
+"""0.9.0 on: a local activity's wait handed off as its worker stopped, and one cancelled across the
+hand-off (no patch marker: 0.9.0 lost the cancel, defect 168)."""
+SHAPES = {"0.8.0": MAIN_SHAPES, "0.9.0": sorted([*MAIN_SHAPES, *HAND_OFF_SHAPES])}
+"""Every shape each release recorded: a missing file fails the test, as a failed replay would."""
 
 
 def recorded(version: str) -> dict[str, dict[str, Any]]:
@@ -55,14 +61,17 @@ async def replay_failures(client: Redis, prefix: str, histories: dict[str, dict[
     return failures
 
 
-async def test_histories_recorded_by_0_8_0_replay_on_heads_plugin_with_no_nondeterminism_each_shape(client: Redis, prefix: str) -> None:
-    histories = recorded("0.8.0")
-    assert list(histories) == SHAPES
+@pytest.mark.parametrize("version", list(RELEASES))
+async def test_histories_recorded_by_each_release_replay_on_heads_plugin_with_no_nondeterminism_each_shape(client: Redis, prefix: str, version: str) -> None:
+    assert list(SHAPES) == list(RELEASES)
+    histories = recorded(version)
+    assert list(histories) == SHAPES[version]
     assert await replay_failures(client, prefix, histories) == {}
 
 
-async def test_the_control_a_recorded_history_that_no_longer_matches_the_code_fails_to_replay(client: Redis, prefix: str) -> None:
-    fires = recorded("0.8.0")["fires"]
+@pytest.mark.parametrize("version", list(RELEASES))
+async def test_the_control_a_recorded_history_that_no_longer_matches_the_code_fails_to_replay(client: Redis, prefix: str, version: str) -> None:
+    fires = recorded(version)["fires"]
     scheduled = next(e for e in fires["events"] if "activityTaskScheduledEventAttributes" in e)
     scheduled["activityTaskScheduledEventAttributes"]["activityType"]["name"] = "anotherJob"
     failures = await replay_failures(client, prefix, {"fires": fires})

@@ -17,14 +17,13 @@ from typing import Any, Awaitable, Callable
 
 import pytest
 from redis.asyncio import Redis
-from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowHistory
-from temporalio.exceptions import ApplicationError
-from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, Replayer, Worker
+from temporalio.worker import Interceptor, Replayer, Worker
 
 from temporal_fire_once import FireOncePlugin
 
 from .conftest import collect_garbage
+from .hold_hand_off import HoldHandOff
 from .pyactivities import gate_key, make_activities
 from .pyworkflows import CancelledLocalCall, GuardedCall
 from .test_features import result, until
@@ -43,35 +42,6 @@ CANCELLED = {
     "activityId": "1",
     "cause": "CancelledError",
 }
-
-
-class _HoldHandOff(Interceptor):
-    """Holds the guard's ``FireOnceWorkerShutdown`` until the activity is cancelled, then raises it:
-    the cancel that reaches a local activity just after its worker's shutdown ended its wait, in the
-    time its failure takes to reach the workflow. Sets ``key`` once it holds one."""
-
-    def __init__(self, client: Redis, key: str) -> None:
-        self.client, self.key = client, key
-
-    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        root = self
-
-        class Inbound(ActivityInboundInterceptor):
-            async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-                try:
-                    return await super().execute_activity(input)
-                except ApplicationError as err:
-                    if err.type != "FireOnceWorkerShutdown":
-                        raise
-                    await root.client.set(root.key, "held")
-                    while not activity.is_cancelled():
-                        try:
-                            await asyncio.sleep(0.02)
-                        except asyncio.CancelledError:
-                            pass  # the cancel: raise the failure all the same
-                    raise
-
-        return Inbound(next)
 
 
 CANCELLED_ONCE = {"saw": CANCELLED, "runs": 1, "dispatches": 1}
@@ -202,7 +172,7 @@ async def test_a_cancel_that_reaches_a_local_activity_its_worker_shutdown_just_e
 
     async def scenario() -> dict[str, Any]:
         # A long grace time: the SDK cancels no activity of its own before the test's cancel.
-        stopping = case.worker(_HoldHandOff(client, held), graceful_shutdown_timeout=timedelta(seconds=30))
+        stopping = case.worker(HoldHandOff(client, held), graceful_shutdown_timeout=timedelta(seconds=30))
         async with stopping:
             waiter = await case.start_waiter(kind)
             shutdown = asyncio.create_task(stopping.shutdown())

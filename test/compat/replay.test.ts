@@ -3,14 +3,16 @@ import { DeterminismViolationError } from '@temporalio/workflow';
 import type { Redis } from 'ioredis';
 import { FireOncePlugin } from '../../src';
 import { connectRedis, testPrefix } from '../support/redis';
+import { RECORDED_RELEASES } from '../support/release-build';
 import { COMPAT_WORKFLOWS } from './bundle';
 import { recordedHistories, type Recorded } from './histories';
 
-// Histories that 0.8.0 recorded (test/compat/record-histories.ts, from the release's commit)
-// replay on HEAD: what a fleet upgraded one worker at a time does to every open workflow.
+// Histories that each earlier release recorded (test/compat/record-histories.ts, from the
+// release's commit) replay on HEAD: what a fleet upgraded one worker at a time does to every open
+// workflow.
 
-/** Every shape 0.8.0 recorded: a missing file fails the test, as a failed replay would. */
-const SHAPES = [
+/** Every shape each release recorded: a missing file fails the test, as a failed replay would. */
+const MAIN_SHAPES = [
   'child',
   'continue-as-new-first',
   'continue-as-new-last',
@@ -25,6 +27,12 @@ const SHAPES = [
   'parked-waiter',
   'retried',
 ];
+/** 0.9.0 on: a local activity's wait handed off as its worker stopped, and one cancelled across the hand-off (no patch marker). */
+const HAND_OFF_SHAPES = ['local-cancelled-handed-off', 'local-handed-off'];
+const SHAPES: Record<string, readonly string[]> = {
+  '0.8.0': MAIN_SHAPES,
+  '0.9.0': [...MAIN_SHAPES, ...HAND_OFF_SHAPES].sort(),
+};
 
 /** Replay `histories`: each one's name and error (`undefined`: replayed with no nondeterminism), in order. */
 async function replay(options: ReplayWorkerOptions, histories: readonly Recorded[]): Promise<{ name: string; error: unknown }[]> {
@@ -38,9 +46,9 @@ async function replay(options: ReplayWorkerOptions, histories: readonly Recorded
   return results;
 }
 
-describe('histories recorded by 0.8.0', () => {
+describe.each(RECORDED_RELEASES.map((r) => r.version))('histories recorded by %s', (version) => {
   let redis: Redis;
-  const histories = recordedHistories('0.8.0', 'ts');
+  const histories = recordedHistories(version, 'ts');
   const withPlugin = (): ReplayWorkerOptions => ({
     workflowsPath: COMPAT_WORKFLOWS,
     plugins: [new FireOncePlugin({ redis, keyPrefix: testPrefix('compat-replay') })],
@@ -51,13 +59,13 @@ describe('histories recorded by 0.8.0', () => {
   afterAll(() => redis.quit());
 
   it("replay on HEAD's plugin and workflow interceptor, with no nondeterminism: each shape", async () => {
-    expect(histories.map((h) => h.name)).toEqual(SHAPES);
+    expect(histories.map((h) => h.name)).toEqual(SHAPES[version]);
     const results = await replay(withPlugin(), histories);
     expect(results.filter(({ error }) => error !== undefined)).toEqual([]);
   });
 
   it('the control: a recorded history that no longer matches the code fails to replay', async () => {
-    const fires = recordedHistories('0.8.0', 'ts').find((h) => h.name === 'fires')!; // a copy of its own
+    const fires = recordedHistories(version, 'ts').find((h) => h.name === 'fires')!; // a copy of its own
     const scheduled = fires.history.events!.find((e) => e.activityTaskScheduledEventAttributes)!.activityTaskScheduledEventAttributes!;
     scheduled.activityType = { name: 'anotherJob' };
     const [{ error }] = await replay(withPlugin(), [fires]);

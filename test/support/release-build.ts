@@ -16,6 +16,15 @@ export interface Release {
 /** 0.8.0, npm and Python: the release before 0.9.0. */
 export const RELEASE_0_8_0: Release = Object.freeze({ version: '0.8.0', commit: '7bab1c5fa322d25ac86ac90d8c6ba26e5e604bc7' });
 
+/**
+ * 0.9.0, npm and Python: the release before 0.10.0. Its last code, after "Version 0.9.0"
+ * (49d0fc5) and before the hand-off-cancel patch: the commit users upgrade from.
+ */
+export const RELEASE_0_9_0: Release = Object.freeze({ version: '0.9.0', commit: 'bdfbdad34d479a1a8b29253932637607e9eff521' });
+
+/** Every earlier release whose recorded histories (test/fixtures/histories-<version>) HEAD replays, oldest first. */
+export const RECORDED_RELEASES: readonly Release[] = Object.freeze([RELEASE_0_8_0, RELEASE_0_9_0]);
+
 /** A release compiled from this repository's git history: what a worker of that release runs. */
 export interface ReleaseBuild extends Release {
   /** The build's root: `src/`, `python/`, the compiled `dist/`, and `node_modules` linked to this checkout's. */

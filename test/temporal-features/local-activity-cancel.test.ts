@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { ApplicationFailure } from '@temporalio/common';
 import { Worker, type ActivityInterceptorsFactory, type WorkerOptions } from '@temporalio/worker';
 import type { ActivityCancellationType } from '@temporalio/workflow';
 import type { WorkflowHandle } from '@temporalio/client';
+import { holdHandOff } from '../support/hold-hand-off';
 import { waitFor } from '../support/wait';
 import { newScope, useFeatures, type FeatureContext } from '../support/features';
 import type { SampleWorkerBase } from '../support/sample-harness';
@@ -45,29 +45,6 @@ describe('Temporal features: a guarded local activity cancelled across the hand-
         },
       },
     });
-  /**
-   * Holds the guard's FireOnceWorkerShutdown until the activity is cancelled, then throws it: the
-   * cancel that reaches a local activity just after its worker's shutdown ended its wait, in the
-   * time its failure takes to reach the workflow. Sets the scope's held key once it holds one.
-   */
-  const holdHandOff =
-    (ctx: FeatureContext): ActivityInterceptorsFactory =>
-    (actx) => ({
-      inbound: {
-        execute: async (input, next) => {
-          try {
-            return await next(input);
-          } catch (err) {
-            if (!(err instanceof ApplicationFailure) || err.type !== 'FireOnceWorkerShutdown') throw err;
-            await ctx.redis.set(heldKey(ctx, String(input.args[0])), '1');
-            const signal = actx.cancellationSignal;
-            if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
-            throw err;
-          }
-        },
-      },
-    });
-
   /** A running worker (`useStoppableWorkers`) whose local activities wait in their slot, their runs counted. */
   const startWorker = (ctx: FeatureContext, base: SampleWorkerBase, taskQueue: string, options: Partial<WorkerOptions> = {}) =>
     startStoppable(ctx, base, taskQueue, { plugin: { onInFlight: 'wait' }, worker: { interceptors: { activity: [countRuns(ctx)] }, ...options } });
@@ -163,7 +140,7 @@ describe('Temporal features: a guarded local activity cancelled across the hand-
       // A long grace time: the SDK cancels no activity of its own before the test's cancel.
       const stopping = await startWorker(ctx, base, localQueue, {
         shutdownGraceTime: '30s',
-        interceptors: { activity: [countRuns(ctx), holdHandOff(ctx)] },
+        interceptors: { activity: [countRuns(ctx), holdHandOff(ctx.redis, (scope) => heldKey(ctx, scope))] },
       });
       const waiter = await startWaiter(ctx, localQueue, scope, kind);
       stopping.worker.shutdown();
