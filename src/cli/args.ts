@@ -1,6 +1,6 @@
 import { redisTimeMicros } from '../core/dispatch-log';
 import { DEFAULT_NAMESPACE, FireOnceKeys, checkKeyPrefix, encodeId, type IdKind } from '../core/keys';
-import { GUARD_DEFAULTS } from '../core/options';
+import { GUARD_DEFAULTS, MAX_TIMER_MS } from '../core/options';
 import type { RedisClient } from '../core/scripts';
 import type { ConnectOptions } from './connect';
 import { CliError, EXIT } from './exit-codes';
@@ -34,17 +34,14 @@ export function parseDuration(what: string, text: string): number {
   return ms;
 }
 
-/** The longest timer Node.js keeps: a longer `setTimeout` fires at once (TimeoutOverflowWarning). */
-const MAX_TIMEOUT_MS = 2_147_483_647;
-
 /**
- * `--timeout`: a duration as {@link parseDuration}, at most {@link MAX_TIMEOUT_MS} (about 24.8
+ * `--timeout`: a duration as {@link parseDuration}, at most {@link MAX_TIMER_MS} (about 24.8
  * days). Node.js fires a longer timer at once, which would time out every command immediately.
  */
 export function parseTimeout(text: string): number {
   const ms = parseDuration('--timeout', text);
-  if (ms > MAX_TIMEOUT_MS) {
-    throw new CliError(`--timeout must be at most ${MAX_TIMEOUT_MS} ms (about 24 days; got ${JSON.stringify(text)}, ${ms} ms)`, EXIT.usage);
+  if (ms > MAX_TIMER_MS) {
+    throw new CliError(`--timeout must be at most ${MAX_TIMER_MS} ms (about 24 days; got ${JSON.stringify(text)}, ${ms} ms)`, EXIT.usage);
   }
   return ms;
 }

@@ -1,7 +1,7 @@
 import type { FireOnceKeys } from './keys';
 import { logAppendScript, type RedisClient } from './scripts';
 import { atMost } from './store-calls';
-import { MAX_DURATION_MS, checkRedisClient, positiveInteger } from './options';
+import { MAX_TIMER_MS, checkRedisClient, positiveInteger } from './options';
 
 /** The check of a dispatch log's cap, for `DispatchLog` and the plugin's `dispatchLogMaxLen`. */
 export const checkLogMaxLen = positiveInteger('entries', 100_000_000);
@@ -162,7 +162,7 @@ export class DispatchLog {
    * were): a client that queues commands until Redis comes back would otherwise keep it waiting.
    */
   async flush(timeoutMs?: number): Promise<number> {
-    if (timeoutMs !== undefined) positiveInteger('ms', MAX_DURATION_MS)('DispatchLog.flush: timeoutMs', timeoutMs);
+    if (timeoutMs !== undefined) positiveInteger('ms', MAX_TIMER_MS)('DispatchLog.flush: timeoutMs', timeoutMs);
     clearTimeout(this.timer);
     this.timer = undefined;
     const batches = this.pending;

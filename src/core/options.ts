@@ -5,6 +5,9 @@ import type { RedisClient } from './scripts';
 /** The longest TTL or timeout the options accept: 365 days. Anything longer is a typo. */
 export const MAX_DURATION_MS = 365 * 24 * 60 * 60 * 1000;
 
+/** The longest a Node.js timer waits (about 24.8 days): a longer `setTimeout` fires at once (TimeoutOverflowWarning), as NaN does. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /**
  * One option, declared once: its default and the check that turns a given value into a resolved
  * one or throws {@link FireOnceConfigError} naming the option (`label`) and its unit.

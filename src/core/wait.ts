@@ -2,7 +2,7 @@ import { FireOnceConfigError, FireOnceInFlight, describe } from './errors';
 import type { FireOnceGuard } from './guard';
 import type { AcquireOptions, AcquireOutcome } from './outcomes';
 import type { DispatchTarget } from './target';
-import { checkKnownKeys, positiveInteger } from './options';
+import { MAX_TIMER_MS, checkKnownKeys, positiveInteger } from './options';
 import { atMost } from './store-calls';
 import type { WakeHub } from './wake';
 
@@ -98,16 +98,13 @@ const WAIT_OPTIONS: readonly string[] = Object.keys({
   wake: true,
 } satisfies Record<keyof WaitOptions, true>);
 
-// The longest a timer waits: a longer one fires at once, as NaN does. A wait on the wake channel
-// may poll rarely (ten minutes in the cluster suites), so nothing shorter is refused.
-const MAX_TIMER_MS = 2 ** 31 - 1;
-
 /**
  * A poll interval or deadline that is not a number would make the wait poll Redis every
  * millisecond (a `setTimeout` of `NaN` is 1 ms), and without a finite deadline it never gives up.
  */
 function checkWaitOptions(wait: WaitOptions): void {
   checkKnownKeys('waitForTurn', wait, WAIT_OPTIONS);
+  // A wait on the wake channel may poll rarely (ten minutes in the cluster suites): only what a timer cannot wait is refused.
   positiveInteger('ms', MAX_TIMER_MS)('waitForTurn: pollIntervalMs', wait.pollIntervalMs);
   if (typeof wait.deadline !== 'number' || !Number.isFinite(wait.deadline)) {
     throw new FireOnceConfigError(`waitForTurn: deadline must be a finite number of epoch milliseconds (got ${describe(wait.deadline)})`);

@@ -3,7 +3,7 @@ import { FireOnceError, FireOnceStoreUnavailable } from '../core/errors';
 import { WAITERS_GRACE_MS } from '../core/guard';
 import type { ParkingLot, ParkingSpot, ReapOutcome } from '../core/parking';
 import { parseWaiter } from '../core/records';
-import { MAX_DURATION_MS, positiveInteger } from '../core/options';
+import { MAX_DURATION_MS, MAX_TIMER_MS, positiveInteger } from '../core/options';
 import { atMost } from '../core/store-calls';
 import { toApplicationFailure } from './failures';
 import { endedByBeat, failWaiters, failWaitersWith, gone, handOverReaped, logOf, type Completer } from './hand-over';
@@ -142,7 +142,7 @@ export class ParkedWatch {
    * are failed (through it: its connection may be closed once the worker stops), and the watch goes on.
    */
   async close(timeoutMs?: number, client?: Completer['client']): Promise<number> {
-    if (timeoutMs !== undefined) positiveInteger('ms', MAX_DURATION_MS)('ParkedWatch.close: timeoutMs', timeoutMs);
+    if (timeoutMs !== undefined) positiveInteger('ms', MAX_TIMER_MS)('ParkedWatch.close: timeoutMs', timeoutMs);
     const leaving = this.leave(client);
     let unanswered = 0;
     const failed = this.detached(() =>

@@ -50,6 +50,11 @@ describe('bad input: the building blocks of temporal-fire-once/core', () => {
         problem(`close(${String(timeout)})`, () => watch.close(timeout as number), /^ParkedWatch\.close: timeoutMs must be a positive integer \(got /),
       ]),
     );
+    // Past what a Node.js timer waits, the wait would give up at once.
+    problems.push(
+      await problem('flush(2 ** 31)', () => log.flush(2 ** 31), /^DispatchLog\.flush: timeoutMs must be at most 2147483647 ms \(got 2147483648\)$/),
+      await problem('close(2 ** 31)', () => watch.close(2 ** 31), /^ParkedWatch\.close: timeoutMs must be at most 2147483647 ms \(got 2147483648\)$/),
+    );
     expect(problems.filter(Boolean)).toEqual([]);
     expect(await log.flush(1_000)).toBe(0);
     expect(await watch.close(1_000)).toBe(0);
