@@ -1,6 +1,5 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -51,18 +50,39 @@ export function releaseUnavailable(release: Release): string | undefined {
 }
 
 /**
- * Compile `release` from git history once into a cache directory under the system's temporary
- * directory, shared by every test and run that asks for the same commit: its files by
- * `git archive`, this checkout's `node_modules` linked in (so the release runs against the same
- * Temporal SDK and ioredis modules as the test), its TypeScript compiled without a type check
- * (it was checked when it was released), and its Lua scripts copied next to the output. About
- * 10 s; the build goes to a directory of its own and is renamed into place, so two test files
- * building at once both end with a whole build.
+ * Where this checkout keeps its release builds: under its own `node_modules`, which every build
+ * links to, so that `npm ci` clears both at once. A cache in the system's temporary directory
+ * was shared by every checkout on the machine and kept the link of the first to build: a run from
+ * another clone loaded that clone's `@temporalio` modules next to its own, and the fleet's results
+ * no longer matched (the CI of 0f0f2cf, on a clone whose cache an earlier clone had built).
+ */
+export const RELEASE_CACHE = join(ROOT, 'node_modules', '.cache', 'temporal-fire-once-releases');
+
+/**
+ * Whether `dir` holds a whole build of `release` that runs against `nodeModules`: its `dist` is
+ * marked built from the release's commit, and its `node_modules` link resolves to `nodeModules`.
+ */
+export function buildUsable(dir: string, release: Release, nodeModules: string = join(ROOT, 'node_modules')): boolean {
+  try {
+    return readFileSync(join(dir, 'dist', '.built'), 'utf8').trim() === release.commit && realpathSync(join(dir, 'node_modules')) === realpathSync(nodeModules);
+  } catch {
+    return false; // no build, or a link to a directory that is gone
+  }
+}
+
+/**
+ * Compile `release` from git history once into {@link RELEASE_CACHE}, shared by every test and
+ * run of this checkout that asks for the same commit: its files by `git archive`, this
+ * checkout's `node_modules` linked in (so the release runs against the same Temporal SDK and
+ * ioredis modules as the test), its TypeScript compiled without a type check (it was checked when
+ * it was released), and its Lua scripts copied next to the output. About 10 s; the build goes to
+ * a directory of its own and is renamed into place, so two test files building at once both end
+ * with a whole build. A build that is not {@link buildUsable} (cut short, or linked elsewhere) is
+ * built again.
  */
 export async function buildRelease(release: Release): Promise<ReleaseBuild> {
-  const dir = join(tmpdir(), `temporal-fire-once-release-${release.version}-${release.commit.slice(0, 12)}`);
-  const built = join(dir, 'dist', '.built');
-  if (!existsSync(built)) {
+  const dir = join(RELEASE_CACHE, `${release.version}-${release.commit.slice(0, 12)}`);
+  if (!buildUsable(dir, release)) {
     const problem = releaseUnavailable(release);
     if (problem !== undefined) throw new Error(`cannot build release ${release.version}: ${problem}`);
     const staging = `${dir}.${process.pid}-${Date.now()}`;
@@ -78,10 +98,11 @@ export async function buildRelease(release: Release): Promise<ReleaseBuild> {
       await run(process.execPath, [tsc, '-p', 'tsconfig.build.json', '--noCheck', '--declaration', 'false'], { cwd: staging });
       await run(process.execPath, [join('scripts', 'copy-lua.js'), 'dist'], { cwd: staging });
       writeFileSync(join(staging, 'dist', '.built'), `${release.commit}\n`);
+      if (existsSync(dir) && !buildUsable(dir, release)) rmSync(dir, { recursive: true, force: true });
       try {
         renameSync(staging, dir);
       } catch (err) {
-        if (!existsSync(built)) throw err; // another build landed first: keep it
+        if (!buildUsable(dir, release)) throw err; // another build landed first: keep it
       }
     } finally {
       rmSync(staging, { recursive: true, force: true });
