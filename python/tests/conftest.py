@@ -18,7 +18,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, AsyncIterator, Callable, Iterator
 
 import pytest
 from redis.asyncio import Redis
@@ -40,34 +40,67 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+Spawn = tuple[list[str], int]
+"""A server to start: its command line, and the port it answers PING on once it is up."""
+
+
+def spawn_on_free_ports(count: int, commands: Callable[[list[int]], list[Spawn]], what: str, timeout: float = 20
+) -> tuple[list[int], list[subprocess.Popen[bytes]]]:
+    """Start the servers ``commands`` gives for ``count`` free ports, and wait until each answers
+    PING: the ports, and the servers. A port is free when ``free_port`` picks it, not always when the server binds it: another
+    process (an outgoing connection takes one of the same range) may take it first, and the server
+    exits. Then every server of the attempt stops, and the next takes new ports, up to 5 times."""
+    for _ in range(5):
+        ports = [free_port() for _ in range(count)]
+        spawns = commands(ports)
+        procs = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for argv, _ in spawns]
+        deadline = time.monotonic() + timeout
+        waiting = list(zip(procs, (port for _, port in spawns)))
+        while waiting and all(proc.poll() is None for proc in procs):
+            if time.monotonic() > deadline:
+                stop_servers(procs)
+                pytest.fail(f"{what} did not answer PING within {timeout} s on port {waiting[0][1]}")
+            if _answers_ping(waiting[0][1]):
+                waiting.pop(0)
+            else:
+                time.sleep(0.05)
+        if not waiting:
+            return ports, procs
+        stop_servers(procs)  # one exited: a port was taken
+    pytest.fail(f"{what} exited at start 5 times, on new free ports each time")
+
+
+def _answers_ping(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        try:
+            probe.connect(("127.0.0.1", port))
+            probe.sendall(b"PING\r\n")
+            return probe.recv(7) == b"+PONG\r\n"
+        except OSError:
+            return False
+
+
+def stop_servers(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.wait(timeout=10)
+
+
 @contextmanager
 def redis_server() -> Iterator[str]:
     """A redis-server of its own on a free port, for a test that changes server settings: its URL."""
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail("redis-server not found: install it (apt-get install -y redis-server) or set REDIS_URL")
-    port = free_port()
     workdir = tempfile.mkdtemp(prefix="fire-once-py-redis-")
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", workdir],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail(f"redis-server did not start on port {port}")
-            time.sleep(0.05)
+    options = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", workdir]
+    ports, procs = spawn_on_free_ports(1, lambda free: [([binary, "--port", str(free[0]), *options], free[0])], "redis-server")
     try:
-        yield f"redis://127.0.0.1:{port}"
+        yield f"redis://127.0.0.1:{ports[0]}"
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop_servers(procs)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -18,7 +18,7 @@ import redis
 from redis.asyncio import RedisCluster
 from redis.asyncio.cluster import ClusterNode
 
-from .conftest import free_port
+from .conftest import Spawn, spawn_on_free_ports, stop_servers
 
 Address = tuple[str, int]
 
@@ -38,27 +38,34 @@ def spawn_cluster(replicas_of_first: int = 0, spare: bool = False) -> Iterator[S
     server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
     if server is None or cli is None:
         pytest.fail("redis-server and redis-cli are needed (apt-get install -y redis-server), or set REDIS_CLUSTER_NODES")
-    ports = [free_port() for _ in range(3 + replicas_of_first + int(spare))]
-    bus_ports = [free_port() for _ in ports]  # the default, port + 10000, may be taken or above 65535
-    dirs = [tempfile.mkdtemp(prefix="fire-once-py-cluster-") for _ in ports]
-    procs = [
-        subprocess.Popen(
-            [server, "--port", str(port), "--cluster-port", str(bus), "--bind", "127.0.0.1", "--cluster-enabled", "yes"]
-            # A master whose last slot moves away stays a master (by default it turns replica):
-            # the spare gives back the slot a test moved to it and stays unknown to clients.
-            + ["--cluster-allow-replica-migration", "no"]
-            + ["--save", "", "--appendonly", "no", "--dir", d],
-            stdout=subprocess.DEVNULL,
-        )
-        for port, bus, d in zip(ports, bus_ports, dirs)
-    ]
+    nodes_count = 3 + replicas_of_first + int(spare)
+    dirs: list[str] = []
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def commands(free: list[int]) -> list[Spawn]:
+        # The bus ports are chosen too: the default, port + 10000, may be taken or above 65535.
+        ports, bus_ports = free[:nodes_count], free[nodes_count:]
+        # Directories of the attempt's own: a node that exited may have written its nodes.conf.
+        node_dirs = [tempfile.mkdtemp(prefix="fire-once-py-cluster-") for _ in ports]
+        dirs.extend(node_dirs)
+        return [
+            (
+                [server, "--port", str(port), "--cluster-port", str(bus), "--bind", "127.0.0.1", "--cluster-enabled", "yes"]
+                # A master whose last slot moves away stays a master (by default it turns replica):
+                # the spare gives back the slot a test moved to it and stays unknown to clients.
+                + ["--cluster-allow-replica-migration", "no"]
+                + ["--save", "", "--appendonly", "no", "--dir", d],
+                port,
+            )
+            for port, bus, d in zip(ports, bus_ports, node_dirs)
+        ]
 
     def run(*args: str) -> bytes:
         return subprocess.run([cli, *args], check=True, capture_output=True).stdout.strip()
 
     try:
-        for port in ports:
-            _wait_for(lambda: subprocess.run([cli, "-p", str(port), "ping"], capture_output=True).stdout.strip() == b"PONG")
+        free, procs = spawn_on_free_ports(2 * nodes_count, commands, "a redis-server of the cluster")
+        ports = free[:nodes_count]
         nodes = [f"127.0.0.1:{port}" for port in ports]
         run("--cluster", "create", *nodes[:3], "--cluster-replicas", "0", "--cluster-yes")
         first_id = run("-p", str(ports[0]), "cluster", "myid").decode()
@@ -73,9 +80,7 @@ def spawn_cluster(replicas_of_first: int = 0, spare: bool = False) -> Iterator[S
         addresses = [("127.0.0.1", port) for port in ports]
         yield SpawnedCluster(addresses[:3], addresses[3 : 3 + replicas_of_first], addresses[-1] if spare else None)
     finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait()
+        stop_servers(procs)
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
 
