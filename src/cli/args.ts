@@ -1,6 +1,6 @@
 import { redisTimeMicros } from '../core/dispatch-log';
 import { DEFAULT_NAMESPACE, FireOnceKeys, checkKeyPrefix, encodeId, type IdKind } from '../core/keys';
-import { GUARD_DEFAULTS, MAX_TIMER_MS } from '../core/options';
+import { GUARD_DEFAULTS, MAX_DURATION_MS, MAX_TIMER_MS } from '../core/options';
 import type { RedisClient } from '../core/scripts';
 import type { ConnectOptions } from './connect';
 import { CliError, EXIT } from './exit-codes';
@@ -42,6 +42,18 @@ export function parseTimeout(text: string): number {
   const ms = parseDuration('--timeout', text);
   if (ms > MAX_TIMER_MS) {
     throw new CliError(`--timeout must be at most ${MAX_TIMER_MS} ms (about 24 days; got ${JSON.stringify(text)}, ${ms} ms)`, EXIT.usage);
+  }
+  return ms;
+}
+
+/**
+ * `--artifact-ttl`: a duration as {@link parseDuration}, at most {@link MAX_DURATION_MS} (365
+ * days), the longest `artifactTtlMs` the options accept: an age derived from a longer one is wrong.
+ */
+export function parseArtifactTtl(text: string): number {
+  const ms = parseDuration('--artifact-ttl', text);
+  if (ms > MAX_DURATION_MS) {
+    throw new CliError(`--artifact-ttl must be at most 365 days, the longest artifactTtlMs the options accept (got ${JSON.stringify(text)})`, EXIT.usage);
   }
   return ms;
 }

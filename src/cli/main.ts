@@ -13,7 +13,7 @@ import {
   connectionOf,
   keysFor,
   parseCount,
-  parseDuration,
+  parseArtifactTtl,
   parseSince,
   serverTimeMs,
   type CommonOptions,
@@ -134,7 +134,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       checkId('scope', scope);
       if (opts.step !== undefined) checkId('step', opts.step);
       if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
-      const artifactTtlMs = opts.artifactTtl === undefined ? undefined : parseDuration('--artifact-ttl', opts.artifactTtl);
+      const artifactTtlMs = opts.artifactTtl === undefined ? undefined : parseArtifactTtl(opts.artifactTtl);
       const view = await withRedis(opts, io, (redis) =>
         inspect(redis, keys, {
           scope,

@@ -565,6 +565,9 @@ describe('fire-once CLI against a real Redis', () => {
     it.each<[string[], RegExp]>([
       [['report', '--timeout', '30d'], /--timeout must be at most 2147483647 ms/],
       [['inspect', 's', '--timeout', '2147483648ms'], /--timeout must be at most 2147483647 ms/],
+      // No artifact is written with a TTL past the options' 365 days: an age derived from one is wrong.
+      [['inspect', 's', '--artifact-ttl', '366d'], /--artifact-ttl must be at most 365 days, the longest artifactTtlMs the options accept \(got "366d"\)/],
+      [['inspect', 's', '--artifact-ttl', '53w'], /--artifact-ttl must be at most 365 days/],
       [['report', '--since', '1960-01-01'], /--since "1960-01-01" is before 1970-01-01T00:00:00Z/],
       [['report', '--since', '2026-02-30'], /--since "2026-02-30" names a day that does not exist \(2026-02-30\)/],
       [['report', '--since', '2025-04-31T10:00:00Z'], /names a day that does not exist \(2025-04-31\)/],
