@@ -18,10 +18,11 @@ import type * as workflows from './fixtures/workflows';
 
 // Users upgrade a fleet one worker at a time, so for a while workers of 0.8.0 and of HEAD share
 // one Redis and one task queue. Here they race on the same steps, wait for each other both ways,
-// hand a failed step over, write one dispatch log that both releases' reports read, and leave
-// histories that both replay, but for a local wait a HEAD worker handed over as it stopped, which
-// a 0.8.0 worker cannot replay (docs/upgrading.md). The 0.8.0 workers run the release built from
-// its commit (test/support/release-build.ts, cached across runs: about 10 s the first time).
+// hand a failed step over, drop from a local cache what the other invalidates, write one dispatch
+// log that both releases' reports read, and leave histories that both replay, but for a local
+// wait a HEAD worker handed over as it stopped, which a 0.8.0 worker cannot replay
+// (docs/upgrading.md). The 0.8.0 workers run the release built from its commit
+// (test/support/release-build.ts, cached in node_modules/.cache: about 10 s the first time).
 
 const release = RELEASE_0_8_0;
 const unavailable = releaseUnavailable(release);
@@ -86,9 +87,14 @@ type Report = {
   });
 
   /** A worker of `side`'s release on `taskQueue`: its plugin, its workflow interceptors, its `fireOnce` marks. */
-  async function fleetWorker(side: Side, taskQueue: string, options: Partial<WorkerOptions> = {}): Promise<{ worker: Worker; plugin: head.FireOncePlugin }> {
+  async function fleetWorker(
+    side: Side,
+    taskQueue: string,
+    options: Partial<WorkerOptions> = {},
+    pluginOptions: { localCache?: boolean } = {},
+  ): Promise<{ worker: Worker; plugin: head.FireOncePlugin }> {
     const lib = side === 'old' ? old : head;
-    const plugin = new lib.FireOncePlugin({ redis, keyPrefix: prefix, pollIntervalMs: 50 });
+    const plugin = new lib.FireOncePlugin({ redis, keyPrefix: prefix, pollIntervalMs: 50, ...pluginOptions });
     const worker = await Worker.create({
       connection: nativeConnections[side]!,
       taskQueue,
@@ -240,6 +246,35 @@ type Report = {
     },
   );
 
+  it.each([
+    ['old', 'head'],
+    ['head', 'old'],
+  ] as const)(
+    "a result in the local cache of %s's worker is dropped when %s's plugin invalidates it: the next run dispatches again",
+    async (cacher, invalidator) => {
+      const scope = `cached-by-${cacher}`;
+      const queue = `${shared}-cache-${cacher}`;
+      const { worker, plugin } = await fleetWorker(cacher, queue, {}, { localCache: true });
+      const all = await withFleet(() =>
+        worker.runUntil(async () => {
+          const run = async () => (await start('guardedRun', [scope, 0], queue)).result() as Promise<JobResult>;
+          const [first, again] = [await run(), await run()];
+          expect(plugin.cache!.size).toBe(1);
+          await plugin.dispatchLog!.flush(); // the dispatch's entries before the invalidation's (defect 146)
+          const other = new (invalidator === 'old' ? old : head).FireOncePlugin({ redis, keyPrefix: prefix });
+          expect(await other.invalidate(scope, 'dispatchJob', 'default')).toBe(true);
+          await other.dispatchLog!.flush();
+          await waitFor("the other release's invalidation to reach the cache", async () => plugin.cache!.size === 0);
+          return [first, again, await run()];
+        }),
+      );
+      expect(all[1]).toEqual(all[0]);
+      const { dispatchedBy, ...rest } = await outcome(scope, 'dispatchJob', all);
+      expect(rest).toEqual({ results: 2, dispatches: 2, left: 0 });
+      expect(dispatchedBy).toEqual([`${versionOf(cacher)}:dispatchJob`, `${versionOf(cacher)}:dispatchJob`]);
+    },
+  );
+
   let handedOver: WorkflowHandle | undefined;
 
   it("a local wait that a HEAD worker hands over as it stops: a 0.8.0 worker fails the workflow's next task (nondeterminism), a HEAD worker then completes it", async () => {
@@ -305,7 +340,8 @@ type Report = {
       for (const scope of ['old-holds', 'head-holds'])
         expect(counts(scope)).toMatchObject({ dispatched: 1, committed: 1, 'in-flight-parked': 1, 'in-flight-waited': 1 });
       // An invalidation (with redisTime from HEAD, without from 0.8.0) before the next dispatch: no duplicate.
-      for (const scope of ['invalidated-by-old', 'invalidated-by-head']) expect(counts(scope)).toMatchObject({ dispatched: 2, invalidated: 1 });
+      for (const scope of ['invalidated-by-old', 'invalidated-by-head', 'cached-by-old', 'cached-by-head'])
+        expect(counts(scope)).toMatchObject({ dispatched: 2, invalidated: 1 });
       duplicates[side] = report.duplicates.map((d) => [d.scope, d.dispatches.map((x) => x.outcome)]);
     }
     const failedFirst = [
