@@ -29,6 +29,11 @@ const unavailable = releaseUnavailable(release);
 if (unavailable !== undefined) console.warn(`test/compat/mixed-fleet.test.ts is skipped: ${unavailable}`);
 
 type Side = 'old' | 'head';
+/** Each release on each end of a scenario: 0.8.0 then HEAD, and HEAD then 0.8.0. */
+const BOTH_WAYS: readonly (readonly [Side, Side])[] = [
+  ['old', 'head'],
+  ['head', 'old'],
+];
 type Workflows = typeof workflows;
 type Report = {
   events: number;
@@ -177,10 +182,7 @@ type Report = {
     }
   });
 
-  describe.each([
-    ['old', 'head'],
-    ['head', 'old'],
-  ] as const)('a %s holder, waiters on %s', (holderSide, waiterSide) => {
+  describe.each(BOTH_WAYS)('a %s holder, waiters on %s', (holderSide, waiterSide) => {
     it('a parked waiter and a local one in its slot get the holder result: 1 dispatch, no lock left', async () => {
       const scope = `${holderSide}-holds`;
       const { all, logged, holder, parked, local } = await withFleet(async () => {
@@ -222,10 +224,7 @@ type Report = {
     });
   });
 
-  it.each([
-    ['old', 'head'],
-    ['head', 'old'],
-  ] as const)(
+  it.each(BOTH_WAYS)(
     "a result invalidated by %s's plugin is dispatched again by %s's worker: once more, and no duplicate in the log",
     async (invalidator, dispatcher) => {
       const scope = `invalidated-by-${invalidator}`;
@@ -246,10 +245,7 @@ type Report = {
     },
   );
 
-  it.each([
-    ['old', 'head'],
-    ['head', 'old'],
-  ] as const)(
+  it.each(BOTH_WAYS)(
     "a result in the local cache of %s's worker is dropped when %s's plugin invalidates it: the next run dispatches again",
     async (cacher, invalidator) => {
       const scope = `cached-by-${cacher}`;
