@@ -28,7 +28,10 @@ RELEASE_0_9_0 = Release("0.9.0", "bdfbdad34d479a1a8b29253932637607e9eff521")
 """0.9.0, npm and Python: the release before 0.10.0. Its last code, after "Version 0.9.0"
 (49d0fc5) and before the hand-off-cancel patch: the commit users upgrade from."""
 
-RELEASES = {release.version: release for release in (RELEASE_0_8_0, RELEASE_0_9_0)}
+RELEASE_0_10_0 = Release("0.10.0", "0f0f2cfdeb71a9ee629dc76552699601897f2b97")
+"""0.10.0, npm and Python: the release before 0.11.0, by its last commit."""
+
+RELEASES = {release.version: release for release in (RELEASE_0_8_0, RELEASE_0_9_0, RELEASE_0_10_0)}
 """Every earlier release whose recorded histories HEAD replays, by version, oldest first."""
 
 

@@ -35,8 +35,9 @@ MAIN_SHAPES = [
 ]
 HAND_OFF_SHAPES = ["local-cancelled-handed-off", "local-handed-off"]
 """0.9.0 on: a local activity's wait handed off as its worker stopped, and one cancelled across the
-hand-off (no patch marker: 0.9.0 lost the cancel, defect 168)."""
-SHAPES = {"0.8.0": MAIN_SHAPES, "0.9.0": sorted([*MAIN_SHAPES, *HAND_OFF_SHAPES])}
+hand-off (0.9.0: no patch marker, it lost the cancel, defect 168; 0.10.0: under the patch
+temporal-fire-once-hand-off-cancel, its marker recorded)."""
+SHAPES = {"0.8.0": MAIN_SHAPES, **{version: sorted([*MAIN_SHAPES, *HAND_OFF_SHAPES]) for version in ("0.9.0", "0.10.0")}}
 """Every shape each release recorded: a missing file fails the test, as a failed replay would."""
 
 

@@ -1,6 +1,6 @@
 // Records the histories of test/fixtures/histories-<version>/ts with a worker of an earlier
 // release, built from git history: `npx tsx test/compat/record-histories.ts <version>` (0.8.0,
-// 0.9.0: test/support/release-build.ts's RECORDED_RELEASES). Starts its
+// 0.9.0, 0.10.0: test/support/release-build.ts's RECORDED_RELEASES). Starts its
 // own Redis and Temporal dev server (or uses REDIS_URL and TEMPORAL_ADDRESS), runs each shape of
 // test/compat/fixtures/workflows.ts once, checks that it did what the shape is for (one
 // dispatch, a parked waiter, a local retry behind a timer...), and writes the histories.
@@ -26,6 +26,8 @@ import type * as workflows from './fixtures/workflows';
 type Workflows = typeof workflows;
 
 interface Recorder {
+  /** The release recording. */
+  readonly version: string;
   readonly client: Client;
   readonly redis: Redis;
   readonly prefix: string;
@@ -152,11 +154,21 @@ const HAND_OFF_SHAPES: Record<string, (r: Recorder) => Promise<void>> = {
     const outcome = (await waiter.result()) as workflows.CancelOutcome;
     const history = await waiter.fetchHistory();
     const patched = (history.events ?? []).some((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch');
-    check(
-      'the cancel came after the hand-off failure, no patch marker, 1 dispatch',
-      outcome.error === 'CancelledFailure' && !patched && (await r.count('gatedJob', scope)) === 1,
-      outcome,
-    );
+    const dispatches = await r.count('gatedJob', scope);
+    if (r.version === '0.9.0') {
+      // Before the patch: the scope's bare CancelledFailure (defect 170).
+      check(
+        'the cancel came after the hand-off failure, no patch marker, 1 dispatch',
+        outcome.error === 'CancelledFailure' && !patched && dispatches === 1,
+        outcome,
+      );
+    } else {
+      check(
+        'the cancel came after the hand-off failure, under the patch: the local activity ended cancelled, 1 dispatch',
+        outcome.error === 'ActivityFailure' && outcome.cause === 'CancelledFailure' && patched && dispatches === 1,
+        outcome,
+      );
+    }
     r.save('local-cancelled-handed-off', history);
   },
 };
@@ -274,6 +286,7 @@ async function record(release: ReleaseBuild, redisUrl: string, address: string):
     });
   const bundle = await bundleCompatWorkflows(release);
   const r: Recorder = {
+    version: release.version,
     client,
     redis,
     prefix,

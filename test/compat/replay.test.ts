@@ -27,11 +27,15 @@ const MAIN_SHAPES = [
   'parked-waiter',
   'retried',
 ];
-/** 0.9.0 on: a local activity's wait handed off as its worker stopped, and one cancelled across the hand-off (no patch marker). */
+/**
+ * 0.9.0 on: a local activity's wait handed off as its worker stopped, and one cancelled across the
+ * hand-off (0.9.0: no patch marker; 0.10.0: under the patch temporal-fire-once-hand-off-cancel, its marker recorded).
+ */
 const HAND_OFF_SHAPES = ['local-cancelled-handed-off', 'local-handed-off'];
 const SHAPES: Record<string, readonly string[]> = {
   '0.8.0': MAIN_SHAPES,
   '0.9.0': [...MAIN_SHAPES, ...HAND_OFF_SHAPES].sort(),
+  '0.10.0': [...MAIN_SHAPES, ...HAND_OFF_SHAPES].sort(),
 };
 
 /** Replay `histories`: each one's name and error (`undefined`: replayed with no nondeterminism), in order. */

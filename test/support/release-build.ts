@@ -21,8 +21,11 @@ export const RELEASE_0_8_0: Release = Object.freeze({ version: '0.8.0', commit: 
  */
 export const RELEASE_0_9_0: Release = Object.freeze({ version: '0.9.0', commit: 'bdfbdad34d479a1a8b29253932637607e9eff521' });
 
+/** 0.10.0, npm and Python: the release before 0.11.0, by its last commit. */
+export const RELEASE_0_10_0: Release = Object.freeze({ version: '0.10.0', commit: '0f0f2cfdeb71a9ee629dc76552699601897f2b97' });
+
 /** Every earlier release whose recorded histories (test/fixtures/histories-<version>) HEAD replays, oldest first. */
-export const RECORDED_RELEASES: readonly Release[] = Object.freeze([RELEASE_0_8_0, RELEASE_0_9_0]);
+export const RECORDED_RELEASES: readonly Release[] = Object.freeze([RELEASE_0_8_0, RELEASE_0_9_0, RELEASE_0_10_0]);
 
 /** A release compiled from this repository's git history: what a worker of that release runs. */
 export interface ReleaseBuild extends Release {
