@@ -17,9 +17,20 @@ from ..core.options import positive_int
 from ..core.outcomes import Lease
 from ..core.store_calls import holder_id
 
-_FIELDS = ("decision", "namespace", "scope", "step", "jobType", "workflowId", "runId", "activityId", "activityType", "attempt")
+EVENT_FIELDS = (
+    "decision", "namespace", "scope", "step", "jobType", "workflowId", "runId", "activityId", "activityType", "attempt",
+    "holder", "fencingToken", "redisTime", "late", "ts",
+)
+"""Stream field names, in order: ``EVENT_FIELDS`` of ``src/core/dispatch-log.ts``, whose CLI reads them back."""
 _logger = logging.getLogger("temporal_fire_once")
 _Batch = list[list[tuple[str, str]]]
+
+
+def event_fields(values: dict[str, str]) -> list[tuple[str, str]]:
+    """One entry's fields in :data:`EVENT_FIELDS` order, empty values left out, ``ts`` (epoch
+    milliseconds) now unless given: ``eventFields`` of ``src/core/dispatch-log.ts``."""
+    values = {"ts": str(int(time.time() * 1000)), **values}
+    return [(name, values[name]) for name in EVENT_FIELDS if values.get(name, "") != ""]
 
 
 class _Turns:
@@ -60,13 +71,12 @@ class DispatchLog:
             "activityType": info.activity_type,
             "attempt": str(info.attempt),
         }
-        entry = [(name, values[name]) for name in _FIELDS if values[name] != ""]
         if lease is not None:
-            entry.append(("holder", holder_id(lease.token)))
+            values["holder"] = holder_id(lease.token)
         token = lease.fencing_token if lease is not None else fencing
         if token is not None:
-            entry.append(("fencingToken", str(token)))
-        entry.append(("ts", str(int(time.time() * 1000))))
+            values["fencingToken"] = str(token)
+        entry = event_fields(values)
         batch = self._pending.setdefault(namespace, [])
         batch.append(entry)
         if len(batch) == 1:

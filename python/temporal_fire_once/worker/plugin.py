@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import logging
 import warnings
 from typing import Awaitable, Callable
 
@@ -16,15 +18,20 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from ..core.errors import FireOnceConfigError
 from ..core.eviction import EvictionPolicy
 from ..core.guard import FireOnceGuard
 from ..core.options import GuardOptions, ReplicaSyncOption
 from ..core.scripts import RedisClient
+from ..core.store_calls import store_call
 from ..core.wake import WakeHub
 from ..core.worker_check import check_worker_redis
 from ..workflow.interceptor import FireOnceWorkflowInterceptor
 from .interceptor import FireOnceInterceptor
+from .log import event_fields
 from .options import DefaultInFlightPolicy, LockMode, WorkerDefaults, ttl_warnings
+
+_logger = logging.getLogger("temporal_fire_once")
 
 
 class FireOncePlugin(SimplePlugin):
@@ -70,11 +77,13 @@ class FireOncePlugin(SimplePlugin):
         self._wake: WakeHub | None = None
         self._redis_check: asyncio.Task[list[EvictionPolicy]] | None = None  # the eviction check, shared by workers starting together
         self._running = 0  # workers of this plugin running: they share its wake hub
+        self._namespaces: set[str] = set()  # the Temporal namespaces of its workers, for invalidate()
         super().__init__("temporal-fire-once", workflow_runner=_pass_through)
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         config = super().configure_worker(config)
         client = config["client"]
+        self._namespaces.add(client.namespace)
         if self._wake is None and self.guard.options.publish_wake_ups:
             self._wake = WakeHub(self.guard.redis)
         interceptor = FireOnceInterceptor(self.guard, self.defaults, client.data_converter.payload_codec, wake=self._wake, client=client)
@@ -87,6 +96,54 @@ class FireOncePlugin(SimplePlugin):
         config = super().configure_replayer(config)
         config["interceptors"] = [*config.get("interceptors", []), FireOnceWorkflowInterceptor()]
         return config
+
+    async def invalidate(self, scope: str, job_type: str, namespace: str | None = None) -> bool:
+        """Delete the stored result of ``(scope, job_type)`` so that the next invocation dispatches
+        again, tell the workers' local caches (TypeScript's) to drop it, and record ``invalidated``
+        in the dispatch log (unless ``dispatch_log=False``), so that ``fire-once report`` counts the
+        next dispatch as a fresh start, not a duplicate: ``FireOnceGuard.invalidate`` records
+        nothing. ``namespace`` is the Temporal namespace whose result it is; when ``None``, the
+        plugin's ``key_namespace``, else the one namespace its workers run in. A plugin with neither
+        (no worker yet, or workers in several namespaces) refuses with ``FireOnceConfigError``
+        rather than guess; a bad ID raises the guard's typed error. Either way nothing is deleted or
+        logged. Returns whether an artifact existed; a failure to log is logged at WARNING, not
+        raised (``FireOncePlugin.invalidate`` in ``src/worker/plugin.ts``)."""
+        if namespace is None:
+            namespace = self.defaults.key_namespace if self.defaults.key_namespace is not None else self._only_namespace()
+        artifact_key = self.guard.keys_for(namespace).artifact(scope, job_type)  # refuses a bad ID before any call
+        log = self.defaults.dispatch_log
+        # Redis's clock just before the delete orders the entry against the dispatches' fencing
+        # tokens however late either lands in the log (docs/operating.md, report); read on the
+        # artifact key's node, as on a Cluster the step's tokens are. Unread, the field is left
+        # out, and `fire-once report` goes by the entry's stream ID.
+        redis_time = await self._redis_time(artifact_key) if log else None
+        existed = await self.guard.invalidate(scope, job_type, namespace)
+        if log:
+            values = {"decision": "invalidated", "namespace": namespace, "scope": scope, "jobType": job_type, "redisTime": redis_time or ""}
+            try:
+                await self.guard.log_append(namespace, self.defaults.dispatch_log_max_len, [event_fields(values)])
+            except Exception as err:
+                _logger.warning("fire-once: invalidated %r of scope %r, but could not record it in the dispatch log: %s", job_type, scope, err)
+        return existed
+
+    def _only_namespace(self) -> str:
+        """The namespace of this plugin's workers, when they all run in one."""
+        if len(self._namespaces) == 1:
+            return next(iter(self._namespaces))
+        workers = "has no worker yet" if not self._namespaces else "has workers in " + " and ".join(json.dumps(ns) for ns in sorted(self._namespaces))
+        raise FireOnceConfigError(
+            "invalidate: say whose result: keys are filed under each activity's namespace (key_namespace is unset) "
+            f"and this plugin {workers}; pass the namespace, e.g. plugin.invalidate(scope, job_type, 'default')"
+        )
+
+    async def _redis_time(self, key: str) -> str | None:
+        """Redis's clock in microseconds, as a fencing token reads it, on the node of ``key``
+        (``redisTimeMicros`` in ``src/core/dispatch-log.ts``); ``None`` if it cannot be read."""
+        try:
+            seconds, micros = await store_call(self.guard.options.store_timeout_ms, {"key": key}, lambda: self.guard.redis.eval("return redis.call('TIME')", 1, key))
+            return str(int(seconds) * 1_000_000 + int(micros))
+        except Exception:
+            return None
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """Refuse a sentinel's address, or a Redis that can evict the guard's keys (once per
