@@ -16,6 +16,7 @@ const rootPackage = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
   name: string;
   exports: Record<string, string | Record<string, string>>;
   dependencies: Record<string, string>;
+  peerDependencies: Record<string, string>;
 };
 
 /** What `npm pack --json` reports for one package. */
@@ -31,6 +32,7 @@ function consumerVersions(): ConsumerVersions {
     '@temporalio/client',
     '@temporalio/common',
     '@temporalio/plugin',
+    '@temporalio/proto',
     '@temporalio/worker',
     '@temporalio/workflow',
     'ioredis',
@@ -48,6 +50,20 @@ function exportTargets(map: Record<string, string | Record<string, string>>): st
 }
 
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+
+/** The packages README's install line names, e.g. `['temporal-fire-once', 'ioredis', …]`. */
+function readmeInstallNames(): string[] {
+  const line = /## Install\n+```sh\n(npm install [^\n]+)\n```/.exec(readFileSync(join(root, 'README.md'), 'utf8'))?.[1];
+  return (line ?? '').split(' ').slice(2);
+}
+
+describe("README's install line", () => {
+  it("names every peer dependency, as Yarn's Plug'n'Play gives a package its peers only from the project's own dependencies", () => {
+    // npm and pnpm install missing peers, and node_modules linkers hoist @temporalio/common and
+    // @temporalio/proto from @temporalio/worker, so only a strict layout shows one missing.
+    expect(Object.keys(rootPackage.peerDependencies).filter((name) => !readmeInstallNames().includes(name))).toEqual([]);
+  });
+});
 
 describe('the packed package in a fresh project', () => {
   let workDir: string;
@@ -130,8 +146,7 @@ describe('the packed package in a fresh project', () => {
 
   it("loads every entry after README's install line when peers are not installed for it (yarn 1, npm --legacy-peer-deps)", async () => {
     // README's own line, each package at the version tested here so that npm's cache serves it.
-    const line = /## Install\n+```sh\n(npm install [^\n]+)\n```/.exec(readFileSync(join(root, 'README.md'), 'utf8'))?.[1];
-    const names = (line ?? '').split(' ').slice(2);
+    const names = readmeInstallNames();
     expect(names).toContain(rootPackage.name);
     const versions = consumerVersions();
     const specs = names.map((name) => (name === rootPackage.name ? join(workDir, packed.filename) : `${name}@${versions[name] ?? 'missing'}`));
