@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator
 
 import pytest
+from redis import Redis as SyncRedis
+from redis import RedisError
 from redis.asyncio import Redis
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,48 +46,59 @@ Spawn = tuple[list[str], int]
 """A server to start: its command line, and the port it answers PING on once it is up."""
 
 
-def spawn_on_free_ports(count: int, commands: Callable[[list[int]], list[Spawn]], what: str, timeout: float = 20
+def spawn_on_free_ports(
+    count: int, commands: Callable[[list[int]], list[Spawn]], what: str, timeout: float = 20
 ) -> tuple[list[int], list[subprocess.Popen[bytes]]]:
     """Start the servers ``commands`` gives for ``count`` free ports, and wait until each answers
-    PING: the ports, and the servers. A port is free when ``free_port`` picks it, not always when the server binds it: another
-    process (an outgoing connection takes one of the same range) may take it first, and the server
-    exits. Then every server of the attempt stops, and the next takes new ports, up to 5 times."""
+    as itself (``INFO server`` gives its own process ID): the ports, and the servers. A port is
+    free when ``free_port`` picks it, not always when the server binds it: another process (an
+    outgoing connection takes one of the same range, another test's server binds one) may take it
+    first, and the server exits. Then every server of the attempt stops, and the next takes new
+    ports, up to 5 times. On any failure, the attempt's servers are stopped before it is raised."""
     for _ in range(5):
         ports = [free_port() for _ in range(count)]
-        spawns = commands(ports)
-        procs = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for argv, _ in spawns]
-        deadline = time.monotonic() + timeout
-        waiting = list(zip(procs, (port for _, port in spawns)))
-        while waiting and all(proc.poll() is None for proc in procs):
-            if time.monotonic() > deadline:
-                stop_servers(procs)
-                pytest.fail(f"{what} did not answer PING within {timeout} s on port {waiting[0][1]}")
-            if _answers_ping(waiting[0][1]):
-                waiting.pop(0)
-            else:
-                time.sleep(0.05)
-        if not waiting:
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+            spawns = commands(ports)
+            for argv, _ in spawns:
+                procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            deadline = time.monotonic() + timeout
+            waiting = [(proc, port) for proc, (_, port) in zip(procs, spawns)]
+            while waiting and all(proc.poll() is None for proc in procs):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"{what} did not answer within {timeout} s on port {waiting[0][1]}")
+                if _answers_as(*waiting[0]):
+                    waiting.pop(0)
+                else:
+                    time.sleep(0.05)
+        except BaseException:
+            stop_servers(procs)
+            raise
+        if not waiting and all(proc.poll() is None for proc in procs):
             return ports, procs
         stop_servers(procs)  # one exited: a port was taken
     pytest.fail(f"{what} exited at start 5 times, on new free ports each time")
 
 
-def _answers_ping(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(1)
-        try:
-            probe.connect(("127.0.0.1", port))
-            probe.sendall(b"PING\r\n")
-            return probe.recv(7) == b"+PONG\r\n"
-        except OSError:
-            return False
+def _answers_as(proc: subprocess.Popen[bytes], port: int) -> bool:
+    """Whether ``proc`` itself answers on ``port``: not another server that took the port first."""
+    try:
+        with SyncRedis(port=port, socket_timeout=1, socket_connect_timeout=1) as probe:
+            return int(probe.info("server")["process_id"]) == proc.pid
+    except (RedisError, OSError, KeyError, ValueError):
+        return False
 
 
 def stop_servers(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop each server, killing one that does not exit within 10 s of SIGTERM."""
     for proc in procs:
         proc.terminate()
     for proc in procs:
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @contextmanager
@@ -96,8 +109,9 @@ def redis_server() -> Iterator[str]:
         pytest.fail("redis-server not found: install it (apt-get install -y redis-server) or set REDIS_URL")
     workdir = tempfile.mkdtemp(prefix="fire-once-py-redis-")
     options = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", workdir]
-    ports, procs = spawn_on_free_ports(1, lambda free: [([binary, "--port", str(free[0]), *options], free[0])], "redis-server")
+    procs: list[subprocess.Popen[bytes]] = []
     try:
+        ports, procs = spawn_on_free_ports(1, lambda free: [([binary, "--port", str(free[0]), *options], free[0])], "redis-server")
         yield f"redis://127.0.0.1:{ports[0]}"
     finally:
         stop_servers(procs)

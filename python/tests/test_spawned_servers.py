@@ -63,3 +63,13 @@ def test_a_cluster_starts_on_new_ports_when_a_bus_port_is_taken_and_stops_the_no
         with Redis(port=spawned.masters[0][1]) as node:
             assert b"cluster_state:ok" in node.execute_command("CLUSTER", "INFO")
 
+
+
+def test_redis_server_never_takes_another_servers_answer_for_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The other lane of CI spawns servers at the same time: one may bind the port first and answer PING.
+    with redis_server() as other_url:
+        other = int(other_url.rsplit(":", 1)[1])
+        given = hand_out(monkeypatch, other, at=0)
+        with redis_server() as url:
+            assert given[0] == other
+            assert url == f"redis://127.0.0.1:{given[1]}"
