@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from typing import AsyncIterator, Iterator
+from typing import Any, AsyncIterator, Iterator
 
 import pytest
 from redis.asyncio import RedisCluster
 from redis.asyncio.cluster import ClusterNode
 
+from temporal_fire_once import FireOncePlugin
 from temporal_fire_once.core import Acquired, DispatchTarget, FastForward, FireOnceGuard, GuardOptions, Held
 
 from .redis_cluster import spawn_cluster
@@ -114,3 +115,26 @@ async def test_replica_sync_waits_on_the_master_of_the_scope_and_auto_sends_no_w
             break
         await asyncio.sleep(0.05)
     assert not await cluster.exists(one.keys.lock("waited", "step")), "the unreplicated lock should be undone"
+
+
+async def test_the_plugins_invalidate_records_redis_time_for_scopes_on_every_master_and_the_next_dispatch_comes_after_it(cluster: RedisCluster) -> None:
+    # The report orders an `invalidated` entry by its redisTime against the dispatches' fencing
+    # tokens, which the scope's master's clock gives: the TIME is read there (a script on the
+    # artifact's key), and a read the cluster client could not route would leave the field out.
+    prefix = f"pyc-{uuid.uuid4().hex[:8]}"
+    plugin = FireOncePlugin(cluster, key_prefix=prefix, key_namespace="default")
+    guard = plugin.guard
+    await guard.claim_protocol()
+    scopes = [f"inv-{i}" for i in range(12)]
+    assert len({cluster.get_node_from_key(guard.keys.artifact(s, "job")).name for s in scopes}) == 3  # type: ignore[union-attr]
+    for scope in scopes:
+        first = await guard.acquire(DispatchTarget(scope, "step", "job"))
+        assert isinstance(first, Acquired) and (await guard.commit(first.lease, b"r")).ours
+        assert await plugin.invalidate(scope, "job") is True
+    raw: Any = await cluster.xrange(guard.keys.log())
+    entries = [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in raw]
+    invalidated = {e["scope"]: int(e["redisTime"]) for e in entries if e["decision"] == "invalidated"}
+    assert sorted(invalidated) == sorted(scopes)
+    for scope in scopes:
+        again = await guard.acquire(DispatchTarget(scope, "step", "job"))
+        assert isinstance(again, Acquired) and again.lease.fencing_token >= invalidated[scope], scope

@@ -297,6 +297,10 @@ describe('fire-once CLI against a real Redis', () => {
       expect(artifact.ageFrom).toBe('artifact-ttl');
       expect(artifact.ageMs).toBeGreaterThanOrEqual(0);
       expect(artifact.ageMs).toBeLessThan(120_000);
+      // The longest artifactTtlMs the options accept is taken (defect 172 refuses only past it).
+      const longest = await cli(['inspect', 'chat:7', '--prefix', prefix, '--job-type', 'summary', '--artifact-ttl', '365d', '--json']);
+      expect(longest.code).toBe(0);
+      expect(json<{ artifacts: { ageFrom: string }[] }>(longest.stdout).artifacts[0]!.ageFrom).toBe('artifact-ttl');
 
       const human = await cli(['inspect', 'chat:7', '--prefix', prefix]);
       expect(human.stdout).toContain('lock of step "summarise": held');

@@ -76,3 +76,21 @@ describe.each(RECORDED_RELEASES.map((r) => r.version))('histories recorded by %s
     expect(error).toBeInstanceOf(DeterminismViolationError);
   });
 });
+
+describe('the patch the recorded histories pin', () => {
+  /** The patch IDs in the `core_patch` markers of a release's recorded `local-cancelled-handed-off`, TypeScript and Python. */
+  const patches = (version: string) =>
+    (['ts', 'python'] as const).map((language) =>
+      (recordedHistories(version, language).find((h) => h.name === 'local-cancelled-handed-off')!.history.events ?? []).flatMap((e) => {
+        const marker = e.markerRecordedEventAttributes;
+        if (marker?.markerName !== 'core_patch') return [];
+        const data = marker.details?.['patch-data']?.payloads?.[0]?.data;
+        return [(JSON.parse(Buffer.from(data!).toString('utf8')) as { id: string }).id];
+      }),
+    );
+
+  it("0.9.0's cancelled hand-off holds no patch marker, 0.10.0's holds temporal-fire-once-hand-off-cancel's, in both languages", () => {
+    expect(patches('0.9.0')).toEqual([[], []]);
+    expect(patches('0.10.0')).toEqual([['temporal-fire-once-hand-off-cancel'], ['temporal-fire-once-hand-off-cancel']]);
+  });
+});
