@@ -6,10 +6,8 @@ that ``fire-once report`` counts the next dispatch as a fresh start, not a dupli
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import os
 import uuid
 from typing import Any
 
@@ -24,7 +22,7 @@ from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceConfigErro
 from .conftest import REPO, collect_garbage
 from .pyactivities import counter_key, make_activities
 from .pyworkflows import GuardedCall
-from .ts_cli import fire_once, tsx
+from .ts_cli import fire_once, run_ts
 
 Entry = list[tuple[str, str]]
 
@@ -116,16 +114,7 @@ async def test_the_entry_has_the_fields_the_typescript_plugin_writes_in_its_orde
     await store(guard, "s-fields", "ns2")
     assert await FireOncePlugin(client, key_prefix=prefix).invalidate("s-fields", "summary", "ns2") is True
     await store(guard, "s-fields", "ns2")
-    process = await asyncio.create_subprocess_exec(
-        *tsx(REPO / "python" / "tests" / "ts" / "invalidate.ts"),
-        *(redis_url, prefix, "s-fields", "summary", "ns2"),
-        cwd=str(REPO),
-        env=dict(os.environ),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await process.communicate()
-    assert (process.returncode, out, err) == (0, b"true\n", b"")
+    assert await run_ts(REPO / "python" / "tests" / "ts" / "invalidate.ts", redis_url, prefix, "s-fields", "summary", "ns2") == (0, "true\n", "")
 
     python, typescript = await log_of(client, prefix, "ns2")
     assert [name for name, _ in python] == [name for name, _ in typescript] == ["decision", "namespace", "scope", "jobType", "redisTime", "ts"]

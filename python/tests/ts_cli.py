@@ -19,10 +19,11 @@ def tsx(script: Path) -> list[str]:
     return [node, "--import", "tsx", str(script)]
 
 
-async def fire_once(*args: str) -> tuple[int | None, str, str]:
-    """Run `fire-once <args>` to its end: its exit code, stdout and stderr."""
+async def run_ts(script: Path, *args: str) -> tuple[int | None, str, str]:
+    """Run a TypeScript file of the repository to its end, from the repository's root: its exit
+    code, stdout and stderr."""
     process = await asyncio.create_subprocess_exec(
-        *tsx(REPO / "src" / "cli" / "main.ts"),
+        *tsx(script),
         *args,
         cwd=str(REPO),
         env=dict(os.environ),
@@ -31,3 +32,8 @@ async def fire_once(*args: str) -> tuple[int | None, str, str]:
     )
     out, err = await process.communicate()
     return process.returncode, out.decode(), err.decode()
+
+
+async def fire_once(*args: str) -> tuple[int | None, str, str]:
+    """Run `fire-once <args>` to its end: its exit code, stdout and stderr."""
+    return await run_ts(REPO / "src" / "cli" / "main.ts", *args)
