@@ -43,7 +43,7 @@ def free_port() -> int:
 
 
 Spawn = tuple[list[str], int]
-"""A server to start: its command line, and the port it answers PING on once it is up."""
+"""A server to start: its command line, and the port it answers on once it is up."""
 
 
 def spawn_on_free_ports(

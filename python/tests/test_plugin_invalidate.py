@@ -66,13 +66,20 @@ async def test_it_deletes_the_result_once_and_the_next_run_dispatches_again(temp
     async def run(n: int) -> Any:
         return await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-inv", "crossJob", ["inv", 0]], id=f"{queue}-{n}", task_queue=queue)
 
+    keys = FireOnceKeys(prefix)
+    caches = client.pubsub()  # what a TypeScript worker's localCache listens on
+    await caches.subscribe(keys.invalidations())
+    await caches.get_message(timeout=5)  # the subscribe confirmation
     async with worker:
         first = await run(1)
         assert await run(2) == first  # fast-forwarded
         assert await plugin.invalidate("s-inv", "crossJob") is True  # the namespace of its one worker
-        assert await client.exists(FireOnceKeys(prefix).artifact("s-inv", "crossJob")) == 0
+        assert await client.exists(keys.artifact("s-inv", "crossJob")) == 0
+        told = await caches.get_message(ignore_subscribe_messages=True, timeout=5)
+        assert told is not None and told["data"] == keys.artifact("s-inv", "crossJob").encode()
         assert await plugin.invalidate("s-inv", "crossJob") is False
         second = await run(3)
+    await caches.aclose()
     assert second["nonce"] != first["nonce"]
     assert await client.get(counter_key(prefix, "inv")) == b"2"
 

@@ -1,6 +1,7 @@
 """The servers the tests spawn on free ports start even when a port is taken between its pick and
 the server's bind: a CI run failed when a cluster node's port went to another process first, and
-the spawn waited 20 s for a PONG from a server that had exited."""
+the spawn waited 20 s for a PONG from a server that had exited. Nor do they take another server's
+answer on the port for their own."""
 
 from __future__ import annotations
 
@@ -62,7 +63,6 @@ def test_a_cluster_starts_on_new_ports_when_a_bus_port_is_taken_and_stops_the_no
         assert [port for port in first_attempt[:3] if answers(port)] == []
         with Redis(port=spawned.masters[0][1]) as node:
             assert b"cluster_state:ok" in node.execute_command("CLUSTER", "INFO")
-
 
 
 def test_redis_server_never_takes_another_servers_answer_for_its_own(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,11 +32,8 @@ const MAIN_SHAPES = [
  * hand-off (0.9.0: no patch marker; 0.10.0: under the patch temporal-fire-once-hand-off-cancel, its marker recorded).
  */
 const HAND_OFF_SHAPES = ['local-cancelled-handed-off', 'local-handed-off'];
-const SHAPES: Record<string, readonly string[]> = {
-  '0.8.0': MAIN_SHAPES,
-  '0.9.0': [...MAIN_SHAPES, ...HAND_OFF_SHAPES].sort(),
-  '0.10.0': [...MAIN_SHAPES, ...HAND_OFF_SHAPES].sort(),
-};
+const WITH_HAND_OFF = [...MAIN_SHAPES, ...HAND_OFF_SHAPES].sort();
+const SHAPES: Record<string, readonly string[]> = { '0.8.0': MAIN_SHAPES, '0.9.0': WITH_HAND_OFF, '0.10.0': WITH_HAND_OFF };
 
 /** Replay `histories`: each one's name and error (`undefined`: replayed with no nondeterminism), in order. */
 async function replay(options: ReplayWorkerOptions, histories: readonly Recorded[]): Promise<{ name: string; error: unknown }[]> {

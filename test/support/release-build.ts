@@ -62,12 +62,16 @@ export function releaseUnavailable(release: Release): string | undefined {
 export const RELEASE_CACHE = join(ROOT, 'node_modules', '.cache', 'temporal-fire-once-releases');
 
 /**
- * Whether `dir` holds a whole build of `release` that runs against `nodeModules`: its `dist` is
- * marked built from the release's commit, and its `node_modules` link resolves to `nodeModules`.
+ * Whether `dir` holds a whole build of `release` that runs against this checkout's modules: its
+ * `dist` is marked built from the release's commit, and its `node_modules` link resolves to this
+ * checkout's `node_modules`.
  */
-export function buildUsable(dir: string, release: Release, nodeModules: string = join(ROOT, 'node_modules')): boolean {
+export function buildUsable(dir: string, release: Release): boolean {
   try {
-    return readFileSync(join(dir, 'dist', '.built'), 'utf8').trim() === release.commit && realpathSync(join(dir, 'node_modules')) === realpathSync(nodeModules);
+    return (
+      readFileSync(join(dir, 'dist', '.built'), 'utf8').trim() === release.commit &&
+      realpathSync(join(dir, 'node_modules')) === realpathSync(join(ROOT, 'node_modules'))
+    );
   } catch {
     return false; // no build, or a link to a directory that is gone
   }
