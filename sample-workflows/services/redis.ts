@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -129,17 +129,35 @@ export function spawnRedisServerOnFreePort(args: readonly string[], options: Spa
 export interface SpawnOptions {
   /** Listen on a TLS port only. */
   readonly tls?: boolean;
-  /** Picks the port of each attempt; {@link freePort} unless a test stands in a taken one. */
+  /**
+   * Run in cluster mode, with a cluster bus port of its own picked on each attempt like the
+   * client port (the default, port + 10000, may be taken or above 65535).
+   */
+  readonly clusterBus?: boolean;
+  /**
+   * Run as a sentinel (`redis-server <config> --sentinel`) whose config file holds these lines
+   * after its port, bind and dir; `args` follow `--sentinel`. It is ready once it names its ID.
+   */
+  readonly sentinel?: readonly string[];
+  /** Picks the ports of each attempt; {@link freePort} unless a test stands in a taken one. */
   readonly pickPort?: () => Promise<number>;
 }
 
 async function spawnOnce(args: readonly string[], options: SpawnOptions): Promise<SpawnedRedisServer> {
-  const port = await (options.pickPort ?? freePort)();
+  const pickPort = options.pickPort ?? freePort;
+  const port = await pickPort();
+  const bus = options.clusterBus ? ['--cluster-enabled', 'yes', '--cluster-port', String(await pickPort())] : [];
   const dir = mkdtempSync(join(tmpdir(), 'fire-once-redis-'));
   const listen = options.tls ? ['--port', '0', '--tls-port', String(port)] : ['--port', String(port)];
-  const child = spawn('redis-server', [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  let command = [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...bus, ...args];
+  if (options.sentinel) {
+    // A sentinel rewrites its config file, so each has one of its own.
+    const config = join(dir, 'sentinel.conf');
+    writeFileSync(config, [`port ${port}`, 'bind 127.0.0.1', `dir ${dir}`, ...options.sentinel, ''].join('\n'));
+    command = [config, '--sentinel', ...args];
+  }
+  const ready = options.sentinel ? 'Sentinel ID is' : 'Ready to accept connections';
+  const child = spawn('redis-server', command, { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const append = (chunk: Buffer) => {
     output += chunk.toString();
@@ -154,7 +172,7 @@ async function spawnOnce(args: readonly string[], options: SpawnOptions): Promis
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new ServiceUnavailableError(`redis-server on port ${port} was not ready after 10 s:\n${output}`)), 10_000);
       child.stdout.on('data', () => {
-        if (!output.includes('Ready to accept connections')) return;
+        if (!output.includes(ready)) return;
         clearTimeout(timer);
         resolve();
       });

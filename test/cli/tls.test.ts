@@ -1,9 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort, stopChild } from '../../sample-workflows/services';
+import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
 import { HOW_TO_GET_TLS, makeCertificate } from '../support/tls';
 import { runCli } from './run-cli';
 import { FireOnceKeys } from '../../src/core';
@@ -18,7 +17,7 @@ jest.setTimeout(300_000);
 describe('fire-once CLI over TLS (rediss://)', () => {
   let dir: string;
   let certFile: string;
-  let server: ChildProcess | undefined;
+  let server: SpawnedRedis | undefined;
   let port: number;
   let redis: Redis | undefined;
 
@@ -26,55 +25,22 @@ describe('fire-once CLI over TLS (rediss://)', () => {
     dir = mkdtempSync(join(tmpdir(), 'fire-once-cli-tls-'));
     const cert = makeCertificate(dir);
     certFile = cert.certFile;
-    port = await freePort();
-    server = spawn(
-      'redis-server',
-      [
-        '--port',
-        '0',
-        '--tls-port',
-        String(port),
-        '--bind',
-        '127.0.0.1',
-        '--tls-cert-file',
-        certFile,
-        '--tls-key-file',
-        cert.keyFile,
-        '--tls-ca-cert-file',
-        certFile,
-        '--tls-auth-clients',
-        'no',
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        '--dir',
-        dir,
-      ],
-      { stdio: 'ignore' },
-    );
-    const ca = readFileSync(certFile);
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      if (server.exitCode !== null) throw new Error(`redis-server exited with ${server.exitCode}: is it built with TLS? ${HOW_TO_GET_TLS}`);
-      const client = new Redis({ host: 'localhost', port, tls: { ca }, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-      client.on('error', () => undefined);
-      try {
-        await client.connect();
-        await client.ping();
-        redis = client;
-        break;
-      } catch {
-        client.disconnect();
-        if (Date.now() > deadline) throw new Error(`redis-server did not answer over TLS on port ${port}. ${HOW_TO_GET_TLS}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
+    try {
+      server = await spawnRedisServer(
+        ['--tls-cert-file', certFile, '--tls-key-file', cert.keyFile, '--tls-ca-cert-file', certFile, '--tls-auth-clients', 'no'],
+        { tls: true },
+      );
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\nIs redis-server built with TLS? ${HOW_TO_GET_TLS}`);
     }
+    port = server.port;
+    redis = new Redis({ host: 'localhost', port, tls: { ca: readFileSync(certFile) }, maxRetriesPerRequest: 0 });
+    await redis.ping();
   });
 
   afterAll(async () => {
     redis?.disconnect();
-    if (server) await stopChild(server);
+    await server?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 

@@ -1,27 +1,43 @@
-import { createServer, type Server } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { freePort, spawnRedisServerOnFreePort } from '../../sample-workflows/services';
+import { startSentinelGroup } from '../support/cluster/sentinel';
 
 // A port found free can be taken before redis-server binds it. The spawner must then start the
 // server again on another port, and must never hand out the URL of whoever took the port.
 describe('spawning redis-server on a free port', () => {
   let squatter: Server;
   let takenPort: number;
+  const connections = new Set<Socket>();
   beforeEach(async () => {
-    squatter = createServer((socket) => socket.end('-ERR not the redis-server you spawned\r\n'));
+    squatter = createServer((socket) => {
+      connections.add(socket);
+      socket.on('close', () => connections.delete(socket));
+      socket.end('-ERR not the redis-server you spawned\r\n');
+    });
     await new Promise<void>((resolve) => squatter.listen(0, '127.0.0.1', resolve));
     takenPort = (squatter.address() as { port: number }).port;
   });
-  afterEach(() => new Promise<void>((resolve) => squatter.close(() => resolve())));
+  /** A `pickPort` that hands out the taken port as its pick number `taken` (from 0), and free ports otherwise; `picked` lists them all. */
+  const takenAt = (taken: number) => {
+    const picked: number[] = [];
+    const pickPort = async () => {
+      const port = picked.length === taken ? takenPort : await freePort();
+      picked.push(port);
+      return port;
+    };
+    return { picked, pickPort };
+  };
+  afterEach(async () => {
+    // A replica that dialled the squatter as its master may leave its socket half-closed.
+    for (const socket of connections) socket.destroy();
+    await new Promise<void>((resolve) => squatter.close(() => resolve()));
+  });
 
   it('starts again on a new port when its port was taken, and its URL reaches the server it spawned', async () => {
-    const picked: number[] = [];
+    const { picked, pickPort } = takenAt(0);
     const server = await spawnRedisServerOnFreePort([], {
-      pickPort: async () => {
-        const port = picked.length === 0 ? takenPort : await freePort();
-        picked.push(port);
-        return port;
-      },
+      pickPort,
     });
     const client = new Redis(server.url, { lazyConnect: true, maxRetriesPerRequest: 0 });
     try {
@@ -33,6 +49,57 @@ describe('spawning redis-server on a free port', () => {
     } finally {
       client.disconnect();
       await server.stop();
+    }
+  });
+
+  it('in cluster mode, starts again on new ports when its cluster bus port was taken', async () => {
+    const { picked, pickPort } = takenAt(1); // the first attempt's cluster bus port
+    const server = await spawnRedisServerOnFreePort([], {
+      clusterBus: true,
+      pickPort,
+    });
+    const client = new Redis(server.url, { lazyConnect: true, maxRetriesPerRequest: 0 });
+    try {
+      expect(picked).toHaveLength(4);
+      expect(server.port).toBe(picked[2]);
+      await client.connect();
+      expect(await client.config('GET', 'cluster-port')).toEqual(['cluster-port', String(picked[3])]);
+      expect(await client.cluster('INFO')).toMatch(/cluster_state:/);
+    } finally {
+      client.disconnect();
+      await server.stop();
+    }
+  });
+
+  it('starts a sentinel again on a new port when its port was taken, and its URL reaches that sentinel', async () => {
+    const { picked, pickPort } = takenAt(0);
+    const sentinel = await spawnRedisServerOnFreePort([], {
+      sentinel: ['sentinel monitor orders 127.0.0.1 6379 1'],
+      pickPort,
+    });
+    const client = new Redis(sentinel.url, { lazyConnect: true, maxRetriesPerRequest: 0 });
+    try {
+      expect(picked).toHaveLength(2);
+      await client.connect();
+      expect(await client.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', 'orders')).toEqual(['127.0.0.1', '6379']);
+    } finally {
+      client.disconnect();
+      await sentinel.stop();
+    }
+  });
+
+  it('starts a sentinel group again on new ports when the port of its master was taken', async () => {
+    const { picked, pickPort } = takenAt(0);
+    const group = await startSentinelGroup('orders', {
+      pickPort,
+    });
+    try {
+      // Two ports for the group whose master exited (its replica's too), five for the one that started.
+      expect(picked).toHaveLength(7);
+      expect(await group.masterPort()).toBe(picked[2]);
+      expect(group.sentinels.map((s) => s.port)).toEqual(picked.slice(4));
+    } finally {
+      await group.stop();
     }
   });
 

@@ -2,7 +2,6 @@ import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { Cluster, Redis } from 'ioredis';
 import type { DispatchTarget, FireOnceGuard } from '../../../src';
-import { freePort } from '../../../sample-workflows/services';
 import { keySlot } from './cluster';
 import { spawnRedisServer, type SpawnedRedis } from '../redis-server';
 import { REPLICATION_PACE, waitFor } from '../wait';
@@ -53,11 +52,10 @@ export async function startReplicatedCluster(options: { readonly spare?: boolean
   };
   try {
     for (let i = 0; i < (options.spare ? 5 : 4); i++) {
-      // The bus port is chosen too: the default (port + 10000) may be taken or above 65535.
       // A master whose last slot moves away stays a master (by default it turns replica): the
       // spare gives back the slot a test moved to it and stays unknown to clients.
       const flags = ['--cluster-node-timeout', '5000', '--cluster-allow-replica-migration', 'no'];
-      servers.push(await spawnRedisServer(['--cluster-enabled', 'yes', '--cluster-port', String(await freePort()), ...flags]));
+      servers.push(await spawnRedisServer(flags, { clusterBus: true }));
     }
     const [first, ...rest] = servers.map(({ port }) => ({ host: HOST, port }));
     const masters = [first, rest[0], rest[1]];

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort, stopChild } from '../../../sample-workflows/services';
+import { freePort, retryOnTakenPort, stopChild } from '../../../sample-workflows/services';
 import { REPLICATION_PACE, waitFor } from '../wait';
 
 /** One spawned redis-server, data node or sentinel. */
@@ -45,6 +45,8 @@ export interface SentinelOptions {
   readonly downAfterMs?: number;
   /** `sentinel failover-timeout`; a sentinel waits twice this before it retries a failover. @defaultValue 10000 */
   readonly failoverTimeoutMs?: number;
+  /** Picks each process's port; `freePort` unless a test stands in a taken one. */
+  readonly pickPort?: () => Promise<number>;
 }
 
 const HOST = '127.0.0.1';
@@ -55,7 +57,18 @@ const HOST = '127.0.0.1';
  * replica and the two other sentinels. Sentinels run as `redis-server <conf> --sentinel`, which
  * is what the `redis-sentinel` binary is, so only redis-server is needed.
  */
-export async function startSentinelGroup(name = 'mymaster', options: SentinelOptions = {}): Promise<SentinelGroup> {
+export function startSentinelGroup(name = 'mymaster', options: SentinelOptions = {}): Promise<SentinelGroup> {
+  // A port found free can be taken before the process binds it: start the whole group again.
+  return retryOnTakenPort(
+    () => startOnce(name, options),
+    (err) => err instanceof ExitedWhileStarting,
+  );
+}
+
+/** A process of the group exited while the group was starting, most likely because its port was taken. */
+class ExitedWhileStarting extends Error {}
+
+async function startOnce(name: string, options: SentinelOptions): Promise<SentinelGroup> {
   const dirs: string[] = [];
   const children: ChildProcess[] = [];
   const nodes = new Map<number, RedisProcess & { readonly dir: string }>();
@@ -68,23 +81,36 @@ export async function startSentinelGroup(name = 'mymaster', options: SentinelOpt
     client.on('error', () => undefined);
     return client;
   };
+  let exited: ExitedWhileStarting | undefined;
+  const watch = (child: ChildProcess, port: number) => {
+    children.push(child);
+    child.once('exit', (code, signal) => {
+      exited ??= new ExitedWhileStarting(`redis-server on port ${port} exited (${code ?? signal}) while the group was starting`);
+    });
+  };
+  /** Wait for `check` while the group starts; throws {@link ExitedWhileStarting} as soon as one of its processes is gone. */
+  const whileStarting = async (what: string, check: () => Promise<boolean>) => {
+    await waitFor(what, async () => exited !== undefined || (await check()), REPLICATION_PACE);
+    if (exited) throw exited;
+  };
   const spawnServer = (port: number, args: string[], dir = mkdtempSync(join(tmpdir(), 'fire-once-sentinel-'))): RedisProcess => {
     if (!dirs.includes(dir)) dirs.push(dir);
     const child = spawn('redis-server', [...args.map((a) => a.replace('$DIR', dir))], { stdio: 'ignore' });
-    children.push(child);
+    watch(child, port);
     nodes.set(port, { port, child, dir });
     return { port, child };
   };
   try {
-    const [firstMasterPort, replicaPort] = [await freePort(), await freePort()];
+    const pickPort = options.pickPort ?? freePort;
+    const [firstMasterPort, replicaPort] = [await pickPort(), await pickPort()];
     const data = (port: number) => ['--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no', '--dir', '$DIR'];
     const master = spawnServer(firstMasterPort, data(firstMasterPort));
     const replica = spawnServer(replicaPort, [...data(replicaPort), '--replicaof', HOST, String(firstMasterPort)]);
-    await waitFor('the replica to sync', async () => /master_link_status:up/.test(await info(connect, replicaPort, 'replication')), REPLICATION_PACE);
+    await whileStarting('the replica to sync', async () => /master_link_status:up/.test(await info(connect, replicaPort, 'replication')));
 
     const sentinels: RedisProcess[] = [];
     for (let i = 0; i < 3; i++) {
-      const port = await freePort();
+      const port = await pickPort();
       const dir = mkdtempSync(join(tmpdir(), 'fire-once-sentinel-'));
       dirs.push(dir);
       const conf = join(dir, 'sentinel.conf'); // sentinels rewrite their config, so each has its own
@@ -102,26 +128,22 @@ export async function startSentinelGroup(name = 'mymaster', options: SentinelOpt
         ].join('\n'),
       );
       const child = spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' });
-      children.push(child);
+      watch(child, port);
       sentinels.push({ port, child });
     }
-    await waitFor(
-      'the sentinels to discover the replica and each other',
-      async () => {
-        for (const s of sentinels) {
-          const client = connect(s.port);
-          try {
-            const [master] = (await client.call('SENTINEL', 'MASTERS')) as string[][];
-            const fields = Object.fromEntries(Array.from({ length: master.length / 2 }, (_, i) => [master[2 * i], master[2 * i + 1]]));
-            if (fields['num-slaves'] !== '1' || fields['num-other-sentinels'] !== '2') return false;
-          } finally {
-            client.disconnect();
-          }
+    await whileStarting('the sentinels to discover the replica and each other', async () => {
+      for (const s of sentinels) {
+        const client = connect(s.port);
+        try {
+          const [master] = (await client.call('SENTINEL', 'MASTERS')) as string[][];
+          const fields = Object.fromEntries(Array.from({ length: master.length / 2 }, (_, i) => [master[2 * i], master[2 * i + 1]]));
+          if (fields['num-slaves'] !== '1' || fields['num-other-sentinels'] !== '2') return false;
+        } finally {
+          client.disconnect();
         }
-        return true;
-      },
-      REPLICATION_PACE,
-    );
+      }
+      return true;
+    });
 
     /** Every sentinel lists `port` as a replica with no flag but `slave` (not down, not disconnected). */
     const healthyReplicaEverywhere = async (port: number) => {
