@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -101,17 +100,18 @@ async def test_a_handed_off_local_activity_is_given_what_is_left_of_its_attempts
 async def test_a_local_activity_whose_schedule_to_close_ran_out_while_handed_off_times_out_without_running_again(
     temporal_env: Any, client: Redis, prefix: str
 ) -> None:
-    """3 s overall, handed off, and no worker until they have passed: the workflow's next worker
+    """6 s overall, handed off, and no worker until they have passed: the workflow's next worker
     fails it with the SCHEDULE_TO_CLOSE timeout the SDK would give it, and does not run it. Before
-    the fix it ran again with 3 s of its own."""
+    the fix it ran again with 6 s of its own. The 6 s leave room for the hand-off itself on a busy
+    machine, and they count from the local activity's schedule, which comes after the hand-off
+    began and before it ended: the wait counts from its end."""
     scope, counter, key = f"s-lim-{uuid.uuid4().hex[:8]}", "lim-out", f"{prefix}:runs"
     runs, holder_queue = _Runs(client, key, fail_first=False), f"py-{uuid.uuid4().hex[:8]}"
     async with _worker(temporal_env, client, prefix, holder_queue):
         holder = await temporal_env.client.start_workflow(GuardedCall.run, args=[scope, "gatedJob", [counter]], id=f"{holder_queue}-h", task_queue=holder_queue)
         await until(lambda: _is_one(_count(client, prefix, counter)), "the holder's job to start")
-        started = time.time()
-        waiter = await _handed_off(temporal_env, client, prefix, scope, ["gatedJob", [counter], 8_000, 1, 3_000], runs)
-        await asyncio.sleep(max(started + 3.2 - time.time(), 0))  # past the 3 s, with no worker on the waiter's queue
+        waiter = await _handed_off(temporal_env, client, prefix, scope, ["gatedJob", [counter], 12_000, 1, 6_000], runs)
+        await asyncio.sleep(6.2)  # past the 6 s, with no worker on the waiter's queue
         async with _worker(temporal_env, client, prefix, waiter.id.removesuffix("-waiter"), runs):
             with pytest.raises(WorkflowFailureError) as failed:
                 await result(waiter)
