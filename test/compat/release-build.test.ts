@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { RELEASE_0_8_0, RELEASE_CACHE, buildUsable } from '../support/release-build';
+import { RELEASE_0_8_0, RELEASE_CACHE, buildUsable, releaseBuildDir } from '../support/release-build';
 
 // The compat suites run an earlier release built into a cache, linked to a checkout's
 // node_modules. A build linked to another checkout's modules ran two copies of the Temporal SDK
@@ -47,5 +47,13 @@ describe('the release builds of test/compat', () => {
     expect(buildUsable(plant('0'.repeat(40), ours), release)).toBe(false);
     rmSync(join(dir, 'build', 'dist', '.built'));
     expect(buildUsable(join(dir, 'build'), release)).toBe(false);
+  });
+
+  it('of a checkout that moved are built under another name, so that no build is replaced under a test that loads it', () => {
+    const moved = join(dir, 'moved-checkout', 'node_modules');
+    mkdirSync(moved, { recursive: true });
+    expect(releaseBuildDir(release)).toBe(releaseBuildDir(release, ours));
+    expect(releaseBuildDir(release, moved)).not.toBe(releaseBuildDir(release, ours));
+    expect(releaseBuildDir(release, moved).startsWith(`${RELEASE_CACHE}/${release.version}-`)).toBe(true);
   });
 });

@@ -1,4 +1,5 @@
 import { execFile, execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -78,17 +79,29 @@ export function buildUsable(dir: string, release: Release): boolean {
 }
 
 /**
+ * The directory of `release`'s build for the checkout whose `node_modules` is `modules`: named by
+ * that directory's real path too, so that a checkout that moved (its builds' links now lead
+ * nowhere) builds under a new name. A build that landed is therefore never replaced while another
+ * test file may be loading it: two jest workers that both found a moved checkout's stale build
+ * used to race, one deleting the build the other had just put in its place.
+ */
+export function releaseBuildDir(release: Release, modules = join(ROOT, 'node_modules')): string {
+  const checkout = createHash('sha256').update(realpathSync(modules)).digest('hex').slice(0, 12);
+  return join(RELEASE_CACHE, `${release.version}-${release.commit.slice(0, 12)}-${checkout}`);
+}
+
+/**
  * Compile `release` from git history once into {@link RELEASE_CACHE}, shared by every test and
  * run of this checkout that asks for the same commit: its files by `git archive`, this
  * checkout's `node_modules` linked in (so the release runs against the same Temporal SDK and
  * ioredis modules as the test), its TypeScript compiled without a type check (it was checked when
  * it was released), and its Lua scripts copied next to the output. About 10 s; the build goes to
  * a directory of its own and is renamed into place, so two test files building at once both end
- * with a whole build. A build that is not {@link buildUsable} (cut short, or linked elsewhere) is
- * built again.
+ * with a whole build, in a directory of its checkout's ({@link releaseBuildDir}). A build there
+ * that is not {@link buildUsable} (cut short) is built again.
  */
 export async function buildRelease(release: Release): Promise<ReleaseBuild> {
-  const dir = join(RELEASE_CACHE, `${release.version}-${release.commit.slice(0, 12)}`);
+  const dir = releaseBuildDir(release);
   if (!buildUsable(dir, release)) {
     const problem = releaseUnavailable(release);
     if (problem !== undefined) throw new Error(`cannot build release ${release.version}: ${problem}`);
