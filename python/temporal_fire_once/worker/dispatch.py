@@ -51,12 +51,13 @@ class Renewal:
     lost: asyncio.Event
     task: asyncio.Task[None] | None = None
     renewed: float = field(default_factory=time.monotonic)  # the last successful renewal, or the start
+    stopping: bool = False
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
-        while True:
+        while not self.stopping:
             await asyncio.sleep(self.lease_ms / 3000)
             try:
                 if not await self.call.guard.extend(self.lease, self.lease_ms):
@@ -76,12 +77,19 @@ class Renewal:
         _logger.warning("fire-once: lockLost %s: %s", self.lease.lock_key, why)
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except asyncio.CancelledError:
-                pass
+        """Stop renewing and wait until the task has ended. Code under a renewal (a client library,
+        a wrapper around the guard) that swallows the task's cancellation would otherwise keep it
+        renewing for ever, and this wait with it: the task also ends at its next turn of the loop,
+        and the cancellation is sent again every 50 ms until it has ended."""
+        self.stopping = True
+        task = self.task
+        if task is None:
+            return
+        while not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=0.05)
+        if not task.cancelled():
+            task.exception()  # retrieved, so that asyncio does not log it as never retrieved
 
 
 async def dispatch(call: CallSetup, lease: Lease, run: Callable[[], Awaitable[Any]]) -> Any:

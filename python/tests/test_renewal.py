@@ -1,0 +1,44 @@
+"""The lease renewal of a running dispatch (``Renewal`` in ``worker/dispatch.py``) stops when its
+dispatch settles, even when code under a renewal swallows the cancellation that stops it."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from temporal_fire_once import FireOnceStoreUnavailable
+from temporal_fire_once.worker.dispatch import Renewal
+
+
+async def test_a_renewal_stops_even_when_the_call_it_is_in_swallows_the_cancellation() -> None:
+    """A cancellation swallowed under ``extend`` (by a client library, or a wrapper around the
+    guard) left the renewal task looping for ever, and the dispatch waiting for it to stop: a
+    worker that could not shut down (seen in CI). The stop is sent again until the task ends."""
+    calls = 0
+
+    async def extend(lease: Any, lock_ttl_ms: int) -> bool:
+        nonlocal calls
+        calls += 1
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            pass  # swallowed, as misbehaving code under the call may do
+        raise FireOnceStoreUnavailable("Redis did not answer in time")
+
+    call = SimpleNamespace(guard=SimpleNamespace(extend=extend), decision=lambda *args, **kwargs: None)
+    renewal = Renewal(cast(Any, call), cast(Any, SimpleNamespace(lock_key="k")), 30, asyncio.Event())
+    renewal.start()
+    try:
+        while calls == 0:
+            await asyncio.sleep(0.005)
+        await asyncio.wait_for(renewal.stop(), 5)
+        assert renewal.task is not None and renewal.task.done()
+    finally:
+        if renewal.task is not None and not renewal.task.done():
+            renewal.task.cancel()
+
+
+pytestmark = pytest.mark.asyncio
