@@ -51,3 +51,29 @@ async def test_a_hub_left_by_its_waiters_stops_retrying_once_redis_is_gone(caplo
     assert failures == []  # it retried every 0.5 s, for ever, with no waiter left to wake
     await hub.close()
     await redis.aclose()
+
+
+async def test_a_hub_closes_even_when_its_read_swallows_the_cancellation(redis_url: str) -> None:
+    """A cancellation swallowed under the reader's read (as under a lease renewal, defect 175) kept
+    the reader reading while a waiter was joined, and ``close`` waiting for it."""
+    redis: Redis = Redis.from_url(redis_url)
+    hub = WakeHub(redis)
+    await hub.join("fire-once-test:wake-swallow")
+    reads = 0
+
+    async def swallowing(**kwargs: object) -> None:
+        nonlocal reads
+        reads += 1
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            pass  # swallowed, as misbehaving code under the read may do
+        raise ConnectionError("the read failed")
+
+    hub._pubsub.get_message = swallowing
+    while reads == 0:
+        await asyncio.sleep(0.01)
+    try:
+        await asyncio.wait_for(hub.close(), 5)
+    finally:
+        await redis.aclose()

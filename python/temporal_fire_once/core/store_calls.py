@@ -56,6 +56,17 @@ def background(call: Awaitable[Any]) -> None:
     task.add_done_callback(_background_tasks.discard)
 
 
+async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` and wait until it has ended, cancelling it again every 50 ms: code under it
+    that swallows a cancellation (a client library, or ``asyncio.timeout`` on Python 3.11 when the
+    cancellation meets its own timeout) would otherwise keep it running, and this wait with it."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.05)
+    if not task.cancelled():
+        task.exception()  # retrieved, so that asyncio does not log it as never retrieved
+
+
 def holder_id(token: str) -> str:
     """A short hash of a lock token, safe to log (PROTOCOL.md section 9)."""
     return hashlib.sha256(token.encode()).hexdigest()[:12]

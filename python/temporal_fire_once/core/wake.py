@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from .options import check_redis_client
+from .store_calls import cancel_and_wait
 from .scripts import RedisClient
 
 _logger = logging.getLogger("temporal_fire_once")
@@ -31,6 +32,7 @@ class WakeHub:
         self._events: dict[bytes, set[asyncio.Event]] = {}
         self._leaving: set[asyncio.Task[None]] = set()  # unsubscribes under way, kept from the GC
         self._connecting = asyncio.Lock()  # the first SUBSCRIBE, which connects the pubsub, goes alone
+        self._closing = False
 
     async def join(self, channel: str) -> asyncio.Event:
         event = asyncio.Event()
@@ -83,11 +85,11 @@ class WakeHub:
 
     async def close(self) -> None:
         if self._reader is not None:
-            self._reader.cancel()
+            self._closing = True  # the reader ends at its next turn should its cancellation be swallowed
             try:
-                await self._reader
-            except asyncio.CancelledError:
-                pass
+                await cancel_and_wait(self._reader)
+            finally:
+                self._closing = False
         if self._pubsub is not None:
             await self._pubsub.aclose()
         # A later join starts over with a new connection.
@@ -98,7 +100,7 @@ class WakeHub:
         """Read while a waiter is joined, then end: redis-py reconnects and resubscribes at every
         read, so a reader with no one to wake would keep a connection up after its client was
         closed, or retry for ever once Redis is gone. The next ``join`` starts a reader again."""
-        while self._events:
+        while self._events and not self._closing:
             try:
                 message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
             except asyncio.CancelledError:

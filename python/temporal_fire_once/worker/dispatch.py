@@ -21,6 +21,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 
 from ..core.errors import FireOnceUnstorableResult
 from ..core.outcomes import Lease
+from ..core.store_calls import cancel_and_wait
 from .artifact import encode_artifact
 from .context import FireOnceContext, _current
 from .failures import to_application_error
@@ -77,19 +78,11 @@ class Renewal:
         _logger.warning("fire-once: lockLost %s: %s", self.lease.lock_key, why)
 
     async def stop(self) -> None:
-        """Stop renewing and wait until the task has ended. Code under a renewal (a client library,
-        a wrapper around the guard) that swallows the task's cancellation would otherwise keep it
-        renewing for ever, and this wait with it: the task also ends at its next turn of the loop,
-        and the cancellation is sent again every 50 ms until it has ended."""
+        """Stop renewing and wait until the task has ended: it ends at its next turn of the loop
+        too, should code under a renewal swallow its cancellation (defect 175)."""
         self.stopping = True
-        task = self.task
-        if task is None:
-            return
-        while not task.done():
-            task.cancel()
-            await asyncio.wait({task}, timeout=0.05)
-        if not task.cancelled():
-            task.exception()  # retrieved, so that asyncio does not log it as never retrieved
+        if self.task is not None:
+            await cancel_and_wait(self.task)
 
 
 async def dispatch(call: CallSetup, lease: Lease, run: Callable[[], Awaitable[Any]]) -> Any:
