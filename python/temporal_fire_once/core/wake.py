@@ -10,8 +10,8 @@ import logging
 from typing import Any
 
 from .options import check_redis_client
-from .store_calls import cancel_and_wait
 from .scripts import RedisClient
+from .store_calls import cancel_and_wait
 
 _logger = logging.getLogger("temporal_fire_once")
 
