@@ -4,10 +4,34 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
 import { Redis } from 'ioredis';
-import { ServiceUnavailableError, findTemporalCli, freePort, stopChild } from '../../../sample-workflows/services';
+import { ServiceUnavailableError, findTemporalCli, freePort, retryOnTakenPort, stopChild } from '../../../sample-workflows/services';
 
 // Services a suite owns, on a fixed port, so that it can kill them and start them again where
 // the workers expect them. The shared services of the global setup are never stopped.
+
+/** The server exited before it answered (at a first start, most likely because its port was taken). */
+class ServerExited extends ServiceUnavailableError {}
+
+/**
+ * Start a server on the port `create` picks, and once more on a new port (up to 3 times in all)
+ * if it exits before it answers: a port found free can be taken before the server binds it. Only
+ * the first start moves: a restart must keep the port its workers know.
+ */
+async function startOnFreePort<T extends { restart(): Promise<void>; stop(): Promise<void> }>(create: () => Promise<T>): Promise<T> {
+  return retryOnTakenPort(
+    async () => {
+      const server = await create();
+      try {
+        await server.restart();
+      } catch (err) {
+        await server.stop();
+        throw err;
+      }
+      return server;
+    },
+    (err) => err instanceof ServerExited,
+  );
+}
 
 /** How the suite's own redis-server keeps its data. */
 export type RedisPersistence = 'none' | 'aof-always';
@@ -27,9 +51,7 @@ export class OwnRedis {
     if (spawnSync('redis-server', ['--version']).error) {
       throw new ServiceUnavailableError('redis-server is not on PATH: install it (Debian/Ubuntu: `apt-get install -y redis-server`)');
     }
-    const redis = new OwnRedis(await freePort(), mkdtempSync(join(tmpdir(), 'fire-once-fault-redis-')), persistence);
-    await redis.restart();
-    return redis;
+    return startOnFreePort(async () => new OwnRedis(await freePort(), mkdtempSync(join(tmpdir(), 'fire-once-fault-redis-')), persistence));
   }
 
   get url(): string {
@@ -45,7 +67,7 @@ export class OwnRedis {
     this.child = child;
     const deadline = Date.now() + 15_000;
     for (;;) {
-      if (child.exitCode !== null) throw new ServiceUnavailableError(`redis-server exited with ${child.exitCode} on port ${this.port}`);
+      if (child.exitCode !== null) throw new ServerExited(`redis-server exited with ${child.exitCode} on port ${this.port}`);
       const client = new Redis(this.url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
       client.on('error', () => undefined);
       try {
@@ -113,9 +135,7 @@ export class OwnTemporal {
           '`brew install temporal`) and put it on PATH or in TEMPORAL_CLI_PATH',
       );
     }
-    const server = new OwnTemporal(cli, await freePort(), mkdtempSync(join(tmpdir(), 'fire-once-fault-temporal-')));
-    await server.restart();
-    return server;
+    return startOnFreePort(async () => new OwnTemporal(cli, await freePort(), mkdtempSync(join(tmpdir(), 'fire-once-fault-temporal-'))));
   }
 
   get address(): string {
@@ -147,7 +167,7 @@ export class OwnTemporal {
     this.child = child;
     const deadline = Date.now() + 60_000;
     for (;;) {
-      if (child.exitCode !== null) throw new ServiceUnavailableError(`temporal server start-dev exited with ${child.exitCode}:\n${this.output}`);
+      if (child.exitCode !== null) throw new ServerExited(`temporal server start-dev exited with ${child.exitCode}:\n${this.output}`);
       try {
         const connection = await Connection.connect({ address: this.address, connectTimeout: 1_000 });
         try {
