@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 from temporal_fire_once.core import WakeHub
 
 from .conftest import redis_server
+from .test_renewal import Swallowing
 
 _READS = 3.0  # three of the reader's 1 s reads: a reader that reconnects has done so by then
 
@@ -59,20 +60,9 @@ async def test_a_hub_closes_even_when_its_read_swallows_the_cancellation(redis_u
     redis: Redis = Redis.from_url(redis_url)
     hub = WakeHub(redis)
     await hub.join("fire-once-test:wake-swallow")
-    reads = 0
-
-    async def swallowing(**kwargs: object) -> None:
-        nonlocal reads
-        reads += 1
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            pass  # swallowed, as misbehaving code under the read may do
-        raise ConnectionError("the read failed")
-
-    hub._pubsub.get_message = swallowing
-    while reads == 0:
-        await asyncio.sleep(0.01)
+    read = Swallowing(ConnectionError("the read failed"))
+    hub._pubsub.get_message = read
+    await read.begun()
     try:
         await asyncio.wait_for(hub.close(), 5)
     finally:
