@@ -146,16 +146,8 @@ export interface SpawnOptions {
 async function spawnOnce(args: readonly string[], options: SpawnOptions): Promise<SpawnedRedisServer> {
   const pickPort = options.pickPort ?? freePort;
   const port = await pickPort();
-  const bus = options.clusterBus ? ['--cluster-enabled', 'yes', '--cluster-port', String(await pickPort())] : [];
   const dir = mkdtempSync(join(tmpdir(), 'fire-once-redis-'));
-  const listen = options.tls ? ['--port', '0', '--tls-port', String(port)] : ['--port', String(port)];
-  let command = [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...bus, ...args];
-  if (options.sentinel) {
-    // A sentinel rewrites its config file, so each has one of its own.
-    const config = join(dir, 'sentinel.conf');
-    writeFileSync(config, [`port ${port}`, 'bind 127.0.0.1', `dir ${dir}`, ...options.sentinel, ''].join('\n'));
-    command = [config, '--sentinel', ...args];
-  }
+  const command = options.sentinel ? sentinelCommand(port, dir, options.sentinel, args) : await serverCommand(port, dir, options, pickPort, args);
   const ready = options.sentinel ? 'Sentinel ID is' : 'Ready to accept connections';
   const child = spawn('redis-server', command, { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
@@ -187,6 +179,20 @@ async function spawnOnce(args: readonly string[], options: SpawnOptions): Promis
     throw err;
   }
   return { port, url: `${options.tls ? 'rediss' : 'redis'}://127.0.0.1:${port}`, dir, output: () => output, stop };
+}
+
+/** A data node's command line: no persistence, its own dir, and a bus port of its own in cluster mode. */
+async function serverCommand(port: number, dir: string, options: SpawnOptions, pickPort: () => Promise<number>, args: readonly string[]): Promise<string[]> {
+  const listen = options.tls ? ['--port', '0', '--tls-port', String(port)] : ['--port', String(port)];
+  const bus = options.clusterBus ? ['--cluster-enabled', 'yes', '--cluster-port', String(await pickPort())] : [];
+  return [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...bus, ...args];
+}
+
+/** A sentinel's command line, with a config file of its own in `dir`: a sentinel rewrites it. */
+function sentinelCommand(port: number, dir: string, lines: readonly string[], args: readonly string[]): string[] {
+  const config = join(dir, 'sentinel.conf');
+  writeFileSync(config, [`port ${port}`, 'bind 127.0.0.1', `dir ${dir}`, ...lines, ''].join('\n'));
+  return [config, '--sentinel', ...args];
 }
 
 /** The `redis-server` that PATH finds and that runs, or `undefined`. */

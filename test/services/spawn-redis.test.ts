@@ -1,6 +1,6 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
-import { freePort, spawnRedisServerOnFreePort } from '../../sample-workflows/services';
+import { freePort, spawnRedisServerOnFreePort, type SpawnedRedisServer } from '../../sample-workflows/services';
 import { startSentinelGroup } from '../support/cluster/sentinel';
 
 // A port found free can be taken before redis-server binds it. The spawner must then start the
@@ -28,6 +28,17 @@ describe('spawning redis-server on a free port', () => {
     };
     return { picked, pickPort };
   };
+  /** Run `check` with a client of `server`, then close both. */
+  const withClient = async (server: SpawnedRedisServer, check: (client: Redis) => Promise<void>) => {
+    const client = new Redis(server.url, { lazyConnect: true, maxRetriesPerRequest: 0 });
+    try {
+      await client.connect();
+      await check(client);
+    } finally {
+      client.disconnect();
+      await server.stop();
+    }
+  };
   afterEach(async () => {
     // A replica that dialled the squatter as its master may leave its socket half-closed.
     for (const socket of connections) socket.destroy();
@@ -36,63 +47,38 @@ describe('spawning redis-server on a free port', () => {
 
   it('starts again on a new port when its port was taken, and its URL reaches the server it spawned', async () => {
     const { picked, pickPort } = takenAt(0);
-    const server = await spawnRedisServerOnFreePort([], {
-      pickPort,
-    });
-    const client = new Redis(server.url, { lazyConnect: true, maxRetriesPerRequest: 0 });
-    try {
+    const server = await spawnRedisServerOnFreePort([], { pickPort });
+    await withClient(server, async (client) => {
       expect(picked).toHaveLength(2);
       expect(server.port).toBe(picked[1]);
-      await client.connect();
       expect(await client.ping()).toBe('PONG');
       expect(server.output()).toContain('Ready to accept connections');
-    } finally {
-      client.disconnect();
-      await server.stop();
-    }
+    });
   });
 
   it('in cluster mode, starts again on new ports when its cluster bus port was taken', async () => {
     const { picked, pickPort } = takenAt(1); // the first attempt's cluster bus port
-    const server = await spawnRedisServerOnFreePort([], {
-      clusterBus: true,
-      pickPort,
-    });
-    const client = new Redis(server.url, { lazyConnect: true, maxRetriesPerRequest: 0 });
-    try {
+    const server = await spawnRedisServerOnFreePort([], { clusterBus: true, pickPort });
+    await withClient(server, async (client) => {
       expect(picked).toHaveLength(4);
       expect(server.port).toBe(picked[2]);
-      await client.connect();
       expect(await client.config('GET', 'cluster-port')).toEqual(['cluster-port', String(picked[3])]);
       expect(await client.cluster('INFO')).toMatch(/cluster_state:/);
-    } finally {
-      client.disconnect();
-      await server.stop();
-    }
+    });
   });
 
   it('starts a sentinel again on a new port when its port was taken, and its URL reaches that sentinel', async () => {
     const { picked, pickPort } = takenAt(0);
-    const sentinel = await spawnRedisServerOnFreePort([], {
-      sentinel: ['sentinel monitor orders 127.0.0.1 6379 1'],
-      pickPort,
-    });
-    const client = new Redis(sentinel.url, { lazyConnect: true, maxRetriesPerRequest: 0 });
-    try {
+    const sentinel = await spawnRedisServerOnFreePort([], { sentinel: ['sentinel monitor orders 127.0.0.1 6379 1'], pickPort });
+    await withClient(sentinel, async (client) => {
       expect(picked).toHaveLength(2);
-      await client.connect();
       expect(await client.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', 'orders')).toEqual(['127.0.0.1', '6379']);
-    } finally {
-      client.disconnect();
-      await sentinel.stop();
-    }
+    });
   });
 
   it('starts a sentinel group again on new ports when the port of its master was taken', async () => {
     const { picked, pickPort } = takenAt(0);
-    const group = await startSentinelGroup('orders', {
-      pickPort,
-    });
+    const group = await startSentinelGroup('orders', { pickPort });
     try {
       // Two ports for the group whose master exited (its replica's too), five for the one that started.
       expect(picked).toHaveLength(7);

@@ -9,8 +9,9 @@ const HOW_TO_GET_REDIS = 'Install redis-server (Debian/Ubuntu: `apt-get install 
 /**
  * Spawn `redis-server` with `args` on a free port (no persistence) and wait until it says it is
  * ready. With `tls`, the port is a TLS port and plain TCP is off; `args` must then carry the
- * certificate options. With `clusterBus`, it runs in cluster mode on a bus port of its own. Tests use this, not the suite's shared Redis, whenever they change server
- * state (passwords, ACL users, replicas, maxmemory, TLS) so that no other test can see it.
+ * certificate options. With `clusterBus`, it runs in cluster mode on a bus port of its own.
+ * Tests use this, not the suite's shared Redis, whenever they change server state (passwords,
+ * ACL users, replicas, maxmemory, TLS) so that no other test can see it.
  */
 export async function spawnRedisServer(args: readonly string[] = [], options: Pick<SpawnOptions, 'tls' | 'clusterBus'> = {}): Promise<SpawnedRedis> {
   if (spawnSync('redis-server', ['--version']).error) {
