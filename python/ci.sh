@@ -19,8 +19,11 @@ step "tsc: the TypeScript worker of the cross-language tests"
 npx tsc -p python/tests/ts
 
 step "pytest"
-# pytest-timeout ends a hung test (pyproject.toml); this bounds what it cannot, such as a fixture
-# teardown that hangs after a failed test.
-(cd python && timeout 1200 python3 -m pytest -q -p no:cacheprovider)
+# Three pytest-xdist workers, each with its own redis-server and dev server (tests/conftest.py),
+# one test file per worker at a time (--dist loadfile, so a file's module fixtures, such as its
+# Redis Cluster, start once). The suite mostly waits on its servers: about 2 minutes this way,
+# 5 in one process. pytest-timeout ends a hung test (pyproject.toml); `timeout` bounds what it
+# cannot, such as a fixture teardown that hangs after a failed test.
+(cd python && timeout 1200 python3 -m pytest -q -p no:cacheprovider -n 3 --dist loadfile)
 
 step "done"
