@@ -1,10 +1,7 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { ServiceUnavailableError } from './errors';
-import { freePort, retryOnTakenPort, stopChild } from './redis';
+import { spawnRedisServerOnFreePort, type SpawnedRedisServer } from './redis';
 
 /** One node's address, as ioredis `new Cluster([...])` takes it. */
 export interface ClusterNode {
@@ -80,78 +77,14 @@ export async function startRedisCluster(options: { readonly masters?: number; re
     }
   }
   const masters = options.masters ?? 3;
-  // A node whose port was taken exits, or another process answers there: spawn on new ports.
-  return retryOnTakenPort(
-    () => spawnCluster(masters, tls),
-    (err) => err instanceof NodeExited,
-  );
-}
-
-/** A spawned node exited before it answered. */
-class NodeExited extends ServiceUnavailableError {}
-
-async function spawnCluster(masters: number, tls: ClusterTlsFiles | undefined): Promise<RedisClusterService> {
-  const spawned: { child: ChildProcess; dir: string }[] = [];
+  const servers: SpawnedRedisServer[] = [];
   const stop = async () => {
-    await Promise.all(spawned.map((s) => stopChild(s.child)));
-    for (const s of spawned) rmSync(s.dir, { recursive: true, force: true });
+    await Promise.all(servers.map((s) => s.stop()));
   };
   try {
-    const nodes: ClusterNode[] = [];
-    const tlsNodes: ClusterNode[] = [];
-    for (let i = 0; i < masters; i++) {
-      // The bus port is chosen too: the default (port + 10000) may be taken or above 65535.
-      const port = await freePort();
-      const busPort = await freePort();
-      const tlsArgs: string[] = [];
-      if (tls) {
-        const tlsPort = await freePort();
-        tlsNodes.push({ host: '127.0.0.1', port: tlsPort });
-        tlsArgs.push(
-          '--tls-port',
-          String(tlsPort),
-          '--tls-cluster',
-          'yes',
-          '--tls-cert-file',
-          tls.certFile,
-          '--tls-key-file',
-          tls.keyFile,
-          '--tls-ca-cert-file',
-          tls.caFile,
-          '--tls-auth-clients',
-          'no',
-        );
-      }
-      const dir = mkdtempSync(join(tmpdir(), 'fire-once-cluster-'));
-      const child = spawn(
-        'redis-server',
-        [
-          '--port',
-          String(port),
-          '--cluster-port',
-          String(busPort),
-          '--bind',
-          '127.0.0.1',
-          '--cluster-enabled',
-          'yes',
-          '--cluster-config-file',
-          join(dir, 'nodes.conf'),
-          '--cluster-node-timeout',
-          '5000',
-          '--save',
-          '',
-          '--appendonly',
-          'no',
-          '--dir',
-          dir,
-          ...tlsArgs,
-        ],
-        { stdio: 'ignore' },
-      );
-      spawned.push({ child, dir });
-      nodes.push({ host: '127.0.0.1', port });
-    }
-    await Promise.all(nodes.map((n, i) => ping(n, spawned[i].child)));
+    // One node at a time, each started again on new ports if one of them was taken.
+    for (let i = 0; i < masters; i++) servers.push(await spawnRedisServerOnFreePort(nodeArgs(tls), { clusterBus: true, tlsPort: tls !== undefined }));
+    const nodes = servers.map((s): ClusterNode => ({ host: '127.0.0.1', port: s.port }));
     const create = spawnSync('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `${n.host}:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], {
       encoding: 'utf8',
       timeout: 60_000,
@@ -160,6 +93,7 @@ async function spawnCluster(masters: number, tls: ClusterTlsFiles | undefined): 
       throw new ServiceUnavailableError(`redis-cli --cluster create failed (exit ${create.status}): ${create.stdout}${create.stderr}`);
     }
     await waitForClusterOk(nodes, `the spawned cluster on ports ${nodes.map((n) => n.port).join(', ')} did not reach cluster_state:ok`);
+    const tlsNodes = servers.map((s): ClusterNode => ({ host: '127.0.0.1', port: s.tlsPort ?? s.port }));
     return { nodes, ...(tls ? { tlsNodes } : {}), spawned: true, stop };
   } catch (err) {
     await stop();
@@ -167,30 +101,12 @@ async function spawnCluster(masters: number, tls: ClusterTlsFiles | undefined): 
   }
 }
 
-/**
- * Resolve once the node answers PING (a fresh, non-cluster connection) as the process `child`:
- * if its port was taken, whoever took it may answer, and that counts as the node exiting. Reject
- * after 10 s.
- */
-async function ping(node: ClusterNode, child: ChildProcess): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new NodeExited(`redis-server on port ${node.port} exited with ${child.exitCode}. ${HOW_TO_GET_CLUSTER}`);
-    const client = connectNode(node);
-    let answered: string;
-    try {
-      await client.connect();
-      answered = await client.info('server');
-    } catch {
-      if (Date.now() > deadline) throw new ServiceUnavailableError(`redis-server did not start on port ${node.port}. ${HOW_TO_GET_CLUSTER}`);
-      await sleep(100);
-      continue;
-    } finally {
-      client.disconnect();
-    }
-    if (/^process_id:(\d+)/m.exec(answered)?.[1] === String(child.pid)) return;
-    throw new NodeExited(`port ${node.port} was taken by another process (process_id in INFO is not ${child.pid})`);
-  }
+/** A node's own options, after those of every spawned server (port, bind, dir, cluster bus). */
+function nodeArgs(tls: ClusterTlsFiles | undefined): string[] {
+  const tlsArgs = tls
+    ? ['--tls-cluster', 'yes', '--tls-cert-file', tls.certFile, '--tls-key-file', tls.keyFile, '--tls-ca-cert-file', tls.caFile, '--tls-auth-clients', 'no']
+    : [];
+  return ['--cluster-node-timeout', '5000', ...tlsArgs];
 }
 
 /**

@@ -99,6 +99,8 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
 /** A `redis-server` spawned on a free loopback port, with no persistence and a directory of its own. */
 export interface SpawnedRedisServer {
   readonly port: number;
+  /** Its TLS port, with the `tlsPort` option. */
+  readonly tlsPort?: number;
   /** `redis://` or `rediss://` (TLS) URL of the server, without credentials. */
   readonly url: string;
   /** Its scratch directory, removed by `stop()`. */
@@ -135,6 +137,11 @@ export interface SpawnOptions {
    */
   readonly clusterBus?: boolean;
   /**
+   * Also listen for TLS on a port of its own, picked on each attempt ({@link SpawnedRedisServer.tlsPort}),
+   * beside the plain port; `args` must carry the certificate options.
+   */
+  readonly tlsPort?: boolean;
+  /**
    * Run as a sentinel (`redis-server <config> --sentinel`) whose config file holds these lines
    * after its port, bind and dir; `args` follow `--sentinel`. It is ready once it names its ID.
    */
@@ -147,7 +154,8 @@ async function spawnOnce(args: readonly string[], options: SpawnOptions): Promis
   const pickPort = options.pickPort ?? freePort;
   const port = await pickPort();
   const dir = mkdtempSync(join(tmpdir(), 'fire-once-redis-'));
-  const command = options.sentinel ? sentinelCommand(port, dir, options.sentinel, args) : await serverCommand(port, dir, options, pickPort, args);
+  const tlsPort = options.tlsPort ? await pickPort() : undefined;
+  const command = options.sentinel ? sentinelCommand(port, dir, options.sentinel, args) : await serverCommand(port, tlsPort, dir, options, pickPort, args);
   const ready = options.sentinel ? 'Sentinel ID is' : 'Ready to accept connections';
   const child = spawn('redis-server', command, { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
@@ -178,12 +186,31 @@ async function spawnOnce(args: readonly string[], options: SpawnOptions): Promis
     await stop();
     throw err;
   }
-  return { port, url: `${options.tls ? 'rediss' : 'redis'}://127.0.0.1:${port}`, dir, output: () => output, stop };
+  return {
+    port,
+    ...(tlsPort === undefined ? {} : { tlsPort }),
+    url: `${options.tls ? 'rediss' : 'redis'}://127.0.0.1:${port}`,
+    dir,
+    output: () => output,
+    stop,
+  };
 }
 
-/** A data node's command line: no persistence, its own dir, and a bus port of its own in cluster mode. */
-async function serverCommand(port: number, dir: string, options: SpawnOptions, pickPort: () => Promise<number>, args: readonly string[]): Promise<string[]> {
-  const listen = options.tls ? ['--port', '0', '--tls-port', String(port)] : ['--port', String(port)];
+/**
+ * A data node's command line: no persistence, its own dir, a TLS port beside the plain one if
+ * `tlsPort` is set, and a bus port of its own in cluster mode.
+ */
+async function serverCommand(
+  port: number,
+  tlsPort: number | undefined,
+  dir: string,
+  options: SpawnOptions,
+  pickPort: () => Promise<number>,
+  args: readonly string[],
+): Promise<string[]> {
+  const listen = options.tls
+    ? ['--port', '0', '--tls-port', String(port)]
+    : ['--port', String(port), ...(tlsPort === undefined ? [] : ['--tls-port', String(tlsPort)])];
   const bus = options.clusterBus ? ['--cluster-enabled', 'yes', '--cluster-port', String(await pickPort())] : [];
   return [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...bus, ...args];
 }

@@ -1,7 +1,11 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort, spawnRedisServerOnFreePort, type SpawnedRedisServer } from '../../sample-workflows/services';
 import { startSentinelGroup } from '../support/cluster/sentinel';
+import { makeCertificate } from '../support/tls';
 
 // A port found free can be taken before redis-server binds it. The spawner must then start the
 // server again on another port, and must never hand out the URL of whoever took the port.
@@ -65,6 +69,34 @@ describe('spawning redis-server on a free port', () => {
       expect(await client.config('GET', 'cluster-port')).toEqual(['cluster-port', String(picked[3])]);
       expect(await client.cluster('INFO')).toMatch(/cluster_state:/);
     });
+  });
+
+  it('with a TLS port beside the plain one, starts again on new ports when its TLS port was taken', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fire-once-spawn-tls-'));
+    try {
+      const cert = makeCertificate(dir);
+      const { picked, pickPort } = takenAt(1); // the first attempt's TLS port
+      const args = ['--tls-cert-file', cert.certFile, '--tls-key-file', cert.keyFile, '--tls-ca-cert-file', cert.certFile, '--tls-auth-clients', 'no'];
+      const server = await spawnRedisServerOnFreePort(args, { tlsPort: true, pickPort });
+      expect(picked).toHaveLength(4);
+      expect([server.port, server.tlsPort]).toEqual(picked.slice(2));
+      const overTls = new Redis({
+        port: server.tlsPort,
+        host: '127.0.0.1',
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        tls: { ca: readFileSync(cert.certFile) },
+      });
+      try {
+        await overTls.connect();
+        expect(await overTls.ping()).toBe('PONG');
+      } finally {
+        overTls.disconnect();
+      }
+      await withClient(server, async (client) => expect(await client.ping()).toBe('PONG'));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('starts a sentinel again on a new port when its port was taken, and its URL reaches that sentinel', async () => {
