@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort, spawnRedisServerOnFreePort, type SpawnedRedisServer } from '../../sample-workflows/services';
 import { startSentinelGroup } from '../support/cluster/sentinel';
+import { OwnRedis } from '../support/faults/services';
 import { makeCertificate } from '../support/tls';
 
 // A port found free can be taken before redis-server binds it. The spawner must then start the
@@ -118,6 +119,26 @@ describe('spawning redis-server on a free port', () => {
       expect(group.sentinels.map((s) => s.port)).toEqual(picked.slice(4));
     } finally {
       await group.stop();
+    }
+  });
+
+  it("starts a fault suite's own redis-server again on a new port when another redis-server holds its first", async () => {
+    const other = await spawnRedisServerOnFreePort([]);
+    try {
+      const picked: number[] = [];
+      const own = await OwnRedis.start('none', async () => {
+        const port = picked.length === 0 ? other.port : await freePort();
+        picked.push(port);
+        return port;
+      });
+      try {
+        expect(picked).toHaveLength(2);
+        expect(own.port).toBe(picked[1]);
+      } finally {
+        await own.stop();
+      }
+    } finally {
+      await other.stop();
     }
   });
 

@@ -46,19 +46,26 @@ export class OwnRedis {
     readonly persistence: RedisPersistence,
   ) {}
 
-  /** Start a redis-server on a free port; with 'aof-always' every write is fsynced to an AOF first. */
-  static async start(persistence: RedisPersistence): Promise<OwnRedis> {
+  /**
+   * Start a redis-server on a free port; with 'aof-always' every write is fsynced to an AOF first.
+   * `pickPort` picks the port of each attempt ({@link freePort} unless a test stands in a taken one).
+   */
+  static async start(persistence: RedisPersistence, pickPort: () => Promise<number> = freePort): Promise<OwnRedis> {
     if (spawnSync('redis-server', ['--version']).error) {
       throw new ServiceUnavailableError('redis-server is not on PATH: install it (Debian/Ubuntu: `apt-get install -y redis-server`)');
     }
-    return startOnFreePort(async () => new OwnRedis(await freePort(), mkdtempSync(join(tmpdir(), 'fire-once-fault-redis-')), persistence));
+    return startOnFreePort(async () => new OwnRedis(await pickPort(), mkdtempSync(join(tmpdir(), 'fire-once-fault-redis-')), persistence));
   }
 
   get url(): string {
     return `redis://127.0.0.1:${this.port}`;
   }
 
-  /** Start it again on the same port and dir (after {@link kill}); resolves once it answers PING. */
+  /**
+   * Start it again on the same port and dir (after {@link kill}); resolves once it answers PING,
+   * as itself: INFO names its process. Another redis-server that took the port in the meantime
+   * may answer first, and that counts as this one exiting.
+   */
   async restart(): Promise<void> {
     const persistence = this.persistence === 'aof-always' ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'];
     const child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--dir', this.dir, ...persistence], {
@@ -72,8 +79,13 @@ export class OwnRedis {
       client.on('error', () => undefined);
       try {
         await client.connect();
+        const info = await client.info('server');
+        if (/^process_id:(\d+)/m.exec(info)?.[1] !== String(child.pid))
+          throw new ServerExited(`port ${this.port} was taken by another redis-server (process_id in INFO is not ${child.pid})`);
+        // PING, unlike INFO, fails (LOADING) until the AOF is read back.
         if ((await client.ping()) === 'PONG') return;
-      } catch {
+      } catch (err) {
+        if (err instanceof ServerExited) throw err;
         if (Date.now() > deadline) throw new ServiceUnavailableError(`redis-server did not answer on port ${this.port}`);
         await new Promise((r) => setTimeout(r, 100));
       } finally {
