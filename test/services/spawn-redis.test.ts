@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort, spawnRedisServerOnFreePort, type SpawnedRedisServer } from '../../sample-workflows/services';
 import { startSentinelGroup } from '../support/cluster/sentinel';
-import { OwnRedis } from '../support/faults/services';
+import { OwnRedis, OwnTemporal } from '../support/faults/services';
 import { makeCertificate } from '../support/tls';
 
 // A port found free can be taken before redis-server binds it. The spawner must then start the
@@ -139,6 +139,21 @@ describe('spawning redis-server on a free port', () => {
       }
     } finally {
       await other.stop();
+    }
+  });
+
+  it("starts a fault suite's own Temporal dev server again on a new port when another dev server holds its first", async () => {
+    const other = Number(/:(\d+)$/.exec(process.env.TEMPORAL_ADDRESS ?? '')?.[1]); // the suite's shared dev server
+    const picked: number[] = [];
+    const own = await OwnTemporal.start(async () => {
+      const port = picked.length === 0 ? other : await freePort();
+      picked.push(port);
+      return port;
+    });
+    try {
+      expect(picked).toEqual([other, own.port]);
+    } finally {
+      await own.stop();
     }
   });
 

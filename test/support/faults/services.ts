@@ -2,6 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
 import { Connection } from '@temporalio/client';
 import { Redis } from 'ioredis';
 import { ServiceUnavailableError, findTemporalCli, freePort, retryOnTakenPort, stopChild } from '../../../sample-workflows/services';
@@ -131,6 +132,8 @@ export class OwnRedis {
 export class OwnTemporal {
   private child: ChildProcess | undefined;
   private output = '';
+  /** A namespace only this server has: another dev server that took the port never knows it. */
+  private readonly marker = `fire-once-fault-${randomUUID()}`;
 
   private constructor(
     readonly cli: string,
@@ -138,8 +141,11 @@ export class OwnTemporal {
     readonly dir: string,
   ) {}
 
-  /** Start `temporal server start-dev` on a free port with `--db-filename` in a fresh dir. */
-  static async start(): Promise<OwnTemporal> {
+  /**
+   * Start `temporal server start-dev` on a free port with `--db-filename` in a fresh dir.
+   * `pickPort` picks the port of each attempt ({@link freePort} unless a test stands in a taken one).
+   */
+  static async start(pickPort: () => Promise<number> = freePort): Promise<OwnTemporal> {
     const cli = findTemporalCli();
     if (!cli) {
       throw new ServiceUnavailableError(
@@ -147,7 +153,7 @@ export class OwnTemporal {
           '`brew install temporal`) and put it on PATH or in TEMPORAL_CLI_PATH',
       );
     }
-    return startOnFreePort(async () => new OwnTemporal(cli, await freePort(), mkdtempSync(join(tmpdir(), 'fire-once-fault-temporal-'))));
+    return startOnFreePort(async () => new OwnTemporal(cli, await pickPort(), mkdtempSync(join(tmpdir(), 'fire-once-fault-temporal-'))));
   }
 
   get address(): string {
@@ -158,7 +164,11 @@ export class OwnTemporal {
     return join(this.dir, 'temporal.db');
   }
 
-  /** Start it (again) on the same port and database file; resolves once the namespace answers. */
+  /**
+   * Start it (again) on the same port and database file; resolves once it answers as itself: it
+   * knows a namespace of its own. Another dev server that took the port in the meantime never
+   * does, so the wait goes on until this one exits on the taken port.
+   */
   async restart(): Promise<void> {
     const args = [
       'server',
@@ -170,6 +180,8 @@ export class OwnTemporal {
       '--db-filename',
       this.dbFilename,
       '--headless',
+      '--namespace',
+      this.marker,
       '--log-level',
       'error',
     ];
@@ -183,7 +195,7 @@ export class OwnTemporal {
       try {
         const connection = await Connection.connect({ address: this.address, connectTimeout: 1_000 });
         try {
-          await connection.workflowService.describeNamespace({ namespace: 'default' });
+          await connection.workflowService.describeNamespace({ namespace: this.marker });
           return;
         } finally {
           await connection.close();
