@@ -56,8 +56,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchConfig {
     .option('--burst-c <n>', 'invocations after the lock TTL ran out', positiveInt, 3)
     .option('--spacing-ms <ms>', 'gap between two invocations of a burst', nonNegativeInt, 10)
     .option('--out-dir <dir>', 'where strategies.json and strategies.svg are written', 'bench/out')
-    .option('--timeline-copy <file>', 'committed copy of the timeline', 'bench/strategies-timeline.svg')
-    .option('--no-timeline-copy', 'do not write the committed copy of the timeline')
+    .option('--timeline-copy <file>', 'also copy the timeline to <file> (bench/strategies-timeline.svg is the figure RESULTS.md shows)')
     .showHelpAfterError('(add --help to list the flags)');
   program.parse([...argv]);
   const o = program.opts<{
@@ -71,7 +70,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchConfig {
     burstC: number;
     spacingMs: number;
     outDir: string;
-    timelineCopy: string | false;
+    timelineCopy: string | undefined;
   }>();
   // The lock must outlive the job's whole life, dispatch to artifact, or fire-once and lock-only
   // would not hold it in phase (b); the margin absorbs queueing on a busy machine.
@@ -93,6 +92,6 @@ export function parseBenchArgs(argv: readonly string[]): BenchConfig {
     burstC: o.burstC,
     spacingMs: o.spacingMs,
     outDir: o.outDir,
-    timelineCopy: o.timelineCopy === false ? undefined : o.timelineCopy,
+    timelineCopy: o.timelineCopy,
   };
 }
