@@ -8,9 +8,9 @@ import { startSentinelGroup } from '../support/cluster/sentinel';
 import { OwnRedis, OwnTemporal } from '../support/faults/services';
 import { makeCertificate } from '../support/tls';
 
-// A port found free can be taken before redis-server binds it. The spawner must then start the
-// server again on another port, and must never hand out the URL of whoever took the port.
-describe('spawning redis-server on a free port', () => {
+// A port found free can be taken before the server binds it. The spawner must then start the
+// server again on another port, and must never hand out the address of whoever took the port.
+describe('spawning a test server on a free port', () => {
   let squatter: Server;
   let takenPort: number;
   const connections = new Set<Socket>();
