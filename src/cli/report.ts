@@ -86,6 +86,14 @@ const OUTCOMES = new Set(['committed', 'commit-refused', 'released-on-failure', 
 export async function buildReport(redis: RedisClient, keys: FireOnceKeys, query: ReportQuery): Promise<Report> {
   const tally = new Tally(query.jobType);
   await readLog(redis, keys.log(), query.fromMs, query.toMs, (id, fields) => tally.add(id, fields));
+  // A dispatch's entry can land in the window after an invalidation that came after it, whose own
+  // entry landed before the window: read the invalidations logged between the earliest fencing
+  // token of a (scope, step) dispatched more than once and the window, or the two would pass for
+  // a duplicate.
+  const earliestMs = tally.earliestRepeatMs();
+  if (earliestMs !== undefined && earliestMs < query.fromMs) {
+    await readLog(redis, keys.log(), earliestMs, query.fromMs - 1, (id, fields) => tally.addEarlierInvalidation(id, fields));
+  }
   const entries = await readEntries(redis, keys.log(), tally.duplicatedIds());
   return tally.report({ prefix: keys.prefix, namespace: keys.namespace, stream: keys.log(), ...query }, entries);
 }
@@ -103,6 +111,11 @@ class Tally {
    * after one is a fresh start, not a duplicate.
    */
   private readonly invalidations = new Map<string, number[]>();
+  /**
+   * How many `invalidated` entries of each (job type, scope) were logged before the window (read
+   * for their clocks only): every dispatch in the window is after them in the log.
+   */
+  private readonly earlier = new Map<string, number>();
   /** Latest outcome per holder, to annotate the dispatches of duplicates. */
   private readonly outcomes = new Map<string, string>();
   private groups: { jobType: string; scope: string; step: string; ids: string[] }[] | undefined;
@@ -148,6 +161,29 @@ class Tally {
   }
 
   /**
+   * The millisecond of the earliest fencing token among the dispatches of each (job type, scope,
+   * step) dispatched more than once in the window, or `undefined` when there is none: an
+   * invalidation logged before the window, but after that token, splits them.
+   */
+  earliestRepeatMs(): number | undefined {
+    let earliest: number | undefined;
+    for (const { ids, tokens } of this.dispatched.values()) {
+      if (ids.length < 2) continue;
+      for (const token of tokens) if (token !== undefined && (earliest === undefined || token < earliest)) earliest = token;
+    }
+    return earliest === undefined ? undefined : Math.floor(earliest / 1_000);
+  }
+
+  /** Take the clock of an `invalidated` entry logged before the window; every other entry there is ignored. */
+  addEarlierInvalidation(id: string, { decision, scope, jobType, redisTime }: CountedFields): void {
+    if (decision !== 'invalidated' || (this.jobTypeFilter !== undefined && jobType !== this.jobTypeFilter)) return;
+    const artifact = JSON.stringify([jobType, scope]);
+    getOr(this.invalidations, artifact, () => []).push(redisTime ?? streamIdMs(id) * 1_000);
+    this.earlier.set(artifact, (this.earlier.get(artifact) ?? 0) + 1);
+    this.groups = undefined;
+  }
+
+  /**
    * Each (job type, scope, step)'s dispatches between two invalidations of its (job type, scope),
    * once every entry is counted. A dispatch is placed by its fencing token, the Redis clock at its
    * acquire, against the invalidations' clocks: a worker's batch may land in the log after an
@@ -162,7 +198,8 @@ class Tally {
       const byEpoch = new Map<number, string[]>();
       ids.forEach((id, i) => {
         const token = tokens[i];
-        getOr(byEpoch, token === undefined ? after[i] : countAtMost(clocks, token), () => []).push(id);
+        const epoch = token === undefined ? (this.earlier.get(artifact) ?? 0) + after[i] : countAtMost(clocks, token);
+        getOr(byEpoch, epoch, () => []).push(id);
       });
       for (const group of byEpoch.values()) this.groups.push({ jobType, scope, step, ids: group });
     }

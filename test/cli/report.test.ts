@@ -94,6 +94,36 @@ describe('fire-once report: server-side counts', () => {
     );
   });
 
+  it('takes an invalidation logged just before the window into account: a dispatch before it whose entry landed in the window is no duplicate of one after it', async () => {
+    const prefix = testPrefix('report-earlier');
+    prefixes.push(prefix);
+    const keys = new FireOnceKeys(prefix);
+    const fromMs = Date.now() - 60_000; // the window starts here
+    const add = (atMs: number, fields: Record<string, string>) =>
+      redis.xadd(keys.log(), `${atMs}-0`, ...Object.entries({ scope: 's1', step: 'x', jobType: 'summary', ...fields }).flat());
+    // In log order: the invalidation (its clock 1 s before the window), then two dispatches whose
+    // batches landed in the window: one acquired before the invalidation, one after it.
+    await add(fromMs - 1_000, { decision: 'invalidated', redisTime: String((fromMs - 1_000) * 1_000) });
+    await add(fromMs + 10, { decision: 'dispatched', holder: 'h1', fencingToken: String((fromMs - 2_000) * 1_000), workflowId: 'before' });
+    await add(fromMs + 20, { decision: 'dispatched', holder: 'h2', fencingToken: String((fromMs - 500) * 1_000), workflowId: 'after' });
+    const report = await buildReport(redis, keys, { fromMs, toMs: Date.now() + 1_000 });
+    expect(report.duplicates).toEqual([]);
+    expect(report.byScope.map((s) => s.counts)).toEqual([{ dispatched: 2 }]); // the invalidation itself is outside the window
+
+    // Another dispatch after the invalidation is a duplicate of the second; an invalidation of another scope splits nothing.
+    await add(fromMs + 30, { decision: 'dispatched', holder: 'h3', fencingToken: String((fromMs - 400) * 1_000), workflowId: 'after-again' });
+    await add(fromMs + 40, { decision: 'invalidated', scope: 's2', redisTime: String((fromMs - 450) * 1_000) });
+    const again = await buildReport(redis, keys, { fromMs, toMs: Date.now() + 1_000 });
+    expect(again.duplicates.map((d) => d.dispatches.map((r) => r.workflowId))).toEqual([['after', 'after-again']]);
+
+    // An observeOnly dispatch (no fencing token) is placed by the log: after every invalidation logged before the window.
+    await add(fromMs + 50, { decision: 'invalidated', scope: 's3', redisTime: String((fromMs - 2_000) * 1_000) });
+    await add(fromMs + 60, { decision: 'dispatched', scope: 's3', holder: 'h4', fencingToken: String((fromMs - 1_500) * 1_000), workflowId: 'guarded' });
+    await add(fromMs + 70, { decision: 'dispatched', scope: 's3', workflowId: 'observed' });
+    const laterWindow = await buildReport(redis, keys, { fromMs: fromMs + 55, toMs: Date.now() + 1_000 });
+    expect(laterWindow.duplicates.map((d) => d.dispatches.map((r) => r.workflowId))).toEqual([['guarded', 'observed']]);
+  });
+
   it('agrees across pages: a log of several pages, whose duplicates span page boundaries', async () => {
     const events = fc.sample(eventArb, { numRuns: PAGE_SIZE * 2 + 1_234, seed: 42 });
     await compare(await logOf(events), undefined);
