@@ -1,4 +1,4 @@
-import { DEFAULT_NAMESPACE, FireOnceKeys, KEY_PREFIX_PATTERN, PROTOCOL_VERSION } from '../../core/keys';
+import { DEFAULT_NAMESPACE, FireOnceKeys, KEY_PREFIX_PATTERN, PROTOCOL_VERSION, decodeId } from '../../core/keys';
 import { replyErrorMessage } from '../../core/deployment/settings';
 import { redactUrl } from '../connect';
 import { fireOnceCommand } from '../shell';
@@ -11,16 +11,36 @@ const LEGACY_KEY = /^(.+?):\{[^{}]+\}:(?:lock|artifact|fence|external):[^:]+$/;
 /** How many keys `doctor` looks at, across all primaries, unless `--scan-budget` says otherwise. */
 export const DEFAULT_SCAN_BUDGET = 10_000;
 
-/** The guard key prefix of `key` (everything before its `:v3:{<ns>/<scope>}` hash tag), if it looks like one. */
-export function prefixOf(key: string): string | undefined {
+/** A namespace's dispatch log: `<prefix>:v3:<ns>:log` (an encoded ID holds no `:`, `/`, `{` or `}`). */
+const LOG_KEY = new RegExp(`^(.+):v${PROTOCOL_VERSION}:([^:/{}]+):log$`);
+
+/**
+ * The guard prefix and namespace of `key`, if it is a guard's: a scope key
+ * (`<prefix>:v3:{<ns>/<scope>}:…`, the prefix everything before its hash tag) or a namespace's
+ * dispatch log, which outlives a prefix's expired locks and artifacts. `namespace` is `undefined`
+ * when its ID does not decode.
+ */
+export function guardKeyOf(key: string): { prefix: string; namespace: string | undefined } | undefined {
+  const log = LOG_KEY.exec(key);
+  if (log !== null) return KEY_PREFIX_PATTERN.test(log[1]) ? { prefix: log[1], namespace: decoded(log[2]) } : undefined;
   const tag = key.indexOf(`:v${PROTOCOL_VERSION}:{`);
   if (tag <= 0 || key.indexOf('}', tag) === -1) return undefined;
   const prefix = key.slice(0, tag);
-  return KEY_PREFIX_PATTERN.test(prefix) ? prefix : undefined;
+  if (!KEY_PREFIX_PATTERN.test(prefix)) return undefined;
+  return { prefix, namespace: new FireOnceKeys(prefix).parse(key)?.namespace }; // the first part of its hash tag
+}
+
+function decoded(id: string): string | undefined {
+  try {
+    return decodeId(id);
+  } catch {
+    return undefined;
+  }
 }
 
 /**
- * SCAN the primaries, at most `budget` keys in all, and list the guard prefixes found, each with
+ * SCAN the primaries, at most `budget` keys in all (SCAN's COUNT is a hint: a reply past the budget
+ * is cut there), and list the guard prefixes found ({@link guardKeyOf}), each with
  * how many keys it has and in which namespaces. Informational: `warn` only when the workers'
  * `--prefix` has no key at all, or when the keyspace cannot be scanned. Keys of 0.1 get the
  * `migrate` command to run for each prefix, with `redisArg` (doctor's `--redis`, if given).
@@ -36,18 +56,18 @@ export async function checkPrefixes(primaries: readonly DoctorNode[], expected: 
       let cursor = '0';
       do {
         if (scanned >= budget) break;
-        const [next, keys] = await client.scan(cursor, 'COUNT', Math.min(1000, budget - scanned));
+        const [next, reply] = await client.scan(cursor, 'COUNT', Math.min(1000, budget - scanned));
+        const keys = reply.slice(0, budget - scanned);
         scanned += keys.length;
         for (const key of keys) {
           const old = LEGACY_KEY.exec(key);
           if (old !== null && KEY_PREFIX_PATTERN.test(old[1])) legacy.add(old[1]);
-          const prefix = prefixOf(key);
-          if (prefix === undefined) continue;
-          const entry = counts.get(prefix) ?? { keys: 0, namespaces: new Set<string>() };
+          const guardKey = guardKeyOf(key);
+          if (guardKey === undefined) continue;
+          const entry = counts.get(guardKey.prefix) ?? { keys: 0, namespaces: new Set<string>() };
           entry.keys++;
-          const namespace = new FireOnceKeys(prefix).parse(key)?.namespace; // the first part of its hash tag
-          if (namespace !== undefined) entry.namespaces.add(namespace);
-          counts.set(prefix, entry);
+          if (guardKey.namespace !== undefined) entry.namespaces.add(guardKey.namespace);
+          counts.set(guardKey.prefix, entry);
         }
         cursor = next;
       } while (cursor !== '0');

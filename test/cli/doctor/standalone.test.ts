@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import { FireOnceGuard } from '../../../src';
+import { FireOnceKeys } from '../../../src/core';
 import { EXIT } from '../../../src/cli/exit-codes';
 import { runCli } from '../run-cli';
 import { SAFE_ARGS, doctor, doctorJson, serverWith, statuses, verdictsOf, type ServerWithAdmin } from './support';
@@ -36,6 +37,24 @@ describe('fire-once doctor on a standalone Redis', () => {
     const prefixes = verdictsOf(await doctorJson(server.url, ['--prefix', 'app']), 'prefixes')[0];
     expect(prefixes).toMatchObject({ status: 'warn', message: expect.stringMatching(/^no key under --prefix app in all 0 keys scanned/) });
     expect(prefixes.fix).toContain(`database 3 holds 1 key(s): if the workers use it, give it in --redis (${server.url}/3)`);
+  });
+
+  it("finds a prefix by its dispatch log alone, once its locks and artifacts have expired, with the log's namespace", async () => {
+    const { server, admin } = await spawn(...SAFE_ARGS);
+    await admin.xadd(new FireOnceKeys('app', 'tenant-b').log(), '*', 'decision', 'dispatched');
+    await admin.set('unrelated:v3:x:logbook', 'v'); // not a log key: no guard prefix
+    const prefixes = verdictsOf(await doctorJson(server.url, ['--prefix', 'app']), 'prefixes')[0];
+    expect(prefixes).toMatchObject({ status: 'ok', message: 'all 2 keys scanned; guard prefixes: app (1 keys; namespaces tenant-b)' });
+  });
+
+  it('looks at no more keys than --scan-budget, although SCAN may answer with more', async () => {
+    const { server, admin } = await spawn(...SAFE_ARGS);
+    // A SCAN with a small COUNT often answers with a key or two more, on a keyspace this small.
+    await admin.mset(Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`other:${i}`, 'v'])));
+    for (let budget = 1; budget <= 8; budget++) {
+      const prefixes = verdictsOf(await doctorJson(server.url, ['--prefix', 'app', '--scan-budget', String(budget)]), 'prefixes')[0];
+      expect(prefixes.message).toContain(` in ${budget} of 40 keys scanned (--scan-budget)`);
+    }
   });
 
   it('escapes control characters in the namespaces it lists, so a key cannot forge a verdict line; --json keeps them', async () => {
