@@ -8,7 +8,7 @@ export const EXIT = Object.freeze({
   duplicates: 1,
   /** `doctor` found something that puts the guarantee at risk (a check failed). */
   atRisk: 1,
-  /** Bad usage: unknown command or option, an option given twice, a missing or malformed argument, or `--force` missing. */
+  /** Bad usage: unknown command or option, an option with a value given twice, a missing or malformed argument, or `--force` missing. */
   usage: 2,
   /** Redis unreachable, refused the credentials, or did not answer within `--timeout`. */
   redis: 3,

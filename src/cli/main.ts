@@ -277,8 +277,8 @@ Exit codes:
   0   done; for report, no scope dispatched more than once in the window; for doctor,
       nothing puts the guarantee at risk
   1   report found a scope and step dispatched more than once; doctor found a risk
-  2   usage error (an unknown command or option, an option given twice or without its
-      value, a missing or malformed argument, an invalid ID or prefix), or
+  2   usage error (an unknown command or option, an option with a value given twice or
+      without it, a missing or malformed argument, an invalid ID or prefix), or
       release/invalidate without --force (nothing changed)
   3   Redis unreachable, refused the credentials or an ACL permission, or timed out
       (doctor lists the permissions missing)

@@ -639,6 +639,15 @@ describe('fire-once CLI against a real Redis', () => {
       });
     });
 
+    it('takes a flag given twice as the flag: --force --force releases, as docs/operating.md says', async () => {
+      const { prefix, guard } = fresh('cli-flag-twice');
+      const held = await guard.acquire({ scope: 's', step: 'x', jobType: 'summary' });
+      if (held.kind !== 'acquired') throw new Error(held.kind);
+      const run = await runCli(['release', 's', '--step', 'x', '--force', '--force', '--redis', url, '--prefix', prefix]);
+      expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(await redis.exists(held.lease.lockKey)).toBe(0);
+    });
+
     it('takes the largest --timeout Node.js can keep, and --limit 0 for every scope', async () => {
       const { prefix } = fresh('cli-arg-edges');
       const run = await cli(['report', '--prefix', prefix, '--timeout', '2147483647ms', '--limit', '0']);
