@@ -155,7 +155,10 @@ async function spawnOnce(args: readonly string[], options: SpawnOptions): Promis
   const port = await pickPort();
   const dir = mkdtempSync(join(tmpdir(), 'fire-once-redis-'));
   const tlsPort = options.tlsPort ? await pickPort() : undefined;
-  const command = options.sentinel ? sentinelCommand(port, dir, options.sentinel, args) : await serverCommand(port, tlsPort, dir, options, pickPort, args);
+  const busPort = options.clusterBus ? await pickPort() : undefined;
+  const command = options.sentinel
+    ? sentinelCommand(port, dir, options.sentinel, args)
+    : serverCommand({ port, tlsPort, busPort, tls: options.tls }, dir, args);
   const ready = options.sentinel ? 'Sentinel ID is' : 'Ready to accept connections';
   const child = spawn('redis-server', command, { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
@@ -196,22 +199,20 @@ async function spawnOnce(args: readonly string[], options: SpawnOptions): Promis
   };
 }
 
-/**
- * A data node's command line: no persistence, its own dir, a TLS port beside the plain one if
- * `tlsPort` is set, and a bus port of its own in cluster mode.
- */
-async function serverCommand(
-  port: number,
-  tlsPort: number | undefined,
-  dir: string,
-  options: SpawnOptions,
-  pickPort: () => Promise<number>,
-  args: readonly string[],
-): Promise<string[]> {
-  const listen = options.tls
+/** The ports of one data node: its client port (a TLS one with `tls`), and a TLS and a cluster bus port beside it if set. */
+interface NodePorts {
+  readonly port: number;
+  readonly tlsPort: number | undefined;
+  readonly busPort: number | undefined;
+  readonly tls: boolean | undefined;
+}
+
+/** A data node's command line: no persistence, its own dir, and the ports it listens on. */
+function serverCommand({ port, tlsPort, busPort, tls }: NodePorts, dir: string, args: readonly string[]): string[] {
+  const listen = tls
     ? ['--port', '0', '--tls-port', String(port)]
     : ['--port', String(port), ...(tlsPort === undefined ? [] : ['--tls-port', String(tlsPort)])];
-  const bus = options.clusterBus ? ['--cluster-enabled', 'yes', '--cluster-port', String(await pickPort())] : [];
+  const bus = busPort === undefined ? [] : ['--cluster-enabled', 'yes', '--cluster-port', String(busPort)];
   return [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...bus, ...args];
 }
 

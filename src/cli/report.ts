@@ -141,10 +141,8 @@ class Tally {
     // JSON of the IDs, not the IDs joined by a separator: an ID may hold any character, NUL too, and
     // "j" + "a\0b" must never meet "j\0a" + "b".
     const artifact = JSON.stringify([jobType, scope]);
-    if (decision === 'invalidated') {
-      // An entry of 0.8.0 carries no clock: its stream ID's millisecond, a moment after its delete.
-      getOr(this.invalidations, artifact, () => []).push(redisTime ?? streamIdMs(id) * 1_000);
-    } else if (decision === 'dispatched') {
+    if (decision === 'invalidated') this.invalidated(artifact, id, redisTime);
+    else if (decision === 'dispatched') {
       const entries = getOr(this.dispatched, JSON.stringify([jobType, scope, step]), () => ({
         jobType,
         scope,
@@ -178,9 +176,15 @@ class Tally {
   addEarlierInvalidation(id: string, { decision, scope, jobType, redisTime }: CountedFields): void {
     if (decision !== 'invalidated' || (this.jobTypeFilter !== undefined && jobType !== this.jobTypeFilter)) return;
     const artifact = JSON.stringify([jobType, scope]);
-    getOr(this.invalidations, artifact, () => []).push(redisTime ?? streamIdMs(id) * 1_000);
+    this.invalidated(artifact, id, redisTime);
     this.earlier.set(artifact, (this.earlier.get(artifact) ?? 0) + 1);
     this.groups = undefined;
+  }
+
+  /** Keep the clock of an `invalidated` entry of (job type, scope) `artifact`. */
+  private invalidated(artifact: string, id: string, redisTime: number | undefined): void {
+    // An entry of 0.8.0 carries no clock: its stream ID's millisecond, a moment after its delete.
+    getOr(this.invalidations, artifact, () => []).push(redisTime ?? streamIdMs(id) * 1_000);
   }
 
   /**

@@ -23,11 +23,11 @@ describe('spawning a test server on a free port', () => {
     await new Promise<void>((resolve) => squatter.listen(0, '127.0.0.1', resolve));
     takenPort = (squatter.address() as { port: number }).port;
   });
-  /** A `pickPort` that hands out the taken port as its pick number `taken` (from 0), and free ports otherwise; `picked` lists them all. */
-  const takenAt = (taken: number) => {
+  /** A `pickPort` that hands out a taken port (the squatter's, or `held`) as its pick number `taken` (from 0), and free ports otherwise; `picked` lists them all. */
+  const takenAt = (taken: number, held = takenPort) => {
     const picked: number[] = [];
     const pickPort = async () => {
-      const port = picked.length === taken ? takenPort : await freePort();
+      const port = picked.length === taken ? held : await freePort();
       picked.push(port);
       return port;
     };
@@ -125,12 +125,8 @@ describe('spawning a test server on a free port', () => {
   it("starts a fault suite's own redis-server again on a new port when another redis-server holds its first", async () => {
     const other = await spawnRedisServerOnFreePort([]);
     try {
-      const picked: number[] = [];
-      const own = await OwnRedis.start('none', async () => {
-        const port = picked.length === 0 ? other.port : await freePort();
-        picked.push(port);
-        return port;
-      });
+      const { picked, pickPort } = takenAt(0, other.port);
+      const own = await OwnRedis.start('none', pickPort);
       try {
         expect(picked).toHaveLength(2);
         expect(own.port).toBe(picked[1]);
@@ -144,12 +140,8 @@ describe('spawning a test server on a free port', () => {
 
   it("starts a fault suite's own Temporal dev server again on a new port when another dev server holds its first", async () => {
     const other = Number(/:(\d+)$/.exec(process.env.TEMPORAL_ADDRESS ?? '')?.[1]); // the suite's shared dev server
-    const picked: number[] = [];
-    const own = await OwnTemporal.start(async () => {
-      const port = picked.length === 0 ? other : await freePort();
-      picked.push(port);
-      return port;
-    });
+    const { picked, pickPort } = takenAt(0, other);
+    const own = await OwnTemporal.start(pickPort);
     try {
       expect(picked).toEqual([other, own.port]);
     } finally {
