@@ -104,6 +104,12 @@ def test_option_errors_name_the_field() -> None:
         fire_once(job_type=5)  # type: ignore[arg-type]
     with pytest.raises(FireOnceConfigError, match=r"^step must not be empty"):
         fire_once(step=" ")
+    # python/README.md: durations are ints, None is the default, a misspelt keyword is Python's own error.
+    with pytest.raises(FireOnceConfigError, match=r"^lease_ms must be a positive integer \(got 30000\.0\)"):
+        FireOncePlugin(Redis(), lease_ms=30e3)  # type: ignore[arg-type]
+    assert FireOncePlugin(Redis(), lock_ttl_ms=None).guard.options.lock_ttl_ms == GuardOptions().lock_ttl_ms
+    with pytest.raises(TypeError, match="lease_mss"):
+        FireOncePlugin(Redis(), lease_mss=30_000)  # type: ignore[call-arg]
 
 
 def test_the_plugin_warns_of_ttls_that_redo_the_work_or_lapse_a_lease_as_typescript_does() -> None:
