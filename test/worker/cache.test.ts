@@ -202,6 +202,62 @@ describe('local artifact cache', () => {
     expect(cache.get(key, '')?.toString()).toBe('a copy read after it');
   });
 
+  /**
+   * A guard whose `method` (acquire or commit) gets its reply from Redis, and then, before the
+   * interceptor sees it, has the artifact invalidated and the notice delivered to `cache`: the
+   * race that the cache's mark is for, made to happen every time.
+   */
+  function invalidatedInFlight(cache: ArtifactCache, method: 'acquire' | 'commit'): FireOnceGuard {
+    const raced = new FireOnceGuard({ redis, keyPrefix: prefix });
+    const real = raced[method].bind(raced) as (...args: unknown[]) => Promise<unknown>;
+    (raced as unknown as Record<string, unknown>)[method] = async (...args: unknown[]) => {
+      const reply = await real(...args);
+      const mark = cache.mark();
+      expect(await guard.invalidate('s', 'job')).toBe(true);
+      await waitFor('the invalidation to reach the cache', async () => cache.mark() !== mark, { timeoutMs: 5_000, everyMs: 5 });
+      return reply;
+    };
+    return raced;
+  }
+  const runWith = (cache: ArtifactCache, through: FireOnceGuard) => {
+    const factory = createFireOnceActivityInterceptor({ guard: through, activities: fireOnceActivityMap(activities), cache });
+    return new MockActivityEnvironment({ namespace: 'default', activityType: 'job' }, { interceptors: [factory] }).run(activities.job, 's');
+  };
+
+  it('keeps no fast-forward whose artifact was invalidated while the acquire was in flight, so the next call dispatches', async () => {
+    await run(await workerCache()); // another worker dispatches and commits
+    const cache = await workerCache();
+    expect(await runWith(cache, invalidatedInFlight(cache, 'acquire'))).toBeDefined(); // fast-forwarded from the reply
+    expect(runs).toBe(1);
+    expect(cache.size).toBe(0);
+    await run(cache);
+    expect(runs).toBe(2);
+  });
+
+  it('keeps no result whose artifact was invalidated while the commit was in flight, so the next call dispatches', async () => {
+    const cache = await workerCache();
+    await runWith(cache, invalidatedInFlight(cache, 'commit'));
+    expect(runs).toBe(1);
+    expect(cache.size).toBe(0);
+    await run(cache);
+    expect(runs).toBe(2);
+  });
+
+  it("keeps a fast-forward no longer than the artifact's TTL left in Redis, not the worker's own artifactTtlMs", async () => {
+    const short = new FireOnceGuard({ redis, keyPrefix: prefix, artifactTtlMs: 1_000 });
+    const committer = createFireOnceActivityInterceptor({ guard: short, activities: fireOnceActivityMap(activities) });
+    await new MockActivityEnvironment({ namespace: 'default', activityType: 'job' }, { interceptors: [committer] }).run(activities.job, 's');
+    const cache = await workerCache();
+    await run(cache); // fast-forwards the short-lived artifact, and caches it (this guard's artifactTtlMs is 7 days)
+    expect([runs, cache.size]).toEqual([1, 1]);
+    await waitFor('the artifact to expire in Redis', async () => (await redis.exists(guard.keys.artifact('s', 'job'))) === 0, {
+      timeoutMs: 10_000,
+      everyMs: 20,
+    });
+    await run(cache);
+    expect(runs).toBe(2);
+  });
+
   it('stays within its byte bound', async () => {
     const cache = await workerCache({ maxBytes: 200 });
     for (let i = 0; i < 10; i++) await run(cache, `scope-${i}`);
