@@ -1,4 +1,5 @@
 import type { JobResult } from './fixtures/activities';
+import type { CancelOutcome } from './fixtures/workflows';
 import { newScope, oneResult, resetToFirstWorkflowTask, useFeatures } from '../support/features';
 
 // Reset re-executes a workflow from an earlier point in a new run, which schedules the guarded
@@ -30,5 +31,21 @@ describe('Temporal features: reset', () => {
       oneResult([after, later], scope);
       expect(await ctx.count('dispatchJob', scope)).toBe(1);
       expect(await ctx.count('dispatchJob', scope, 'finished')).toBe(1);
+    }));
+
+  // A job that heartbeats hears at its next heartbeat that its run is gone, and stops: a failure,
+  // so its lock is released, and the reset run dispatches again. Still one finished job.
+  it('mid-flight, a job that heartbeats: it is cancelled at its next heartbeat, and the reset run dispatches again', () =>
+    withWorker(async (ctx) => {
+      const scope = newScope('reset-mid-heartbeat');
+      const handle = await ctx.start('cancellableRun', [scope, 2_500, 1_000]);
+      await ctx.started('heartbeatingJob', scope);
+      const reset = await resetToFirstWorkflowTask(ctx, handle);
+      const after = (await reset.result()) as CancelOutcome;
+      expect(after.cancelled).toBe(false);
+      const later = (await (await ctx.start('cancellableRun', [scope, 2_500, 1_000])).result()) as CancelOutcome;
+      oneResult([after.result!, later.result!], scope);
+      expect(await ctx.count('heartbeatingJob', scope)).toBe(2);
+      expect(await ctx.count('heartbeatingJob', scope, 'finished')).toBe(1);
     }));
 });
