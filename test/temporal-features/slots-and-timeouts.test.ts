@@ -1,6 +1,6 @@
 import { Worker } from '@temporalio/worker';
 import { FireOncePlugin, type FireOncePluginOptions } from '../../src';
-import { FireOnceKeys } from '../../src/core';
+import { FireOnceKeys, parseEvent } from '../../src/core';
 import { firstActivityAttempt } from '../support/temporal';
 import { waitFor } from '../support/wait';
 import { guardedActivities } from './fixtures/activities';
@@ -54,6 +54,13 @@ describe('Temporal features: worker slots, heartbeat timeouts, workers of other 
       oneResult(await Promise.all([holder, later].map(async (w) => (await w.result()).result!)), scope);
       expect(await firstActivityAttempt(holder)).toBeGreaterThan(1); // its first attempt timed out
       expect(await ctx.count('dispatchJob', scope)).toBe(1);
+      // The holder's own retry parked, rather than waiting in its slot or dispatching.
+      const log = new FireOnceKeys(ctx.prefix).log();
+      await waitFor('the retry to be logged as parked', async () =>
+        (await ctx.redis.xrange(log, '-', '+'))
+          .map(([, fields]) => parseEvent(fields))
+          .some((e) => e.workflowId === holder.workflowId && e.decision === 'in-flight-parked' && (e.attempt ?? 0) > 1),
+      );
     }));
 
   it('workers of other plugin options on two task queues share the keys: park and wait, lease and fixed, cache and none, 1 dispatch', async () => {

@@ -107,5 +107,8 @@ describe('Temporal features: the guarded job dispatches once', () => {
       const results = await Promise.all(ids.map((id) => ctx.client.workflow.getHandle(id).result() as Promise<JobResult>));
       oneResult(results, scope);
       expect(await ctx.count('dispatchJob', scope)).toBe(1);
+      // The runs overlapped: the second started before the first, which ran the job, had ended.
+      const [first, second] = await Promise.all(ids.slice(0, 2).map((id) => ctx.client.workflow.getHandle(id).describe()));
+      expect(second.startTime.getTime()).toBeLessThan(first.closeTime!.getTime());
     }));
 });
