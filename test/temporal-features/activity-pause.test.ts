@@ -51,6 +51,21 @@ describe('Temporal features: activity pause and reset', () => {
       expect([await ctx.count('heartbeatingJob', scope), await ctx.count('heartbeatingJob', scope, 'finished')]).toEqual([2, 1]);
     }));
 
+  it('pausing a holder whose job does not heartbeat: the job never hears of it and commits, and the parked waiter gets its result', () =>
+    withWorker(async (ctx) => {
+      const scope = newScope('pause-quiet-holder');
+      const run = () => ctx.start('parkableRun', [scope, JOB_MS, { job: 'dispatchJob' }]);
+      const holder = await run();
+      await ctx.started('dispatchJob', scope);
+      const waiter = await run();
+      await waitFor('1 parked waiter', async () => (await ctx.redis.llen(new FireOnceKeys(ctx.prefix).waiters(scope, 'dispatchJob'))) === 1);
+
+      await ctx.client.workflowService.pauseActivity(activityOf(ctx, holder));
+      expect((await pending(holder))?.paused).toBe(true);
+      oneResult(await Promise.all([holder, waiter].map(async (h) => (await h.result()).result!)), scope);
+      expect([await ctx.count('dispatchJob', scope), await ctx.count('dispatchJob', scope, 'finished')]).toEqual([1, 1]);
+    }));
+
   it('resetting the holder stops its job and releases the lock; its new attempt and the waiters share one new dispatch', () =>
     withWorker(async (ctx) => {
       const scope = newScope('reset-holder');

@@ -19,21 +19,23 @@ describe('Temporal features: parked waiters under cancellation types and activit
     identity: 'fire-once test',
   });
 
-  it.each(['TRY_CANCEL', 'ABANDON'] as const)('%s on a parked waiter: its run ends at once, the holder’s one dispatch serves the rest', (cancellationType) =>
-    withWorker(async (ctx) => {
-      const scope = newScope(`cancel-${cancellationType}`);
-      const options: ParkableOptions = { job: 'heartbeatingJob', cancellationType, heartbeatTimeoutMs: 1_000 };
-      const holder = await start(ctx, scope, options);
-      await ctx.started('heartbeatingJob', scope);
-      const waiter = await start(ctx, scope, options);
-      await parked(ctx, scope, 'heartbeatingJob', 1);
-      await waiter.cancel();
-      expect(await waiter.result()).toEqual({ cancelled: true });
-      expect(await ctx.count('heartbeatingJob', scope, 'finished')).toBe(0);
-      const later = await start(ctx, scope, options);
-      oneResult([(await holder.result()).result!, (await later.result()).result!], scope);
-      expect(await ctx.count('heartbeatingJob', scope)).toBe(1);
-    }),
+  it.each(['TRY_CANCEL', 'WAIT_CANCELLATION_COMPLETED', 'ABANDON'] as const)(
+    '%s on a parked waiter: its run ends at once, the holder’s one dispatch serves the rest',
+    (cancellationType) =>
+      withWorker(async (ctx) => {
+        const scope = newScope(`cancel-${cancellationType}`);
+        const options: ParkableOptions = { job: 'heartbeatingJob', cancellationType, heartbeatTimeoutMs: 1_000 };
+        const holder = await start(ctx, scope, options);
+        await ctx.started('heartbeatingJob', scope);
+        const waiter = await start(ctx, scope, options);
+        await parked(ctx, scope, 'heartbeatingJob', 1);
+        await waiter.cancel();
+        expect(await waiter.result()).toEqual({ cancelled: true });
+        expect(await ctx.count('heartbeatingJob', scope, 'finished')).toBe(0);
+        const later = await start(ctx, scope, options);
+        oneResult([(await holder.result()).result!, (await later.result()).result!], scope);
+        expect(await ctx.count('heartbeatingJob', scope)).toBe(1);
+      }),
   );
 
   // [name, options, [starts, finished]]: an abandoned job runs on and commits; a job told of its cancellation stops, and releases.

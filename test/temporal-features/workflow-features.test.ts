@@ -80,6 +80,26 @@ describe('Temporal features: the guarded job dispatches once', () => {
       expect(await ctx.count('dispatchJob', scope)).toBe(1);
     }));
 
+  it('signal-with-start: two on one workflow ID and a plain run of the same scope share one dispatch', () =>
+    withWorker(async (ctx) => {
+      const scope = newScope('signal-with-start');
+      const options = {
+        taskQueue: ctx.taskQueue,
+        workflowId: `handlers-${scope}`,
+        args: [scope] as [string],
+        signal: dispatchSignal,
+        signalArgs: [800] as [number],
+      };
+      const handle = await ctx.client.workflow.signalWithStart('handlersRun', options); // starts the run, with the signal in its first task
+      const plain = await ctx.start('dispatchRun', [scope, 800]);
+      await ctx.client.workflow.signalWithStart('handlersRun', options); // the run is open: only signals it
+      await handle.signal(finishSignal);
+      const fromSignals = await handle.result();
+      expect(fromSignals).toHaveLength(2);
+      oneResult([...fromSignals, await plain.result()], scope);
+      expect(await ctx.count('dispatchJob', scope)).toBe(1);
+    }));
+
   it('schedules: every action the schedule starts shares one dispatch', () =>
     withWorker(async (ctx) => {
       const scope = newScope('sched');
