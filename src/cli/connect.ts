@@ -48,9 +48,8 @@ export async function connect(connection: ConnectOptions): Promise<RedisClient> 
   // INFO may be denied to an ACL user: then the server is taken as standalone.
   const info = await redis.info('cluster').catch(() => '');
   if (!/^cluster_enabled:1/m.test(info)) return redis;
-  const { host, port, username, password, tls, db } = redis.options;
+  const { host, port, username, password, tls } = redis.options;
   redis.disconnect();
-  if (db) throw new CliError(`${redactUrl(url)} names database ${db}, but a Redis Cluster has database 0 only`, EXIT.usage);
   return connected(url, () => {
     const cluster = new Cluster([{ host, port }], {
       lazyConnect: true,
@@ -105,7 +104,7 @@ export function connectNode({ url, timeoutMs, source = '--redis' }: ConnectOptio
         .connect()
         .then(() => pinged(client))
         .then(() => refuseSentinel(client, redactUrl(url), source))
-        .then(() => selected(client)),
+        .then(() => selected(client, url)),
     };
   });
 }
@@ -136,9 +135,16 @@ async function pinged(client: Redis): Promise<void> {
  * connecting, but reports its failure only as an `error` event and goes on with database 0: a URL
  * naming a database the server does not have (`/99`) would then read and delete database 0's keys.
  */
-async function selected(client: Redis): Promise<void> {
+async function selected(client: Redis, url: string): Promise<void> {
   const { db } = client.options;
-  if (db) await client.select(db);
+  if (!db) return;
+  await client.select(db).catch((err: Error) => {
+    // A node of a Cluster refuses it: the URL is wrong (exit 2), not Redis unreachable (exit 3).
+    if (/SELECT is not allowed in cluster mode/.test(err.message)) {
+      throw new CliError(`${redactUrl(url)} names database ${db}, but a Redis Cluster has database 0 only`, EXIT.usage);
+    }
+    throw err;
+  });
 }
 
 function nodeOptions(timeoutMs: number): RedisOptions {

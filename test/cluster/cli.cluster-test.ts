@@ -104,6 +104,14 @@ describe.each(transports)('the fire-once CLI on a Redis Cluster over %s, given o
     expect(report.duplicates[0].dispatches.map((d) => d.runId)).toEqual(['run-1', 'run-2']);
   });
 
+  it('refuses a URL that names a database other than 0 as a usage error (exit 2), not as Redis unreachable', async () => {
+    for (const command of ['inspect', 'doctor']) {
+      const run = await runCli([command, ...(command === 'inspect' ? [scope] : []), '--redis', `${url}/1`, '--prefix', prefix], under.env);
+      expect(run.stderr).toMatch(/names database 1, but a Redis Cluster has database 0 only/);
+      expect(run.code).toBe(2);
+    }
+  });
+
   it('inspect shows the lock held on another node', async () => {
     const run = await cli('inspect', scope, '--json');
     expect(run.stderr).toBe('');

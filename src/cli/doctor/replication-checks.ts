@@ -45,7 +45,7 @@ export async function checkReplication(node: DoctorNode): Promise<Verdict[]> {
     return [
       verdict('role', 'fail', `this node is a replica of ${master}: a worker pointed here gets READONLY on every write`, {
         ...at,
-        fix: 'point the workers (and --redis) at the primary, or at Sentinel',
+        fix: 'point the workers at the primary or at Sentinel, and --redis at the primary',
       }),
     ];
   }

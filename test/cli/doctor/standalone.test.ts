@@ -190,6 +190,7 @@ describe('fire-once doctor on a standalone Redis', () => {
       expect.objectContaining({
         status: 'fail',
         message: expect.stringMatching(/^this node is a replica of 127\.0\.0\.1:\d+: a worker pointed here gets READONLY/),
+        fix: 'point the workers at the primary or at Sentinel, and --redis at the primary', // the CLI refuses a sentinel
       }),
     ]);
   });
