@@ -12,7 +12,8 @@
  * Newer servers add what some deployments use, not what the guard needs: ACL users and TLS
  * (6.0). `fire-once doctor` checks ACL permissions with `ACL DRYRUN` or `redis.acl_check_cmd`,
  * which need 7.0. The test suites run on the redis-server they find (7.0.15 where this was
- * written); older versions are covered by this reasoning, not by a test.
+ * written); `npm run test:redis5` runs the core, the scripts, the interceptor and the CLI on
+ * Redis 5.0 (docs/production-redis.md, "Server version").
  */
 export const MIN_REDIS_VERSION = '5.0.0';
 
