@@ -104,6 +104,10 @@ def test_option_errors_name_the_field() -> None:
         fire_once(job_type=5)  # type: ignore[arg-type]
     with pytest.raises(FireOnceConfigError, match=r"^step must not be empty"):
         fire_once(step=" ")
+    with pytest.raises(FireOnceConfigError, match=r"^conflict_key must be a function \(args\) -> value \(got 'id'\)"):
+        fire_once(conflict_key="id")  # type: ignore[arg-type]
+    with pytest.raises(FireOnceConfigError, match=r"^scope must be a function \(args, info\) -> str \(got 'session-1'\)"):
+        fire_once(scope="session-1")  # type: ignore[arg-type]
     # python/README.md: durations are ints, None is the default, a misspelt keyword is Python's own error.
     with pytest.raises(FireOnceConfigError, match=r"^lease_ms must be a positive integer \(got 30000\.0\)"):
         FireOncePlugin(Redis(), lease_ms=30e3)  # type: ignore[arg-type]
@@ -323,6 +327,21 @@ async def test_commit_fast_forwards_and_release_refuses_a_stale_token(client: Re
         await guard.acquire(DispatchTarget("s", "step", "job", args_hash="h2"))
 
 
+async def test_other_arguments_meeting_a_held_lock_are_a_key_conflict_in_both_artifact_modes(client: Redis, prefix: str) -> None:
+    """The conflict is found on the lock in flight, not only once the holder has stored its
+    result: in the external mode an existing key is only tested for existence, so the lock's args
+    hash is the only one there is to check (``found_by_acquire``)."""
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    for target in (
+        DispatchTarget("held-r", "step", "job", args_hash="h1"),
+        DispatchTarget("held-x", "step", "job", args_hash="h1", external_artifact_key=guard.keys.external("held-x", "job")),
+    ):
+        assert isinstance(await guard.acquire(target), Acquired)
+        with pytest.raises(FireOnceKeyConflict, match="other arguments than the dispatch in flight was started with"):
+            await guard.acquire(dataclasses.replace(target, args_hash="h2"))
+        assert isinstance(await guard.acquire(target), Held)  # the same arguments wait for it
+
+
 async def test_a_lease_whose_keys_are_not_the_guards_own_is_refused_and_nothing_written(client: Redis, prefix: str) -> None:
     # A lease names the keys commit, release and extend write, as in TypeScript (reliability.md 90).
     guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
@@ -369,12 +388,21 @@ async def test_a_late_holder_never_replaces_the_newer_holders_result(client: Red
 
 
 async def test_a_known_artifact_is_read_with_a_get_and_a_gone_one_is_left_to_the_script(client: Redis, prefix: str) -> None:
-    async def scripts_run(call: Callable[[], Awaitable[T]]) -> tuple[T, int]:
-        """``call``'s result, and how many scripts Redis ran meanwhile (a GET runs none)."""
+    async def counted(call: Callable[[], Awaitable[T]]) -> tuple[T, int, int]:
+        """``call``'s result, and how many scripts and GETs Redis ran meanwhile."""
         await client.config_resetstat()
         value = await call()
         stats = await client.info("commandstats")
-        return value, sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in ("evalsha", "eval"))
+
+        def calls(*names: str) -> int:
+            return sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in names)
+
+        return value, calls("evalsha", "eval"), calls("get")
+
+    async def scripts_run(call: Callable[[], Awaitable[T]]) -> tuple[T, int]:
+        """``call``'s result, and how many scripts Redis ran meanwhile (a GET runs none)."""
+        value, scripts, _ = await counted(call)
+        return value, scripts
 
     guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
     target = DispatchTarget("known", "step", "job")
@@ -389,7 +417,15 @@ async def test_a_known_artifact_is_read_with_a_get_and_a_gone_one_is_left_to_the
     await other.invalidate("known", "job")
     after, scripts = await scripts_run(lambda: guard.acquire(target))  # the GET finds nothing: the script decides
     assert isinstance(after, Acquired) and scripts == 1
-    await guard.commit(after.lease, b"result 2")
+    await guard.release(after.lease)
+    # The key is forgotten: the next acquire costs what it costs a guard that never knew it (the
+    # script alone, no GET first).
+    fresh, *cost = await counted(lambda: guard.acquire(target))
+    assert isinstance(fresh, Acquired)
+    await guard.release(fresh.lease)
+    taken, *cost_unknown = await counted(lambda: other.acquire(target))
+    assert isinstance(taken, Acquired) and cost == cost_unknown
+    await other.commit(taken.lease, b"result 2")
     off = FireOnceGuard(client, GuardOptions(key_prefix=prefix, known_artifacts=0))
     assert isinstance(await off.acquire(target), FastForward)
     _, scripts = await scripts_run(lambda: off.acquire(target))

@@ -70,6 +70,10 @@ async def test_ten_racing_runs_of_one_scope_dispatch_once(temporal_env: Any, cli
     decisions = [fields[b"decision"] for _, fields in entries]
     assert decisions.count(b"dispatched") == 1 and decisions.count(b"committed") == 1
     assert decisions.count(b"fast-forwarded") == 10  # 9 after waiting (in-flight-waited), 1 later
+    # Each waiter's entry names the holder it found, by the dispatch's fencing token.
+    (fencing,) = [fields[b"fencingToken"] for _, fields in entries if fields[b"decision"] == b"dispatched"]
+    waited = [fields.get(b"fencingToken") for _, fields in entries if fields[b"decision"] == b"in-flight-waited"]
+    assert set(waited) <= {fencing}  # (a run that came after the commit fast-forwarded without waiting)
 
 
 async def test_a_failed_dispatch_releases_and_the_retry_dispatches_again(temporal_env: Any, client: Redis, prefix: str) -> None:
@@ -619,16 +623,92 @@ async def test_a_lease_no_renewal_reached_for_a_whole_lease_is_reported_lost_and
         raise FireOnceStoreUnavailable("Redis did not answer in time")
 
     monkeypatch.setattr(FireOnceGuard, "extend", unreachable)
-    worker, queue = await run_worker(temporal_env, client, prefix)
-    async with worker:
-        seen = await temporal_env.client.execute_workflow(
-            GuardedCall.run, args=["s-unrenewed", "unrenewedJob", ["unrenewed", "unrenewed-renewals"]], id=queue, task_queue=queue
-        )
+    seen = await run_unrenewed_job(temporal_env, client, prefix, "unrenewed")
     assert seen["lost"] is True
     assert int(await client.get(counter_key(prefix, "unrenewed-renewals")) or 0) > seen["renewalsWhenLost"]
     assert await client.get(counter_key(prefix, "unrenewed")) == b"1"
+
+
+async def run_unrenewed_job(temporal_env: Any, client: Redis, prefix: str, name: str) -> Any:
+    """Run ``unrenewedJob`` (its 1 s lease renewed through the patched ``extend``, which counts in
+    ``<name>-renewals``) in scope ``s-<name>``; what it saw, once ``lock-lost`` was logged once."""
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        seen = await temporal_env.client.execute_workflow(GuardedCall.run, args=[f"s-{name}", "unrenewedJob", [name, f"{name}-renewals"]], id=queue, task_queue=queue)
     entries: Any = await client.xrange(f"{prefix}:v3:default:log")
     assert [fields[b"decision"] for _, fields in entries].count(b"lock-lost") == 1
+    return seen
+
+
+async def test_a_lease_whose_renewal_finds_the_lock_gone_is_lost_at_once_and_renewed_no_more(
+    temporal_env: Any, client: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first renewal finds the lock deleted (what ``fire-once release --force`` does): the job
+    learns it at once, ``lock-lost`` is logged once, and renewing stops, where a renewal that could
+    not reach Redis goes on (above)."""
+    real_extend = FireOnceGuard.extend
+
+    async def deleted_first(self: FireOnceGuard, lease: Any, lock_ttl_ms: int) -> bool:
+        if await client.incr(counter_key(prefix, "gone-renewals")) == 1:
+            await client.delete(lease.lock_key)
+        return await real_extend(self, lease, lock_ttl_ms)
+
+    monkeypatch.setattr(FireOnceGuard, "extend", deleted_first)
+    seen = await run_unrenewed_job(temporal_env, client, prefix, "gone")
+    # Lost at the first renewal, and none sent in the three renewal periods the job ran on for.
+    assert (seen["lost"], seen["renewalsWhenLost"]) == (True, 1)
+    assert await client.get(counter_key(prefix, "gone-renewals")) == b"1"
+
+
+async def test_a_commit_that_fails_delivers_the_result_and_leaves_the_lock_to_its_ttl_releasing_nothing(
+    temporal_env: Any, client: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit that timed out may still land. A release sent after it, on another connection of the
+    pool, could land first, and a waiter would then dispatch the job again: the lock is left to its
+    TTL instead (how-it-decides.md)."""
+    from temporal_fire_once import FireOnceStoreUnavailable
+
+    released: list[str] = []
+    real_release = FireOnceGuard.release
+
+    async def timed_out(self: FireOnceGuard, lease: Any, *args: Any) -> Any:
+        raise FireOnceStoreUnavailable("Redis did not answer in time")
+
+    async def counted(self: FireOnceGuard, lease: Any) -> Any:
+        released.append(lease.lock_key)
+        return await real_release(self, lease)
+
+    monkeypatch.setattr(FireOnceGuard, "commit", timed_out)
+    monkeypatch.setattr(FireOnceGuard, "release", counted)
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        result = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-untold", "crossJob", ["untold", 0]], id=queue, task_queue=queue)
+    assert result["counterId"] == "untold"
+    assert released == []
+    assert await client.pttl(FireOnceKeys(prefix).lock("s-untold", "crossJob")) > 0
+
+
+async def test_a_commit_refused_because_a_newer_holder_took_the_lock_is_logged_as_commit_refused(
+    temporal_env: Any, client: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fire-once report`` tells a result delivered but not stored (``commit-refused``) from one
+    stored (``committed``): docs/operating.md."""
+    real_commit = FireOnceGuard.commit
+
+    async def overtaken(self: FireOnceGuard, lease: Any, *args: Any) -> Any:
+        await client.delete(lease.lock_key)  # what `fire-once release --force` does
+        assert isinstance(await self.acquire(lease.target), Acquired)  # and a newer holder takes the lock
+        return await real_commit(self, lease, *args)
+
+    monkeypatch.setattr(FireOnceGuard, "commit", overtaken)
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        result = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-overtaken", "crossJob", ["overtaken", 0]], id=queue, task_queue=queue)
+    assert result["counterId"] == "overtaken"  # delivered all the same
+    assert await client.exists(FireOnceKeys(prefix).artifact("s-overtaken", "crossJob")) == 0
+    entries: Any = await client.xrange(f"{prefix}:v3:default:log")
+    decisions = [fields[b"decision"] for _, fields in entries]
+    assert b"commit-refused" in decisions and b"committed" not in decisions
 
 
 async def test_a_worker_refuses_to_start_on_a_prefix_of_another_protocol_version(temporal_env: Any, client: Redis, prefix: str) -> None:
