@@ -285,3 +285,28 @@ def test_the_wait_is_half_a_store_timeout_shorter_than_400_ms_unless_told() -> N
 
 async def _gone(conn: Redis, key: str) -> bool:
     return int(await conn.exists(key)) == 0
+
+
+async def test_auto_counts_only_the_replicas_online_so_one_in_its_first_sync_blocks_no_acquire(prefix: str) -> None:
+    """A replica still waiting for its first full sync cannot acknowledge a ``WAIT``: counted, it
+    would fail every acquire for as long as it resyncs (``count_replicas``: ``state=online``)."""
+    with redis_server() as primary_url, redis_server() as replica_url:
+        blocking, replica = redis.Redis.from_url(primary_url), redis.Redis.from_url(replica_url)
+        conn: Redis = Redis.from_url(primary_url)
+        try:
+            # Diskless sync, delayed a minute: the replica waits for its snapshot (wait_bgsave) all along.
+            blocking.config_set("repl-diskless-sync", "yes")
+            blocking.config_set("repl-diskless-sync-delay", 60)
+            replica.replicaof("127.0.0.1", blocking.connection_pool.connection_kwargs["port"])
+
+            def waiting() -> bool:
+                return any(isinstance(v, dict) and v.get("state") == "wait_bgsave" for k, v in blocking.info("replication").items() if k.startswith("slave"))
+
+            _until(waiting, "the replica to wait for its first sync")
+            guard = FireOnceGuard(conn, GuardOptions(key_prefix=prefix))
+            assert isinstance(await guard.acquire(DispatchTarget("first-sync", "step", "job")), Acquired)
+            assert "cmdstat_wait" not in blocking.info("commandstats")
+        finally:
+            await conn.aclose()
+            blocking.close()
+            replica.close()

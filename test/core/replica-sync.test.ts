@@ -189,3 +189,32 @@ describe('replica sync: WAIT pipelined behind every write', () => {
     );
   });
 });
+
+// A replica still in its first full sync cannot acknowledge a WAIT: 'auto' counts only the replicas
+// streaming (state=online), or every acquire would fail for as long as a replica resyncs.
+describe("replica sync 'auto' beside a replica in its first sync", () => {
+  it('counts only the replicas online: an acquire takes the lock without a WAIT', async () => {
+    // Diskless sync, delayed a minute: the replica waits for its snapshot (wait_bgsave) all along.
+    const primary = await spawnRedisServer(['--repl-diskless-sync', 'yes', '--repl-diskless-sync-delay', '60']);
+    const replica = await spawnRedisServer();
+    const redis = new Redis(primary.url);
+    const onReplica = new Redis(replica.url);
+    try {
+      await onReplica.call('REPLICAOF', '127.0.0.1', String(primary.port));
+      await waitFor(
+        'the replica to wait for its first sync',
+        async () => /^slave0:.*state=wait_bgsave/m.test(await redis.info('replication')),
+        REPLICATION_PACE,
+      );
+      const guard = new FireOnceGuard({ redis, keyPrefix: testPrefix('replica-first-sync') });
+      const outcome = await guard.acquire({ scope: 'first-sync', step: 'dispatch', jobType: 'job' });
+      expect(outcome.kind).toBe('acquired');
+      expect(/cmdstat_wait:/.test(await redis.info('commandstats'))).toBe(false);
+    } finally {
+      redis.disconnect();
+      onReplica.disconnect();
+      await replica.stop();
+      await primary.stop();
+    }
+  });
+});
