@@ -451,6 +451,28 @@ describe('fire-once CLI against a real Redis', () => {
       expect(published).toEqual([guard.keys.artifact('session-done', 'summary'), guard.keys.artifact('session-done', 'summary')]);
     });
 
+    it("with --namespace, deletes that namespace's artifact and tells its caches, and leaves the same step of another namespace as it is", async () => {
+      const { prefix, guard } = fresh('cli-invalidate-namespace');
+      const target = { scope: 'session-shared', step: 'summarise', jobType: 'summary' };
+      for (const namespace of ['default', 'tenant-b']) {
+        const taken = await guard.acquire({ ...target, namespace });
+        if (taken.kind !== 'acquired') throw new Error(taken.kind);
+        await guard.commit(taken.lease, Buffer.from(`result of ${namespace}`));
+      }
+      const [ours, theirs] = [guard.keysFor('tenant-b'), guard.keys];
+      const subscriber = redis.duplicate();
+      const published: [string, string][] = [];
+      subscriber.on('message', (channel: string, key: string) => published.push([channel, key]));
+      await subscriber.subscribe(ours.invalidations(), theirs.invalidations());
+      const run = await cli(['invalidate', target.scope, '--job-type', 'summary', '--prefix', prefix, '--namespace', 'tenant-b', '--force']);
+      await redis.ping();
+      subscriber.disconnect();
+      expect([run.code, run.stderr]).toEqual([0, '']);
+      expect(await redis.exists(ours.artifact(target.scope, 'summary'))).toBe(0);
+      expect(await redis.get(theirs.artifact(target.scope, 'summary'))).toMatch(/result of default$/);
+      expect(published).toEqual([[ours.invalidations(), ours.artifact(target.scope, 'summary')]]);
+    });
+
     // FireOnceCorruptArtifact leaves the key as it is and dispatches nothing: invalidate is the
     // documented way out (docs/operating.md), whatever the key holds, a string or another type.
     it.each([

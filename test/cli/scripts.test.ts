@@ -1,7 +1,8 @@
 import type { Redis } from 'ioredis';
 import { FireOnceKeys } from '../../src/core';
 import { PAGE_SIZE, findLatest, idAfter, idBefore } from '../../src/cli/log';
-import { forceReleaseScript } from '../../src/cli/release';
+import { forceReleaseScript, release } from '../../src/cli/release';
+import { CliError, EXIT } from '../../src/cli/exit-codes';
 import { useGuardFixture } from '../support/redis';
 import { lockToken, writeLock } from '../support/records';
 
@@ -73,6 +74,31 @@ describe('the CLI scripts', () => {
       expect(await redis.exists(key)).toBe(0);
       expect(await forceReleaseScript(redis, [key], [read, 'ch'])).toBe(0); // gone: nothing to do
     });
+  });
+
+  it('release --force: a lock that passes to another holder between the read and the delete is left alone, exit 5, nothing logged', async () => {
+    const { redis, guard } = fx;
+    const first = await guard.acquire(target);
+    if (first.kind !== 'acquired') throw new Error('expected acquired');
+    let second: Awaited<ReturnType<typeof guard.acquire>> | undefined;
+    // The CLI's client, whose read of the lock lets another holder take it just after.
+    const racing = new Proxy(redis, {
+      get: (client, name) =>
+        name === 'get'
+          ? async (key: string) => {
+              const value = await client.get(key);
+              await client.del(key);
+              second = await guard.acquire(target);
+              return value;
+            }
+          : (Reflect.get(client, name) as unknown),
+    });
+    const err = await release(racing, guard.keys, target.scope, target.step, true).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CliError);
+    expect((err as CliError).exitCode).toBe(EXIT.conflict);
+    if (second?.kind !== 'acquired') throw new Error(`expected the other holder to acquire, got ${second?.kind}`);
+    expect(await lockToken(redis, second.lease.lockKey)).toBe(second.lease.token);
+    expect(await redis.exists(guard.keys.log())).toBe(0);
   });
 
   describe('find-latest.lua (through findLatest)', () => {

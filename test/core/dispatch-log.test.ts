@@ -22,4 +22,16 @@ describe('DispatchLog', () => {
     await log.flush();
     expect([log.dropped, await fx.redis.xlen(fx.guard.keys.log())]).toEqual([0, 1]);
   });
+
+  it('counts the entries of a batch Redis refuses in dropped, and goes on with the next batch', async () => {
+    const log = new DispatchLog(fx.redis, fx.guard.keys, 1_000);
+    await fx.redis.set(fx.guard.keys.log(), 'not a stream'); // every XADD to it is WRONGTYPE
+    for (const scope of ['a', 'b', 'c']) log.record({ decision: 'dispatched', scope, step: 'st', jobType: 'j' });
+    await log.flush();
+    expect(log.dropped).toBe(3);
+    await fx.redis.del(fx.guard.keys.log());
+    log.record({ decision: 'dispatched', scope: 'd', step: 'st', jobType: 'j' });
+    await log.flush();
+    expect([log.dropped, await fx.redis.xlen(fx.guard.keys.log())]).toEqual([3, 1]);
+  });
 });

@@ -77,7 +77,16 @@ describe('leases, fencing and wake-ups on Redis alone', () => {
     if (early !== undefined) expect(early).toBe(renewal.signal);
     expect(lost).toHaveLength(1);
     expect(await lockToken(redis, outcome.lease.lockKey)).toBe('a-newer-holder');
-    renewal.stop();
+    // Renewing stops there: no more compare-and-expire calls, each refused, for the rest of the job.
+    const extend = jest.spyOn(guard, 'extend');
+    try {
+      await sleep(400); // four renewal periods
+      expect(await renewal.renewNow()).toBe(false);
+      expect(extend).not.toHaveBeenCalled();
+    } finally {
+      extend.mockRestore();
+      renewal.stop();
+    }
   });
 
   it('fencing tokens let a downstream store refuse a paused holder whose lock expired', async () => {

@@ -1,9 +1,12 @@
-import type { MetricCounter, MetricHistogram, MetricMeter, MetricTags } from '@temporalio/common';
+import { ApplicationFailure, type MetricCounter, type MetricHistogram, type MetricMeter, type MetricTags } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { FireOnceGuard, fireOnce } from '../../src';
-import { DispatchLog, METRICS, createFireOnceActivityInterceptor, fireOnceActivityMap, parseEvent } from '../../src/core';
+import { DispatchLog, METRICS, createFireOnceActivityInterceptor, fireOnceActivityMap, formatWaiter, parseEvent } from '../../src/core';
+import type { Client } from '@temporalio/client';
 import { connectRedis, deletePrefix, testPrefix, useGuardFixture } from '../support/redis';
+import { spawnRedisServer } from '../support/redis-server';
+import { waitFor } from '../support/wait';
 
 /** A MetricMeter that records every data point with its merged tags. */
 function recordingMeter(points: { name: string; value: number; tags: MetricTags }[], base: MetricTags = {}): MetricMeter {
@@ -170,5 +173,83 @@ describe('observeOnly', () => {
       await deletePrefix(redis, prefix);
       await redis.quit();
     }
+  });
+});
+
+// Redis stalls (CLIENT PAUSE, on a server of the test's own) just as the job ends: the store call
+// that settles the lock times out after storeTimeoutMs, and lands when Redis answers again. What
+// it did then must still be done, and said.
+describe('a settling call that timed out and landed later', () => {
+  let server: Awaited<ReturnType<typeof spawnRedisServer>>;
+  let redis: Redis;
+  let admin: Redis;
+  let guard: FireOnceGuard;
+  beforeEach(async () => {
+    server = await spawnRedisServer();
+    [redis, admin] = [new Redis(server.url), new Redis(server.url)];
+    guard = new FireOnceGuard({ redis, keyPrefix: testPrefix('observe-late'), storeTimeoutMs: 200 });
+  });
+  afterEach(async () => {
+    redis.disconnect();
+    admin.disconnect();
+    await server.stop();
+  });
+  /** Every client's next command waits 800 ms. */
+  const stall = () => admin.call('CLIENT', 'PAUSE', '800');
+
+  it('a release: logged as released-on-failure, late', async () => {
+    const log = new DispatchLog(redis, guard.keys, 1_000);
+    const activities = {
+      job: fireOnce(
+        async (_scope: string) => {
+          await stall();
+          throw ApplicationFailure.nonRetryable('the job failed');
+        },
+        { scope: ([s]) => s },
+      ),
+    };
+    const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), dispatchLog: log });
+    const env = new MockActivityEnvironment({ namespace: 'default', activityType: 'job' }, { interceptors: [factory] });
+    await expect(env.run(activities.job, 's')).rejects.toThrow('the job failed');
+    const events = await waitFor('the late release in the log', async () => {
+      await log.flush();
+      const logged = (await redis.xrange(guard.keys.log(), '-', '+')).map(([, f]) => parseEvent(f));
+      return logged.some((e) => e.decision === 'released-on-failure') && logged;
+    });
+    expect(events.map((e) => [e.decision, e.late])).toEqual([
+      ['dispatched', undefined],
+      ['released-on-failure', true],
+    ]);
+    expect(await redis.exists(guard.keys.lock('s', 'job'))).toBe(0);
+  });
+
+  it('the hold of a result over maxArtifactBytes: its parked waiter is handed the result', async () => {
+    const big = 'x'.repeat(5_000);
+    const activities = {
+      job: fireOnce(
+        async (scope: string) => {
+          await redis.rpush(guard.keys.waiters(scope, 'job'), formatWaiter('', Buffer.from('waiter-token'))); // parked meanwhile
+          await stall();
+          return big;
+        },
+        { scope: ([s]) => s, lockTtlMs: 60_000 },
+      ),
+    };
+    // The worker's Temporal client, as the hand-over uses it: what it is asked to do is recorded.
+    const handed: string[] = [];
+    const client = {
+      withAbortSignal: (_signal: AbortSignal, fn: () => Promise<unknown>) => fn(),
+      activity: {
+        complete: async (token: Uint8Array) => void handed.push(`complete ${Buffer.from(token).toString()}`),
+        fail: async (token: Uint8Array) => void handed.push(`fail ${Buffer.from(token).toString()}`),
+      },
+    } as unknown as Client;
+    const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), maxArtifactBytes: 1_000 });
+    const env = new MockActivityEnvironment({ namespace: 'default', activityType: 'job' }, { interceptors: [factory], client });
+    await env.run(activities.job, 's'); // delivered at once; the hold (keep) is still stalled
+    expect(handed).toEqual([]);
+    await waitFor('the late hold to hand the waiter over', async () => handed.length > 0);
+    expect(handed).toEqual(['complete waiter-token']);
+    expect(await redis.pttl(guard.keys.lock('s', 'job'))).toBeGreaterThan(30_000); // held for lockTtlMs
   });
 });
