@@ -330,6 +330,22 @@ async def test_a_scope_header_another_interceptor_set_on_an_activity_is_read_as_
     assert counts == [b"1" if row.get("scope") else None for row in SCOPE_HEADER_ROWS]
 
 
+async def test_a_run_with_a_scope_of_its_own_leaves_the_header_another_interceptor_set_alone(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """The guard's interceptor adds its scope to an activity only where no header is set: the other
+    interceptor's header (row 0, scope ``session-1``) wins over the run's own ``s-own``. Wired by
+    hand, with the other one listed after it, whose outbound calls therefore come first (the
+    plugin always lists its own last, so that another interceptor's header wins there anyway)."""
+    row = SCOPE_HEADER_ROWS[0]
+    guard = FireOnceGuard(client, GuardOptions(key_prefix=prefix))
+    hand_wired = [FireOnceInterceptor(guard, WorkerDefaults(poll_interval_ms=50)), _ForgeActivityHeader()]
+    worker, queue = _worker(temporal_env, client, prefix, plugins=[], interceptors=hand_wired)
+    async with worker:
+        await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-own", "crossJob", ["hdr-0", 0], None, 1], id=queue, task_queue=queue)
+    keys = FireOnceKeys(prefix)
+    assert await client.exists(keys.artifact(row["scope"], "crossJob")) == 1
+    assert await client.exists(keys.artifact("s-own", "crossJob")) == 0
+
+
 @pytest.mark.parametrize("scope", ["session-1", ""])
 def test_set_dispatch_scope_outside_a_workflow_raises_a_non_retryable_config_error_as_in_typescript(scope: str) -> None:
     with pytest.raises(ApplicationError) as caught:

@@ -34,4 +34,15 @@ describe('setDispatchScope in a read-only handler', () => {
       expect(await ctx.redis.exists(plugin.guard.keys.artifact(scope, 'dispatchJob'))).toBe(1);
       expect(await ctx.redis.exists(plugin.guard.keys.artifact(other, 'dispatchJob'))).toBe(0);
     }));
+
+  it('after a query and an update validator were refused, the run’s own code can still set it', () =>
+    withWorker(async (ctx, plugin) => {
+      const [scope, other, next] = [newScope('first'), newScope('other'), newScope('next')];
+      const handle = await ctx.start('readOnlyScopeRun', [scope, next]);
+      await expect(handle.query(rescopeQuery, other)).rejects.toThrow(/cannot be called in a query handler/);
+      await expect(handle.executeUpdate(rescopeUpdate, { args: [other] })).rejects.toBeInstanceOf(WorkflowUpdateFailedError);
+      await handle.signal(finishSignal);
+      expect(await handle.result()).toBe(next);
+      expect(await ctx.redis.exists(plugin.guard.keys.artifact(next, 'dispatchJob'))).toBe(1);
+    }));
 });

@@ -6,7 +6,8 @@ import { SCOPE_HEADER } from '../../src/workflow';
 import { waitFor } from '../support/wait';
 import { guardedActivities } from './fixtures/activities';
 import { useFeatures } from '../support/features';
-import { SCOPE_HEADER_ROWS, scopeHeaderPayload, type ScopeHeaderRow } from '../support/scope-headers';
+import { SCOPE_HEADER_ROWS, scopeHeaderPayload, scopeHeaderRow, type ScopeHeaderRow } from '../support/scope-headers';
+import { FireOnceKeys } from '../../src/core';
 
 // The scope header as another party wrote it: a client that starts a workflow with it, or another
 // interceptor that sets it on an activity. Every row of test/conformance/scope-headers.json (which
@@ -93,6 +94,15 @@ describe('Temporal features: a scope header written by someone else', () => {
       };
       expect(seen).toEqual(expected(row, { value: 'dispatched' }, missing));
       expect(await ctx.count('dispatchJob', name)).toBe(row.scope ? 1 : 0);
+    });
+
+    it('a run that set a scope of its own: the plugin leaves the header the other interceptor set alone', async () => {
+      const row = scopeHeaderRow('a json/plain string');
+      const own = `own-${randomUUID()}`;
+      await (await ctx.start('forgedHeaderUnderScopeRun', [row.name, own])).result();
+      const keys = new FireOnceKeys(ctx.prefix);
+      expect(await ctx.redis.exists(keys.artifact(row.scope!, 'dispatchJob'))).toBe(1);
+      expect(await ctx.redis.exists(keys.artifact(own, 'dispatchJob'))).toBe(0);
     });
   });
 });

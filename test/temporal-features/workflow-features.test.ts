@@ -4,7 +4,7 @@ import { Worker } from '@temporalio/worker';
 import { FireOncePlugin } from '../../src';
 import { guardedActivities } from './fixtures/activities';
 import { dispatchSignal, dispatchUpdate, finishSignal, type signalledRun } from './fixtures/workflows';
-import { newScope, oneResult, twoRunsThenOne, useFeatures } from '../support/features';
+import { newScope, oneResult, twoRunsThenOne, useFeatures, type FeatureContext } from '../support/features';
 import { waitFor } from '../support/wait';
 
 // Workflow features that schedule a guarded job, on the dev server: continue-as-new, child
@@ -79,6 +79,17 @@ describe('Temporal features: the guarded job dispatches once', () => {
       oneResult([...fromSignals, ...updates], scope);
       expect(await ctx.count('dispatchJob', scope)).toBe(1);
     }));
+
+  it('scope: the last setDispatchScope wins, and a fireOnce scope option wins over it', async () => {
+    const [first, second, item] = [newScope('first'), newScope('second'), newScope('item')];
+    const guardedUnder = async (ctx: FeatureContext, plugin: FireOncePlugin) => {
+      await (await ctx.start('rescopedRun', [first, second, item])).result();
+      const stored = await Promise.all([first, second, item].map((s) => ctx.redis.exists(plugin.guard.keys.artifact(s, 'dispatchJob'))));
+      return [first, second, item].filter((_, i) => stored[i] === 1);
+    };
+    expect(await withWorker(guardedUnder)).toEqual([second]);
+    expect(await withWorker(guardedUnder, { activities: (redis, prefix) => guardedActivities(redis, prefix, { scopeFromArgs: true }) })).toEqual([item]);
+  });
 
   it('signal-with-start: two on one workflow ID and a plain run of the same scope share one dispatch', () =>
     withWorker(async (ctx) => {
