@@ -162,6 +162,28 @@ async def test_a_lock_lost_before_its_confirm_is_reported_as_lost_not_as_a_repli
     )
 
 
+async def test_auto_under_a_user_that_may_not_run_info_fails_the_acquire_closed_and_a_fixed_count_works(primary: Redis, prefix: str, replica_set: ReplicaSet) -> None:
+    """A user denied INFO (the start check reads the eviction policy with CONFIG GET instead):
+    ``'auto'`` cannot count the replicas, and writing without a ``WAIT`` could lose the lock in a
+    failover. Each write counts again, and fails the same way."""
+    await primary.acl_setuser("no-info", enabled=True, reset=True, passwords=["+pw"], keys=["*"], channels=["*"], commands=["+@all", "-info"])
+    port = primary.connection_pool.connection_kwargs["port"]
+    restricted: Redis = Redis(port=port, username="no-info", password="pw")
+    try:
+        guard = FireOnceGuard(restricted, GuardOptions(key_prefix=prefix))
+        for _ in range(2):
+            with pytest.raises(FireOnceStoreUnavailable, match=r"replica_sync 'auto' could not count the primary's replicas with INFO replication .*grant the Redis user \+info"):
+                await guard.acquire(DispatchTarget("uncounted", "step", "job"))
+        async def undone() -> bool:  # the acquire's lock, undone behind the failed count
+            return await primary.exists(guard.keys.lock("uncounted", "step")) == 0
+
+        await _eventually(undone, "the lock to be undone")
+        fixed = FireOnceGuard(restricted, GuardOptions(key_prefix=prefix, replica_sync={"replicas": 1, "timeout_ms": 4_000}))
+        assert isinstance(await fixed.acquire(DispatchTarget("uncounted", "step", "job")), Acquired)
+    finally:
+        await restricted.aclose()
+
+
 async def test_replica_sync_false_dispatches_on_an_unreplicated_lock(primary: Redis, prefix: str, frozen: None) -> None:
     # The old asynchronous behaviour: the hazard docs/production-redis.md describes.
     unsynced = FireOnceGuard(primary, GuardOptions(key_prefix=prefix, replica_sync=False))

@@ -196,14 +196,25 @@ export class ReplicaSync {
     if (replicas !== 'auto') return replicas;
     if (this.counting === undefined || Date.now() - this.countedAt > RECOUNT_EVERY_MS) {
       this.countedAt = Date.now();
-      // A failed count keeps the previous one (none at first): INFO denied or the node away.
+      // A failed recount keeps the last count. A first count that fails (INFO denied, the node
+      // away) fails the write closed, and the next write counts again: writing with no WAIT could
+      // leave a lock or a result that replicas never got, for a failover to lose.
       this.counting = countReplicas(this.redis).then(
         (count) => (this.known = count),
-        () => this.known ?? 0,
+        (err: unknown) => {
+          if (this.known !== undefined) return this.known;
+          this.counting = undefined;
+          throw new Error(uncounted((err as Error).message));
+        },
       );
     }
     return this.known ?? this.counting;
   }
+}
+
+/** Why a write fails when `'auto'` could not count the replicas it must wait for. */
+function uncounted(reason: string): string {
+  return `replicaSync 'auto' could not count the primary's replicas with INFO replication (${reason}), so nothing was written that it could not wait for: grant the Redis user +info, or set replicaSync to { replicas: n } or false`;
 }
 
 /**

@@ -90,6 +90,29 @@ describe('replica sync: WAIT pipelined behind every write', () => {
     }
   });
 
+  // A user denied INFO (the start check reads the eviction policy with CONFIG GET instead): 'auto'
+  // cannot count the replicas, and writing without a WAIT could lose the lock in a failover.
+  it("'auto' under a user that may not run INFO fails the acquire closed, saying why; a fixed count still works", async () => {
+    await redis.call('ACL', 'SETUSER', 'no-info', 'reset', 'on', '>pw', '~*', '&*', '+@all', '-info');
+    const restricted = new Redis(primary.url, { username: 'no-info', password: 'pw' });
+    try {
+      const guard = new FireOnceGuard({ redis: restricted, keyPrefix: testPrefix('replica-sync') });
+      for (let i = 0; i < 2; i++) {
+        // Each write counts again: the second fails the same way, never as a write with no WAIT.
+        const err = await guard.acquire(target('uncounted')).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
+        expect((err as Error).message).toMatch(
+          /replicaSync 'auto' could not count the primary's replicas with INFO replication \(NOPERM.*grant the Redis user \+info/,
+        );
+      }
+      expect(await redis.exists(guard.keys.lock('uncounted', 'dispatch'))).toBe(0);
+      const fixed = new FireOnceGuard({ redis: restricted, keyPrefix: guard.keys.prefix, replicaSync: { replicas: 1, timeoutMs: 4_000 } });
+      expect((await fixed.acquire(target('uncounted'))).kind).toBe('acquired');
+    } finally {
+      restricted.disconnect();
+    }
+  });
+
   it('a WAIT refused after a commit, a release or a hold ran does not hide what the script did', async () => {
     await redis.call('ACL', 'SETUSER', 'no-wait', 'reset', 'on', '>pw', '~*', '&*', '+@all', '-wait');
     const restricted = new Redis(primary.url, { username: 'no-wait', password: 'pw' });

@@ -40,6 +40,7 @@ from redis.asyncio.cluster import ClusterPipeline
 from redis.exceptions import AskError, MovedError, NoScriptError, ResponseError, TryAgainError
 
 from .cluster_redirect import TRY_AGAIN_DELAY_S, TRY_AGAIN_TRIES, through_migration
+from .errors import FireOnceStoreUnavailable
 from .eviction import primaries
 from .options import ReplicaSyncSetting
 from .scripts import EXTEND, LuaScript, RedisClient, ScriptArg
@@ -167,7 +168,9 @@ class ReplicaSync:
 
     async def _wanted(self) -> int:
         """How many replicas a write must reach now. ``'auto'`` counts them at the first write and
-        each minute after; a failed count (INFO denied, a node away) keeps the last one, none at first."""
+        each minute after; a failed recount keeps the last count. A first count that fails (INFO
+        denied, a node away) fails the write closed, and the next write counts again: writing with
+        no ``WAIT`` could leave a lock or a result that replicas never got, for a failover to lose."""
         replicas = self.setting.replicas
         if replicas != "auto":
             return replicas
@@ -182,9 +185,15 @@ class ReplicaSync:
     async def _count(self) -> int:
         try:
             self._known = await count_replicas(self.redis)
-        except Exception:
-            pass
-        return self._known or 0
+        except Exception as err:
+            if self._known is not None:
+                return self._known
+            self._counting = None
+            raise FireOnceStoreUnavailable(
+                f"replica_sync 'auto' could not count the primary's replicas with INFO replication ({err}), so nothing was written "
+                "that it could not wait for: grant the Redis user +info, or set replica_sync to {'replicas': n} or False"
+            ) from err
+        return self._known
 
 
 def _as_replied(err: Exception) -> str:
