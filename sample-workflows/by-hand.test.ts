@@ -250,6 +250,10 @@ describe('the samples run by hand, as their READMEs say', () => {
     const duplicates = (JSON.parse(report.stdout) as { duplicates: { scope: string; dispatches: { runId: string }[] }[] }).duplicates;
     expect(duplicates.map((d) => ({ scope: d.scope, runs: new Set(d.dispatches.map((x) => x.runId)).size }))).toEqual([{ scope: unguardedSession, runs: 8 }]);
 
+    // Two bursts to two new sessions at once: each client counts its own session's dispatch only.
+    const both = await Promise.all([1, 2].map(() => client('sample-workflows/chat-session/client.ts', { KEY_PREFIX })));
+    for (const run of both) expectPrinted(run, guarded);
+
     const again = await client('sample-workflows/chat-session/client.ts', { KEY_PREFIX, SESSION_ID: guardedSession });
     expectPrinted(again, repeat);
     expect(started(guardedSession)).toBe(1);

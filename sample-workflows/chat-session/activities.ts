@@ -48,7 +48,7 @@ export function createChatActivities(deps: ChatActivityDeps): ChatActivities {
   const { redis, keys } = deps;
 
   async function dispatchSummary(sessionId: string, message: string): Promise<void> {
-    const dispatch = await redis.incr(keys.dispatches);
+    const [dispatch] = await Promise.all([redis.incr(keys.dispatches), redis.incr(keys.sessionDispatches(sessionId))]);
     const job: SummaryJob = { sessionId, message, jobType: SUMMARY_JOB, dispatch };
     await redis.lpush(keys.jobs, JSON.stringify(job)); // the runner takes from the tail: first in, first out
   }

@@ -49,10 +49,10 @@ export interface BurstOptions extends Omit<MessageOptions, 'text'> {
 export async function sendBurst(client: Client, options: BurstOptions): Promise<string[]> {
   const { redis, keys, invocations, spacingMs, ...message } = options;
   if (!Number.isInteger(invocations) || invocations < 1) throw new Error(`a burst needs at least 1 message (got ${invocations})`);
-  const before = await readCount(redis, keys.dispatches);
+  const before = await readCount(redis, keys.sessionDispatches(message.sessionId));
   const handles = [await sendMessage(client, { ...message, text: 'message 1' })];
   await waitUntil(`the first message of ${message.sessionId} to dispatch its job`, async () => {
-    return (await readCount(redis, keys.dispatches)) > before || (await redis.exists(keys.summary(message.sessionId))) === 1;
+    return (await readCount(redis, keys.sessionDispatches(message.sessionId))) > before || (await redis.exists(keys.summary(message.sessionId))) === 1;
   });
   for (let i = 2; i <= invocations; i++) {
     handles.push(await sendMessage(client, { ...message, text: `message ${i}` }));
@@ -70,7 +70,7 @@ if (require.main === module) {
     try {
       const client = new Client({ connection });
       const sessionId = process.env.SESSION_ID ?? `session-${randomBytes(3).toString('hex')}`;
-      const before = await readCount(redis, keys.dispatches);
+      const before = await readCount(redis, keys.sessionDispatches(sessionId));
       const invocations = intFromEnv('INVOCATIONS', 8);
       const results = await sendBurst(client, {
         taskQueue: TASK_QUEUE,
@@ -81,7 +81,7 @@ if (require.main === module) {
         invocations,
         spacingMs: 7,
       });
-      const dispatches = (await readCount(redis, keys.dispatches)) - before;
+      const dispatches = (await readCount(redis, keys.sessionDispatches(sessionId))) - before; // this session's alone
       console.log(`${strategy}: ${invocations} messages to ${sessionId}, ${dispatches} dispatch(es)`);
       for (const result of new Set(results)) console.log(`  ${result}`);
     } finally {

@@ -43,6 +43,8 @@ export interface ChatKeys {
   readonly deadJobs: string;
   /** INCR'd by the dispatch activity body: the count of dispatches, which the guard does not own. */
   readonly dispatches: string;
+  /** The same count for one session, which the client reads: bursts to other sessions may run meanwhile. */
+  sessionDispatches(sessionId: string): string;
   /** INCR'd by the job runner each time a job resolves, before its artifact is written. */
   readonly jobsResolved: string;
   /** The artifact a summary job writes, hash-tagged with the session so it shares the lock's slot. */
@@ -67,6 +69,7 @@ export function chatKeys(prefix: string): ChatKeys {
     processing: (runnerId) => `${prefix}:jobs:processing:${runnerId}`,
     deadJobs: `${prefix}:jobs:dead`,
     dispatches: `${prefix}:count:dispatches`,
+    sessionDispatches: (sessionId) => `${prefix}:count:dispatches:${encodeId('scope', sessionId)}`,
     jobsResolved: `${prefix}:count:jobs-resolved`,
     summary: (sessionId, jobType = SUMMARY_JOB) => `${keys.scopeBase(sessionId)}:result:${encodeId('jobType', jobType)}`,
   };
