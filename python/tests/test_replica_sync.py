@@ -171,15 +171,16 @@ async def test_auto_under_a_user_that_may_not_run_info_fails_the_acquire_closed_
     restricted: Redis = Redis(port=port, username="no-info", password="pw")
     try:
         guard = FireOnceGuard(restricted, GuardOptions(key_prefix=prefix))
-        for _ in range(2):
+        for scope in ("uncounted-1", "uncounted-2"):
             with pytest.raises(FireOnceStoreUnavailable, match=r"replica_sync 'auto' could not count the primary's replicas with INFO replication .*grant the Redis user \+info"):
-                await guard.acquire(DispatchTarget("uncounted", "step", "job"))
-        async def undone() -> bool:  # the acquire's lock, undone behind the failed count
-            return await primary.exists(guard.keys.lock("uncounted", "step")) == 0
+                await guard.acquire(DispatchTarget(scope, "step", "job"))
 
-        await _eventually(undone, "the lock to be undone")
+            async def undone(scope: str = scope) -> bool:  # the acquire's lock, undone behind the failed count
+                return await primary.exists(guard.keys.lock(scope, "step")) == 0
+
+            await _eventually(undone, "the lock to be undone")
         fixed = FireOnceGuard(restricted, GuardOptions(key_prefix=prefix, replica_sync={"replicas": 1, "timeout_ms": 4_000}))
-        assert isinstance(await fixed.acquire(DispatchTarget("uncounted", "step", "job")), Acquired)
+        assert isinstance(await fixed.acquire(DispatchTarget("uncounted-1", "step", "job")), Acquired)
     finally:
         await restricted.aclose()
 

@@ -244,7 +244,7 @@ describe('local artifact cache', () => {
   });
 
   it("keeps a fast-forward no longer than the artifact's TTL left in Redis, not the worker's own artifactTtlMs", async () => {
-    const short = new FireOnceGuard({ redis, keyPrefix: prefix, artifactTtlMs: 1_000 });
+    const short = new FireOnceGuard({ redis, keyPrefix: prefix, artifactTtlMs: 3_000 }); // room for a loaded machine to fast-forward first
     const committer = createFireOnceActivityInterceptor({ guard: short, activities: fireOnceActivityMap(activities) });
     await new MockActivityEnvironment({ namespace: 'default', activityType: 'job' }, { interceptors: [committer] }).run(activities.job, 's');
     const cache = await workerCache();
