@@ -194,8 +194,8 @@ describe('a settling call that timed out and landed later', () => {
     admin.disconnect();
     await server.stop();
   });
-  /** Every client's next command waits 800 ms. */
-  const stall = () => admin.call('CLIENT', 'PAUSE', '800');
+  /** Every client's next command waits 1.5 s: the store call times out after 200 ms, and lands well after. */
+  const stall = () => admin.call('CLIENT', 'PAUSE', '1500');
 
   it('a release: logged as released-on-failure, late', async () => {
     const log = new DispatchLog(redis, guard.keys, 1_000);
