@@ -183,17 +183,30 @@ class ReplicaSync:
         return await asyncio.shield(self._counting)
 
     async def _count(self) -> int:
-        try:
-            self._known = await count_replicas(self.redis)
-        except Exception as err:
-            if self._known is not None:
+        tries = 0
+        while True:
+            try:
+                self._known = await count_replicas(self.redis)
                 return self._known
-            self._counting = None
-            raise FireOnceStoreUnavailable(
-                f"replica_sync 'auto' could not count the primary's replicas with INFO replication ({err}), so nothing was written "
-                "that it could not wait for: grant the Redis user +info, or set replica_sync to {'replicas': n} or False"
-            ) from err
-        return self._known
+            except Exception as err:
+                if self._known is not None:
+                    return self._known
+                tries += 1
+                # A refusal (NOPERM) is for good; anything else may pass, as redis-py's per-node
+                # connection limit (MaxConnectionsError) does once a burst of writes has its replies.
+                if isinstance(err, ResponseError) or tries == COUNT_TRIES:
+                    self._counting = None
+                    raise FireOnceStoreUnavailable(
+                        f"replica_sync 'auto' could not count the primary's replicas with INFO replication ({type(err).__name__}: {err}), "
+                        "so nothing was written that it could not wait for: grant the Redis user +info, or set replica_sync to "
+                        "{'replicas': n} or False"
+                    ) from err
+            await asyncio.sleep(COUNT_RETRY_DELAY_S)
+
+
+COUNT_TRIES = 3
+"""How many times a first replica count is tried before the write fails closed."""
+COUNT_RETRY_DELAY_S = 0.05
 
 
 def _as_replied(err: Exception) -> str:
