@@ -185,6 +185,32 @@ async def test_auto_under_a_user_that_may_not_run_info_fails_the_acquire_closed_
         await restricted.aclose()
 
 
+async def test_a_first_count_turned_away_by_the_client_is_tried_again_and_a_refusal_is_not(
+    primary: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redis-py's per-node connection limit can turn the count's INFO away during a burst of writes
+    (MaxConnectionsError, seen on a Cluster in CI): the count is tried again, three times in all,
+    50 ms apart. A refusal by Redis (NOPERM, above) is not."""
+    import temporal_fire_once.core.replica_sync as replica_sync
+    from redis.exceptions import MaxConnectionsError
+
+    real = replica_sync.count_replicas
+    failures: list[Exception] = []
+
+    async def turned_away(redis: Any) -> int:
+        if failures:
+            raise failures.pop()
+        return await real(redis)
+
+    monkeypatch.setattr(replica_sync, "count_replicas", turned_away)
+    failures[:] = [MaxConnectionsError(), MaxConnectionsError()]
+    guard = FireOnceGuard(primary, GuardOptions(key_prefix=prefix))
+    assert isinstance(await guard.acquire(DispatchTarget("turned-away", "step", "job")), Acquired)
+    failures[:] = [MaxConnectionsError()] * 3
+    with pytest.raises(FireOnceStoreUnavailable, match=r"could not count the primary's replicas with INFO replication \(MaxConnectionsError"):
+        await FireOnceGuard(primary, GuardOptions(key_prefix=prefix)).acquire(DispatchTarget("turned-away-3", "step", "job"))
+
+
 async def test_replica_sync_false_dispatches_on_an_unreplicated_lock(primary: Redis, prefix: str, frozen: None) -> None:
     # The old asynchronous behaviour: the hazard docs/production-redis.md describes.
     unsynced = FireOnceGuard(primary, GuardOptions(key_prefix=prefix, replica_sync=False))
