@@ -44,13 +44,23 @@ describe('the least-privilege ACL user on a Redis Cluster', () => {
     }
   }
 
-  /** What the user was refused, on any node, but ioredis's CLIENT SETNAME (it ignores the refusal). */
+  /**
+   * What the user was refused, on any node, but the two commands ioredis sends on connecting and
+   * whose refusal it ignores: CLIENT SETNAME, and READONLY to a replica it reads the slot map from.
+   */
   async function denied(): Promise<string[]> {
+    const objects = new Set(await deniedAll());
+    objects.delete('client|setname');
+    objects.delete('readonly');
+    return [...objects].sort();
+  }
+
+  /** Everything the user was refused, on any node. */
+  async function deniedAll(): Promise<string[]> {
     const objects = new Set<string>();
     for (const address of all) {
       for (const d of parseAclLog(await nodes.node(address).call('ACL', 'LOG'))) if (d.username === ACL_USER) objects.add(d.object);
     }
-    objects.delete('client|setname');
     return [...objects].sort();
   }
 
@@ -105,6 +115,34 @@ describe('the least-privilege ACL user on a Redis Cluster', () => {
       next: 'fast-forward',
       dispatches: 1,
     });
+    expect(await denied()).toEqual([]);
+  });
+
+  // ioredis reads the slot map from any node it knows, replicas included, and sends READONLY to a
+  // replica it connects to. The line does not grant it: the refusal is ignored, and the guard
+  // never reads from a replica. Given only the replica's address, that READONLY is certain.
+  it('a worker given only a replica: ioredis is refused READONLY there, ignores it, and the worker guards (1 dispatch)', async () => {
+    const prefix = `acl-c-${randomUUID().slice(0, 8)}`;
+    await grant(prefix, clusterGrants());
+    const cluster = new Cluster([nodes.replica], { redisOptions: { username: ACL_USER, password }, clusterRetryStrategy: () => null });
+    cluster.on('error', () => undefined);
+    try {
+      await new FireOncePlugin({ redis: cluster, keyPrefix: prefix }).runWorker({} as Worker, async () => undefined);
+      const guard = new FireOnceGuard({ redis: cluster, keyPrefix: prefix, replicaSync: false });
+      const target = { scope: 'replica-only', step: 'report', jobType: 'report' };
+      let dispatches = 0;
+      const first = await guard.acquire(target);
+      if (first.kind === 'acquired') {
+        dispatches++;
+        expect(await guard.commit(first.lease, Buffer.from('result'))).toMatchObject({ ours: true, stored: true });
+      }
+      const again = await guard.acquire(target);
+      if (again.kind === 'acquired') dispatches++;
+      expect({ dispatches, again: again.kind }).toEqual({ dispatches: 1, again: 'fast-forward' });
+    } finally {
+      cluster.disconnect();
+    }
+    expect(await deniedAll()).toEqual(expect.arrayContaining(['readonly']));
     expect(await denied()).toEqual([]);
   });
 
