@@ -263,7 +263,8 @@ async def test_a_wait_the_user_may_not_send_fails_the_acquire_and_the_renewal_bu
     restricted: Redis = Redis.from_url(replica_set.primary, username="no-wait", password="pw")
     try:
         guard = FireOnceGuard(restricted, GuardOptions(key_prefix=prefix))
-        with pytest.raises(FireOnceStoreUnavailable, match="NOPERM|no permissions"):
+        # The reply as Redis sent it, as in the TypeScript package's message: redis-py drops the code.
+        with pytest.raises(FireOnceStoreUnavailable, match=r"NOPERM .*'wait'"):
             await guard.acquire(_target("no-wait"))
         await _eventually(lambda: _gone(primary, guard.keys.lock("no-wait", "dispatch")), "the lock to be undone")
 
@@ -280,6 +281,17 @@ async def test_a_wait_the_user_may_not_send_fails_the_acquire_and_the_renewal_bu
             await refused.extend(await _lease(full, "extend"), 60_000)
     finally:
         await restricted.aclose()
+
+
+async def test_a_guard_given_the_replica_fails_closed_naming_readonly_as_redis_sent_it(primary: Redis, prefix: str, replica_set: ReplicaSet) -> None:
+    replica: Redis = Redis.from_url(replica_set.replica)
+    try:
+        guard = FireOnceGuard(replica, GuardOptions(key_prefix=prefix, replica_sync=False))
+        with pytest.raises(FireOnceStoreUnavailable, match=r"^Redis call failed: READONLY You can't write against a read only replica"):
+            await guard.acquire(_target("read-only"))
+    finally:
+        await replica.aclose()
+    assert await primary.exists(guard.keys.lock("read-only", "dispatch")) == 0
 
 
 async def test_auto_sends_no_wait_when_no_replica_is_attached() -> None:

@@ -11,11 +11,12 @@ from typing import Any
 
 from redis.asyncio import RedisCluster
 from redis.asyncio.sentinel import SentinelConnectionPool
-from redis.exceptions import NoPermissionError, RedisError, ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from .errors import FireOnceConfigError, FireOnceStoreUnavailable
 from .options import check_redis_client, positive_int
 from .scripts import RedisClient
+from .store_calls import replied
 
 SAFE_EVICTION_POLICY = "noeviction"
 """The one ``maxmemory-policy`` under which Redis never evicts the guard's keys."""
@@ -131,17 +132,13 @@ async def _read_policy(redis: RedisClient, address: str, target: dict[str, Any])
             return EvictionPolicy(address, str(value), "INFO")
         reasons.append("INFO memory has no maxmemory_policy field")
     except ResponseError as err:
-        reasons.append(f"INFO memory: {_reply_error(err)}")
+        reasons.append(f"INFO memory: {replied(err)}")
     try:
         value = (await redis.config_get("maxmemory-policy", **target)).get("maxmemory-policy")
         if value is not None:
             return EvictionPolicy(address, str(value), "CONFIG GET")
         reasons.append("CONFIG GET maxmemory-policy returned nothing")
     except ResponseError as err:
-        reasons.append(f"CONFIG GET maxmemory-policy: {_reply_error(err)}")
+        reasons.append(f"CONFIG GET maxmemory-policy: {replied(err)}")
     return EvictionPolicy(address, None, "; ".join(reasons))
 
-
-def _reply_error(err: ResponseError) -> str:
-    """The reply as Redis sent it: redis-py strips the NOPERM code from the message."""
-    return f"NOPERM {err}" if isinstance(err, NoPermissionError) else str(err).strip()

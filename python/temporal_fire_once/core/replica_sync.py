@@ -44,6 +44,7 @@ from .errors import FireOnceStoreUnavailable
 from .eviction import primaries
 from .options import ReplicaSyncSetting
 from .scripts import EXTEND, LuaScript, RedisClient, ScriptArg
+from .store_calls import replied
 
 RECOUNT_EVERY_S = 60.0
 """How often ``'auto'`` counts the replicas again."""
@@ -138,7 +139,7 @@ class ReplicaSync:
                 await asyncio.sleep(TRY_AGAIN_DELAY_S)
             else:
                 return replies
-        moving = ResponseError(f"the slot of {keys[0]} is moving ({_as_replied(detour)}): the write did not run where its WAIT could count it")
+        moving = ResponseError(f"the slot of {keys[0]} is moving ({replied(detour)}): the write did not run where its WAIT could count it")
         return [moving, moving]
 
     async def _pair(
@@ -208,11 +209,6 @@ COUNT_TRIES = 3
 """How many times a first replica count is tried before the write fails closed."""
 COUNT_RETRY_DELAY_S = 0.05
 
-
-def _as_replied(err: Exception) -> str:
-    """A Cluster's reply as Redis sent it: redis-py's errors drop the word that names them."""
-    kind = "MOVED" if isinstance(err, MovedError) else "ASK" if isinstance(err, AskError) else "TRYAGAIN" if isinstance(err, TryAgainError) else ""
-    return f"{kind} {err}".strip()
 
 
 async def count_replicas(redis: RedisClient) -> int:

@@ -9,8 +9,23 @@ import hashlib
 import re
 from typing import Any, Awaitable, Callable, TypeVar
 
+from redis.exceptions import (
+    AskError,
+    BusyLoadingError,
+    ClusterCrossSlotError,
+    ClusterDownError,
+    MasterDownError,
+    MovedError,
+    NoPermissionError,
+    NoScriptError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .errors import FireOnceProtocolError, FireOnceStoreUnavailable
@@ -19,6 +34,28 @@ from .outcomes import DispatchTarget
 T = TypeVar("T")
 # Redis before 7.0 wraps a script's error: "Error running script (...): @user_script:18: WRONGTYPE ...".
 _WRONGTYPE = re.compile(r"(^|: )WRONGTYPE\b")
+# The error codes redis-py strips from a reply's message when it picks the exception's class.
+_CODES: dict[type[RedisError], str] = {
+    NoPermissionError: "NOPERM",
+    ReadOnlyError: "READONLY",
+    OutOfMemoryError: "OOM",
+    BusyLoadingError: "LOADING",
+    NoScriptError: "NOSCRIPT",
+    MovedError: "MOVED",
+    AskError: "ASK",
+    TryAgainError: "TRYAGAIN",
+    MasterDownError: "MASTERDOWN",
+    ClusterDownError: "CLUSTERDOWN",
+    ClusterCrossSlotError: "CROSSSLOT",
+}
+
+
+def replied(err: BaseException) -> str:
+    """An error reply as Redis sent it, code first (``NOPERM …``, ``READONLY …``), as ioredis's
+    messages read: redis-py drops the code of the replies it has a class for."""
+    text = str(err).strip()
+    code = next((_CODES[kind] for kind in type(err).__mro__ if kind in _CODES), None)
+    return f"{code} {text}" if code is not None and not text.startswith(code) else text
 
 
 async def store_call(timeout_ms: int, context: dict[str, str], call: Callable[[], Awaitable[T]]) -> T:
@@ -31,14 +68,14 @@ async def store_call(timeout_ms: int, context: dict[str, str], call: Callable[[]
     except (asyncio.TimeoutError, RedisTimeoutError) as err:
         raise FireOnceStoreUnavailable(f"Redis did not answer within {timeout_ms} ms", context) from err
     except RedisConnectionError as err:
-        raise FireOnceStoreUnavailable(f"Redis is unavailable: {err}", context) from err
+        raise FireOnceStoreUnavailable(f"Redis is unavailable: {replied(err)}", context) from err
     except ResponseError as err:
         if _WRONGTYPE.search(str(err)) is None:
-            raise FireOnceStoreUnavailable(f"Redis call failed: {err}", context) from err
+            raise FireOnceStoreUnavailable(f"Redis call failed: {replied(err)}", context) from err
         # Data of a type this library never writes does not change on a retry: fail, do not stall.
         raise FireOnceProtocolError(f"a key of this step holds a Redis type this library never writes there ({err})", context) from err
     except (RedisError, RedisClusterException) as err:  # the latter: a slot no node serves, mid-resharding
-        raise FireOnceStoreUnavailable(f"Redis call failed: {err}", context) from err
+        raise FireOnceStoreUnavailable(f"Redis call failed: {replied(err)}", context) from err
 
 
 _background_tasks: set[asyncio.Task[Any]] = set()
