@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { WorkflowHandle } from '@temporalio/client';
 import type { Cluster, Redis } from 'ioredis';
 import { FireOnceGuard, type AcquireOutcome, type DispatchTarget, type Lease } from '../../src';
 import { WakeHub, waitForTurn } from '../../src/core';
@@ -141,7 +142,7 @@ describe('pub/sub wake-ups on a Redis Cluster', () => {
           workers.client.workflow.start('guardedRun', { taskQueue: workers.taskQueue, workflowId: `wake-${randomUUID()}`, args: [scope, scope, 3_000] }),
         ),
       );
-      const results = (await Promise.all(handles.map((h) => h.result()))) as JobResult[];
+      const results = (await resultsWithin(handles, 150_000)) as JobResult[];
       expect(new Set(results.map((r) => r.nonce)).size).toBe(1);
       expect(Number(await cluster.get(counterKey(workerPrefix, scope)))).toBe(1);
       const joined = Number(await cluster.get(`${workerPrefix}:wake-joins`));
@@ -151,5 +152,29 @@ describe('pub/sub wake-ups on a Redis Cluster', () => {
       const unaccounted = Array.from({ length: joined }, (_, i) => i + 1).filter((id) => !rung.includes(id) && !late.includes(id));
       expect(unaccounted).toEqual([]);
     });
+
+    /**
+     * The runs' results, or, past `ms` (the runs end within a start-to-close of 60 s even if a
+     * wake-up is lost), an error that says where each run stands and how the workers are.
+     */
+    async function resultsWithin(handles: WorkflowHandle[], ms: number): Promise<unknown[]> {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), ms)));
+      const results = Promise.all(handles.map((h) => h.result()));
+      try {
+        const first = await Promise.race([results, late]);
+        if (first !== 'late') return first;
+      } finally {
+        clearTimeout(timer);
+      }
+      const runs = await Promise.all(
+        handles.map(async (h) => {
+          const { status, raw } = await h.describe();
+          const pending = (raw.pendingActivities ?? []).map((a) => ({ state: a.state, attempt: a.attempt, lastFailure: a.lastFailure?.message }));
+          return `${h.workflowId}: ${status.name} ${JSON.stringify(pending)}`;
+        }),
+      );
+      throw new Error(`the runs did not end within ${ms} ms:\n${runs.join('\n')}\n${workers.health()}`);
+    }
   });
 });

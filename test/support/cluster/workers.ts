@@ -12,6 +12,8 @@ import { connectCluster } from './cluster';
 export interface ClusterWorkers {
   readonly taskQueue: string;
   readonly client: Client;
+  /** Each worker process: running or how it ended, and the end of its stderr; for failure messages. */
+  health(): string;
   stop(): Promise<void>;
 }
 
@@ -61,7 +63,14 @@ export async function startClusterWorkers(
     for (const s of started) if (s.status === 'fulfilled') workers.push(s.value);
     for (const s of started) if (s.status === 'rejected') throw s.reason;
     connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS as string });
-    return { taskQueue, client: new Client({ connection, ...(options.namespace ? { namespace: options.namespace } : {}) }), stop };
+    const health = () =>
+      workers
+        .map(({ child, stderr }) => {
+          const state = child.exitCode === null && child.signalCode === null ? 'running' : `ended (${child.exitCode ?? child.signalCode})`;
+          return `worker ${child.pid}: ${state}; stderr ends: ${JSON.stringify(stderr().slice(-1500))}`;
+        })
+        .join('\n');
+    return { taskQueue, client: new Client({ connection, ...(options.namespace ? { namespace: options.namespace } : {}) }), health, stop };
   } catch (err) {
     await stop();
     throw err;
