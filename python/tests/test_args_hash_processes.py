@@ -5,38 +5,16 @@ another order in each process, and the payload converter writes it as a JSON lis
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import uuid
 from typing import Any
 
 from redis.asyncio import Redis
 
-from .conftest import REPO
+from .py_worker import start_py_worker
 from .pyactivities import counter_key
 from .pyworkflows import GuardedCall
 
 TAGS = ["alpha", "beta", "gamma", "delta"]  # seeds 1 and 2 iterate this set in other orders
-
-
-async def _worker(env: Any, redis_url: str, prefix: str, queue: str, seed: str) -> asyncio.subprocess.Process:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.py_worker",
-        env.client.service_client.config.target_host,
-        redis_url,
-        prefix,
-        queue,
-        cwd=str(REPO / "python"),
-        env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(REPO / "python")},
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert process.stdout is not None
-    async with asyncio.timeout(60):
-        while (line := await process.stdout.readline()) != b"READY\n":
-            assert line != b"", "the worker process exited before READY"
-    return process
 
 
 async def _stopped(process: asyncio.subprocess.Process) -> None:
@@ -53,7 +31,7 @@ async def test_a_set_argument_hashes_alike_in_worker_processes_of_other_hash_see
     queue = f"py-{uuid.uuid4().hex[:8]}"
     results = []
     for seed in ("1", "2"):
-        process = await _worker(temporal_env, redis_url, prefix, queue, seed)
+        process = await start_py_worker(temporal_env, redis_url, prefix, queue, seed)
         try:
             results.append(
                 await temporal_env.client.execute_workflow(

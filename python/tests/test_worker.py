@@ -216,6 +216,24 @@ async def test_a_job_five_leases_long_with_racing_runs_dispatches_once(temporal_
     assert await client.get(counter_key(prefix, "long")) == b"1"
 
 
+async def test_a_start_to_close_shorter_than_the_job_overlaps_its_retries_and_dispatches_once(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """The retry that starts while an earlier attempt still runs its job (start-to-close 1.5 s,
+    a 4 s job that does not heartbeat, so its worker is never told the attempt timed out): each
+    later attempt finds the lock and waits, and one after the job's commit fast-forwards."""
+    worker, queue = await run_worker(temporal_env, client, prefix)
+    async with worker:
+        handle = await temporal_env.client.start_workflow(
+            GuardedCall.run, args=["s-overlap", "longJob", ["overlap", 4_000], None, 8, [1_500]], id=f"{queue}-overlap", task_queue=queue
+        )
+        result = await handle.result()
+    assert result["counterId"] == "overlap"
+    assert await client.get(counter_key(prefix, "overlap")) == b"1"
+    started = [e.activity_task_started_event_attributes async for e in handle.fetch_history_events() if e.HasField("activity_task_started_event_attributes")]
+    assert started[-1].attempt > 1  # the attempt that returned is a retry: the first one timed out
+
+
 async def test_a_local_activity_waiter_waits_again_on_each_retry(temporal_env: Any, client: Redis, prefix: str) -> None:
     """A local activity's retries are scheduled from its first attempt, so a give-up deadline
     counted from ``current_attempt_scheduled_time`` would be past at once on every retry, and the
