@@ -59,14 +59,18 @@ export function formatClusterNodes(nodes: readonly ClusterNode[]): string {
  * until every node reports `cluster_state:ok`. `stop()` stops what was spawned. Throws
  * {@link ServiceUnavailableError} saying how to get Redis when neither works.
  *
- * With `tls`, the nodes are always spawned (REDIS_CLUSTER_NODES names plaintext nodes): each
+ * With `own`, the nodes are always spawned: a cluster no other user of REDIS_CLUSTER_NODES sees,
+ * for a test that changes a node's settings or counters. With `tls`, they are too
+ * (REDIS_CLUSTER_NODES names plaintext nodes): each
  * also listens for TLS on a port of its own and talks TLS on the cluster bus
  * (`tls-cluster yes`); clients are not asked for certificates. The plaintext ports stay, for
  * setting the cluster up.
  */
-export async function startRedisCluster(options: { readonly masters?: number; readonly tls?: ClusterTlsFiles } = {}): Promise<RedisClusterService> {
+export async function startRedisCluster(
+  options: { readonly masters?: number; readonly tls?: ClusterTlsFiles; readonly own?: boolean } = {},
+): Promise<RedisClusterService> {
   const { tls } = options;
-  const fromEnv = tls ? undefined : clusterNodesFromEnv();
+  const fromEnv = tls || options.own ? undefined : clusterNodesFromEnv();
   if (fromEnv) {
     await waitForClusterOk(fromEnv, `REDIS_CLUSTER_NODES=${formatClusterNodes(fromEnv)} is not a healthy cluster. ${HOW_TO_GET_CLUSTER}`);
     return { nodes: fromEnv, spawned: false, stop: async () => undefined };

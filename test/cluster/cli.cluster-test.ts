@@ -47,7 +47,7 @@ const transports: [string, () => Promise<ClusterUnderTest>][] = [
 // The `fire-once` CLI given the URL of one node of a Redis Cluster: it follows the cluster, so a
 // scope whose keys live on another node is inspected, released and invalidated there, and the
 // report reads the log from whichever node owns it. Every command is spawned as its own process.
-describe.each(transports)('the fire-once CLI on a Redis Cluster over %s, given one node', (_name, open) => {
+describe.each(transports)('the fire-once CLI on a Redis Cluster over %s, given one node', (name, open) => {
   let under: ClusterUnderTest;
   let cluster: Cluster;
   let prefix: string;
@@ -139,7 +139,9 @@ describe.each(transports)('the fire-once CLI on a Redis Cluster over %s, given o
     expect(await cluster.exists(outcome.lease.artifactKey)).toBe(0);
   });
 
-  it("invalidate reads the clock it orders dispatches by on the scope's own master", async () => {
+  // On the cluster of this file's own only: on the shared one, other files' CLI runs load the
+  // same script on other masters, and SCRIPT FLUSH theirs.
+  (name.startsWith('rediss://') ? it : it.skip)("invalidate reads the clock it orders dispatches by on the scope's own master", async () => {
     // `fire-once report` compares the invalidation's `redisTime` with fencing tokens, which the
     // scope's master stamps; the clock is read in a one-line script on the artifact's key, which
     // this shows by the script cache of each master (the URL's master is not the scope's).

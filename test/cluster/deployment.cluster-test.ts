@@ -1,23 +1,37 @@
 import type { Worker } from '@temporalio/worker';
+import { Cluster, Redis } from 'ioredis';
 import { FireOnceConfigError, FireOncePlugin } from '../../src';
 import { checkEvictionPolicy } from '../../src/core';
 import type { DoctorReport } from '../../src/cli/doctor/doctor';
+import { startRedisCluster, type ClusterNode, type RedisClusterService } from '../../sample-workflows/services';
 import { runCli } from '../cli/run-cli';
-import { clusterNodes, connectCluster, connectNode } from '../support/cluster/cluster';
 
-// The deployment checks on the suite's 3-master cluster: the eviction policy is read from every
-// master, so one evicting master is enough to refuse a worker and the CLI, and doctor names it.
+// The deployment checks on a 3-master cluster of this file's own (one master is made evicting,
+// which would refuse the other files' workers on the suite's shared cluster): the eviction
+// policy is read from every master, so one evicting master is enough to refuse a worker and the
+// CLI, and doctor names it.
 describe('deployment checks on a Redis Cluster', () => {
-  const cluster = connectCluster();
-  const [first, second] = clusterNodes();
-  const evicting = connectNode(second);
-  const address = `${second.host}:${second.port}`;
-  const url = `redis://${first.host}:${first.port}`;
+  let service: RedisClusterService;
+  let clusterNodes: () => readonly ClusterNode[];
+  let cluster: Cluster;
+  let evicting: Redis;
+  let address: string;
+  let url: string;
+
+  beforeAll(async () => {
+    service = await startRedisCluster({ own: true });
+    clusterNodes = () => service.nodes;
+    const [first, second] = service.nodes;
+    cluster = new Cluster([...service.nodes]);
+    evicting = new Redis({ host: second.host, port: second.port, maxRetriesPerRequest: 1 });
+    address = `${second.host}:${second.port}`;
+    url = `redis://${first.host}:${first.port}`;
+  }, 60_000);
 
   afterAll(async () => {
-    await evicting.config('SET', 'maxmemory-policy', 'noeviction');
-    evicting.disconnect();
-    cluster.disconnect();
+    evicting?.disconnect();
+    cluster?.disconnect();
+    await service?.stop();
   });
 
   it('reads the policy of every master, and all three are noeviction', async () => {
@@ -47,7 +61,7 @@ describe('deployment checks on a Redis Cluster', () => {
       const eviction = report.verdicts.filter((v) => v.check === 'eviction').map((v) => [v.node, v.status]);
       expect(eviction.sort()).toEqual(
         clusterNodes()
-          .map((n) => [`${n.host}:${n.port}`, n.port === second.port ? 'fail' : 'ok'])
+          .map((n) => [`${n.host}:${n.port}`, `${n.host}:${n.port}` === address ? 'fail' : 'ok'])
           .sort(),
       );
       expect(report.verdicts.find((v) => v.check === 'cluster')).toMatchObject({
