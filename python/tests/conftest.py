@@ -18,7 +18,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 from redis import Redis as SyncRedis
@@ -26,6 +26,15 @@ from redis import RedisError
 from redis.asyncio import Redis
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+async def until(done: Callable[[], Awaitable[bool]], what: str, seconds: float = 30) -> None:
+    """Poll ``done`` until it holds; fail naming ``what`` if it never does (a bound, not a timing claim)."""
+    for _ in range(int(seconds / 0.05)):
+        if await done():
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail(f"never happened: {what}")
 
 
 def collect_garbage() -> None:

@@ -16,6 +16,7 @@ from temporalio.testing import ActivityEnvironment
 from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceGuard, GuardOptions, WakeHub
 from temporal_fire_once.worker.log import DispatchLog
 
+from .conftest import until
 from .guarded_calls import GuardedCalls, subscribed
 
 
@@ -38,14 +39,24 @@ async def test_a_burst_of_waiters_on_a_fresh_wake_hub_subscribes_on_one_connecti
     waiting = [asyncio.ensure_future(worker.call(scope)) for scope in scopes]
     while len(hub._events) < len(scopes):  # every waiter has joined its scope's channel
         await asyncio.sleep(0.01)
-    await asyncio.sleep(0.2)
+
+
+    async def all_subscribed() -> bool:
+        return sum(await subscribed(client, name)) >= len(scopes)
+
+    await until(all_subscribed, "every scope's channel subscribed", seconds=10)
     during = await subscribed(client, name)
     result = DataConverter.default.payload_converter.to_payloads(["held result"])[0].SerializeToString()
     for holder in holders:
         assert isinstance(holder, Acquired)
         await guard.commit(holder.lease, result)
     assert {r.payload.data for r in await asyncio.gather(*waiting)} == {b'"held result"'}
-    await asyncio.sleep(0.5)  # the unsubscribes of the last waiters
+
+
+    async def none_subscribed() -> bool:  # the unsubscribes of the last waiters
+        return await subscribed(client, name) == []
+
+    await until(none_subscribed, "the last waiters' unsubscribes", seconds=10)
     after = await subscribed(client, name)
     await hub.close()
     closed = await subscribed(client, name)
@@ -124,7 +135,12 @@ async def test_a_worker_driven_through_every_path_over_2000_scopes_holds_nothing
     await each([f"s{i}" for i in range(200)], fail_invalidate_fire)
     await each([f"w{i}" for i in range(200)], wait_out)
     assert await worker.interceptor.flush() == 0
-    await asyncio.sleep(0.5)  # the last unsubscribes
+
+
+    async def no_channel() -> bool:  # the last unsubscribes
+        return await client.pubsub_channels(f"{prefix}:*") == []
+
+    await until(no_channel, "no channel subscribed", seconds=10)
 
     assert int(await client.get(counter) or 0) == 2_000 + 200 * 2 + 200  # fires, failures and fires again, waiters' fires
     # No waiter, and no channel subscribed on Redis. (The pubsub may still list the last few channels

@@ -36,21 +36,12 @@ from temporal_fire_once.core import FireOnceKeys
 
 from temporal_fire_once import FireOncePlugin
 
-from .conftest import collect_garbage
+from .conftest import collect_garbage, until
 from .pyactivities import counter_key, gate_key, make_activities
 from .pynexus import JobService, NexusCaller, NexusHandlerRun, NexusJobInput
 from .pyworkflows import CronParent, GuardedCall, HeartbeatCall, InheritedCall, TwoStepCall, UpdateScopeInInit, UpdateScopeInRun
 
 WORKFLOWS = [GuardedCall, HeartbeatCall, TwoStepCall, UpdateScopeInInit, UpdateScopeInRun, InheritedCall, CronParent, NexusCaller, NexusHandlerRun]
-
-
-async def until(done: Callable[[], Awaitable[bool]], what: str, seconds: float = 30) -> None:
-    """Poll ``done`` until it holds; fail naming ``what`` if it never does (a bound, not a timing claim)."""
-    for _ in range(int(seconds / 0.05)):
-        if await done():
-            return
-        await asyncio.sleep(0.05)
-    pytest.fail(f"never happened: {what}")
 
 
 def _worker(env: Any, client: Redis, prefix: str, queue: str | None = None, **options: Any) -> tuple[Worker, str]:

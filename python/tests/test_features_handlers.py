@@ -20,11 +20,11 @@ from temporalio.worker import Replayer, Worker
 from temporal_fire_once import FireOncePlugin
 from temporal_fire_once.core import FireOnceKeys
 
-from .conftest import collect_garbage
+from .conftest import collect_garbage, until
 from .pyactivities import counter_key, gate_key, make_activities
 from .pyhandlers import WORKFLOWS, CancelOnSignal, ContinueWhileWaiting, SignalScopeInInit
 from .pyworkflows import HeartbeatCall
-from .test_features import _activity_started, _is, _last_failure_type, _pending, count, result, until
+from .test_features import _activity_started, _is, _last_failure_type, _pending, count, result
 
 
 def _worker(env: Any, client: Redis, prefix: str, **options: Any) -> tuple[Worker, str]:

@@ -22,11 +22,11 @@ from temporalio.worker import Interceptor, Replayer, Worker
 
 from temporal_fire_once import FireOncePlugin
 
-from .conftest import collect_garbage
+from .conftest import collect_garbage, until
 from .hold_hand_off import HoldHandOff
 from .pyactivities import gate_key, make_activities
 from .pyworkflows import CancelledLocalCall, GuardedCall
-from .test_features import result, until
+from .test_features import result
 from .test_hand_off_limits import _Runs, _runs
 from .test_local_activity_shutdown import _count, _is_one, _subscribers
 

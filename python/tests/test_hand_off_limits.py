@@ -21,10 +21,10 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 
 from temporal_fire_once import FireOncePlugin
 
-from .conftest import collect_garbage
+from .conftest import collect_garbage, until
 from .pyactivities import counter_key, gate_key, make_activities
 from .pyworkflows import GuardedCall, LocalCall
-from .test_features import result, until
+from .test_features import result
 from .test_local_activity_shutdown import _count, _is_one, _subscribers
 
 

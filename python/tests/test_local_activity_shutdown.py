@@ -20,10 +20,10 @@ from temporalio.worker import Replayer, Worker
 from temporal_fire_once import FireOncePlugin
 from temporal_fire_once.core import FireOnceKeys
 
-from .conftest import collect_garbage
+from .conftest import collect_garbage, until
 from .pyactivities import counter_key, gate_key, make_activities
 from .pyworkflows import GuardedCall, LocalCall
-from .test_features import result, until
+from .test_features import result
 
 WORKFLOWS = [GuardedCall, LocalCall]
 

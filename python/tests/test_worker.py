@@ -20,7 +20,7 @@ from temporalio.worker import Interceptor, Worker
 from temporal_fire_once import FireOncePlugin
 from temporal_fire_once.core import Acquired, DispatchTarget, FireOnceGuard, FireOnceKeys, GuardOptions
 
-from .conftest import collect_garbage
+from .conftest import collect_garbage, until
 from .pyactivities import counter_key, make_activities
 from .pyworkflows import CancelledCall, ContinuedCall, GuardedCall, HeartbeatCall, InitScopeCall, LocalCall, ParentCall
 
@@ -65,9 +65,18 @@ async def test_ten_racing_runs_of_one_scope_dispatch_once(temporal_env: Any, cli
         )
     assert await client.get(counter_key(prefix, "race")) == b"1"
     assert all(r == results[0] for r in results) and later == results[0]
-    await asyncio.sleep(0.1)  # the log is written in the background
-    entries: Any = await client.xrange(f"{prefix}:v3:default:log")
-    decisions = [fields[b"decision"] for _, fields in entries]
+    log = f"{prefix}:v3:default:log"
+
+    async def decisions_of() -> list[bytes]:
+        entries: Any = await client.xrange(log)
+        return [fields[b"decision"] for _, fields in entries]
+
+    async def settled() -> bool:  # the log is written in the background
+        return (await decisions_of()).count(b"fast-forwarded") >= 10
+
+    await until(settled, "the ten fast-forwards in the dispatch log")
+    entries: Any = await client.xrange(log)
+    decisions = await decisions_of()
     assert decisions.count(b"dispatched") == 1 and decisions.count(b"committed") == 1
     assert decisions.count(b"fast-forwarded") == 10  # 9 after waiting (in-flight-waited), 1 later
     # Each waiter's entry names the holder it found, by the dispatch's fencing token.
@@ -296,9 +305,14 @@ async def test_a_waiter_cancelled_while_its_recheck_takes_the_lock_dispatches_no
         with pytest.raises(WorkflowFailureError):
             await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-mid", "crossJob", ["mid", 0], None, 1], id=queue, task_queue=queue)
     assert calls == 2
-    await asyncio.sleep(0.6)  # the reply comes 0.5 s after the cancellation; the lock is given back then
+
+    async def given_back() -> bool:
+        return bool(await client.exists(keys.lock("s-mid", "crossJob")) == 0)
+
+    # The reply comes 0.5 s after the cancellation; the lock is given back then, well within 10 s
+    # (its lease, 30 s, would end it only far later).
+    await until(given_back, "the lock given back", seconds=10)
     assert await client.get(counter_key(prefix, "mid")) is None
-    assert await client.exists(keys.lock("s-mid", "crossJob")) == 0
 
 
 async def test_a_waiter_cancelled_while_it_leaves_the_wake_channel_does_not_keep_the_lock_it_took(

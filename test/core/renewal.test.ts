@@ -3,6 +3,7 @@ import { FireOnceConfigError, FireOnceGuard, FireOnceLockLost } from '../../src'
 import { WakeHub, startRenewal, waitForTurn } from '../../src/core';
 import { useGuardFixture } from '../support/redis';
 import { lockToken, writeLock } from '../support/records';
+import { waitFor } from '../support/wait';
 
 describe('leases, fencing and wake-ups on Redis alone', () => {
   const fx = useGuardFixture('lease');
@@ -118,10 +119,15 @@ describe('leases, fencing and wake-ups on Redis alone', () => {
       const held = await guard.acquire(target);
       if (held.kind !== 'held') throw new Error('expected held');
       let rings = 0;
+      let joined = 0;
       const join = hub.join.bind(hub);
-      jest.spyOn(hub, 'join').mockImplementation((channel, waiter) => join(channel, (message) => (rings++, waiter(message))));
+      jest.spyOn(hub, 'join').mockImplementation(async (channel, waiter) => {
+        const leave = await join(channel, (message) => (rings++, waiter(message)));
+        joined++;
+        return leave;
+      });
       const waiters = [1, 2, 3].map(() => waitForTurn(guard, target, held, {}, { pollIntervalMs: 60_000, deadline: Date.now() + 60_000, wake: hub }));
-      await sleep(100);
+      await waitFor('the three waiters to join', async () => joined === 3);
       const [, subscribers] = (await redis.pubsub('NUMSUB', guard.keys.wakeChannel(target.scope))) as [string, number];
       expect(Number(subscribers)).toBe(1); // three waiters, one subscription
       await guard.commit(holder.lease, Buffer.from('done'));

@@ -92,9 +92,7 @@ describe('local artifact cache', () => {
     await run(b); // b caches it from Redis
     expect(a.size + b.size).toBe(2);
     expect(await guard.invalidate('s', 'job')).toBe(true);
-    await redis.ping();
-    await new Promise((r) => setTimeout(r, 50)); // pub/sub delivery
-    expect(a.size + b.size).toBe(0);
+    await waitFor('the invalidation to reach both workers', async () => a.size + b.size === 0);
     await run(b);
     expect(runs).toBe(2);
   });
