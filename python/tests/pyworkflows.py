@@ -374,3 +374,23 @@ class CronParent:
             InheritedCall.run, args=[activity, args], id=child_id, cron_schedule=cron_schedule, parent_close_policy=workflow.ParentClosePolicy.ABANDON
         )
         return child_id
+
+
+FIRST_TASK_BUG = "a bug in the first workflow task"
+"""What ``FirstTaskFails`` raises in the first attempt of its first workflow task."""
+
+
+@workflow.defn
+class FirstTaskFails:
+    """Sets the scope and schedules the job, then raises a plain exception in the first attempt of
+    its first workflow task: a workflow task failure, which Temporal retries, not a workflow
+    failure. Only that attempt sees a history of 3 events (started, task scheduled, task started);
+    a retry's also holds the failed task."""
+
+    @workflow.run
+    async def run(self, scope: str, ms: int) -> Any:
+        set_dispatch_scope(scope)
+        job = workflow.start_activity("crossJob", args=[scope, ms], start_to_close_timeout=timedelta(seconds=30))
+        if workflow.info().get_current_history_length() == 3:
+            raise RuntimeError(FIRST_TASK_BUG)
+        return await job

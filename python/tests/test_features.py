@@ -35,13 +35,24 @@ from temporalio.worker import Worker, WorkerDeploymentConfig
 from temporal_fire_once.core import FireOnceKeys
 
 from temporal_fire_once import FireOncePlugin
+from temporal_fire_once._header import scope_from_headers
 
 from .conftest import collect_garbage, until
 from .pyactivities import counter_key, gate_key, make_activities
 from .pynexus import JobService, NexusCaller, NexusHandlerRun, NexusJobInput
-from .pyworkflows import CronParent, GuardedCall, HeartbeatCall, InheritedCall, TwoStepCall, UpdateScopeInInit, UpdateScopeInRun
+from .pyworkflows import (
+    FIRST_TASK_BUG,
+    CronParent,
+    FirstTaskFails,
+    GuardedCall,
+    HeartbeatCall,
+    InheritedCall,
+    TwoStepCall,
+    UpdateScopeInInit,
+    UpdateScopeInRun,
+)
 
-WORKFLOWS = [GuardedCall, HeartbeatCall, TwoStepCall, UpdateScopeInInit, UpdateScopeInRun, InheritedCall, CronParent, NexusCaller, NexusHandlerRun]
+WORKFLOWS = [GuardedCall, HeartbeatCall, TwoStepCall, UpdateScopeInInit, UpdateScopeInRun, InheritedCall, CronParent, NexusCaller, NexusHandlerRun, FirstTaskFails]
 
 
 def _worker(env: Any, client: Redis, prefix: str, queue: str | None = None, **options: Any) -> tuple[Worker, str]:
@@ -555,3 +566,34 @@ async def test_shutdown_of_a_waiters_worker_ends_its_wait_so_it_retries_at_once_
             results = [await result(holder), await result(waiter)]
     assert results[0] == results[1] and await count(client, prefix, "shutdown") == 1
 
+
+async def test_a_workflow_task_that_fails_after_the_scope_is_set_is_retried_and_the_job_its_retry_schedules_carries_the_scope(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """The failed task's run is evicted, and with it the scope the per-instance table held for it
+    (``workflow/_runs.py``): the retry replays from the start in a new instance, sets the scope
+    again, and the job it schedules carries it. 3 runs at once and a later one share one dispatch
+    (``workflow-task-failure.test.ts`` in TypeScript)."""
+    worker, queue = _worker(temporal_env, client, prefix)
+    async with worker:
+
+        async def start(name: str) -> WorkflowHandle[Any, Any]:
+            handle: WorkflowHandle[Any, Any] = await temporal_env.client.start_workflow(
+                FirstTaskFails.run, args=["s-wft", 500], id=f"{queue}-{name}", task_queue=queue
+            )
+            return handle
+
+        concurrent = [await start(str(i)) for i in range(3)]
+        results = list(await asyncio.gather(*(result(h) for h in concurrent)))
+        later = await start("later")
+        results.append(await result(later))
+    for handle in [*concurrent, later]:
+        events = (await handle.fetch_history()).events
+        failed = [e for e in events if e.HasField("workflow_task_failed_event_attributes")]
+        scheduled = [e for e in events if e.HasField("activity_task_scheduled_event_attributes")]
+        assert [e.workflow_task_failed_event_attributes.failure.message for e in failed] == [FIRST_TASK_BUG]
+        # The failed task comes first: the activity in the history is the retry's.
+        assert max(e.event_id for e in failed) < min(e.event_id for e in scheduled)
+        assert [scope_from_headers(e.activity_task_scheduled_event_attributes.header.fields) for e in scheduled] == ["s-wft"]
+    assert all(r == results[0] for r in results)
+    assert await count(client, prefix, "s-wft") == 1
