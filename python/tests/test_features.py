@@ -184,6 +184,28 @@ async def test_reset_mid_flight_the_reset_run_waits_for_the_first_runs_job_and_g
     assert (await count(client, prefix, "reset-mid"), await count(client, prefix, "reset-mid-finished")) == (1, 1)
 
 
+async def test_reset_mid_flight_a_job_that_heartbeats_is_cancelled_its_lock_released_and_the_reset_run_dispatches_again(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """Its next heartbeat hears that its run is gone: the job is cancelled, which is a failure, so
+    the lock is released and the reset run dispatches again: 2 starts, 1 finished job, one result
+    (``reset.test.ts`` › *mid-flight, a job that heartbeats*)."""
+    worker, queue = _worker(temporal_env, client, prefix)
+    args = ["s-reset-hb", "heartbeatingGatedJob", ["reset-hb"]]
+    async with worker:
+        handle = await temporal_env.client.start_workflow(HeartbeatCall.run, args=args, id=queue, task_queue=queue)
+        await until(lambda: _is(count(client, prefix, "reset-hb"), 1), "the first run's job to start")
+        reset = await reset_to_first_task(temporal_env.client, handle)
+        await until(lambda: _is(count(client, prefix, "reset-hb"), 2), "the reset run's own dispatch, once the first job stopped")
+        assert await count(client, prefix, "reset-hb-finished") == 0
+        await client.set(gate_key(prefix, "reset-hb"), "open")
+        after = await result(reset)
+        later = await temporal_env.client.execute_workflow(HeartbeatCall.run, args=args, id=f"{queue}-later", task_queue=queue)
+    assert later == after and after["counterId"] == "reset-hb"
+    assert (await count(client, prefix, "reset-hb"), await count(client, prefix, "reset-hb-finished")) == (2, 1)
+    assert (await decisions(client, prefix, "s-reset-hb"))["released-on-failure"] == 1
+
+
 async def _is(value: Awaitable[int], expected: int) -> bool:
     return await value == expected
 
