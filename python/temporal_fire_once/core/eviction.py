@@ -141,4 +141,3 @@ async def _read_policy(redis: RedisClient, address: str, target: dict[str, Any])
     except ResponseError as err:
         reasons.append(f"CONFIG GET maxmemory-policy: {replied(err)}")
     return EvictionPolicy(address, None, "; ".join(reasons))
-

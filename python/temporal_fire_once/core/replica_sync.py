@@ -210,7 +210,6 @@ COUNT_TRIES = 3
 COUNT_RETRY_DELAY_S = 0.05
 
 
-
 async def count_replicas(redis: RedisClient) -> int:
     """The replicas streaming from the primary (``state=online`` in ``INFO replication``), or the
     fewest any Cluster master has. A replica still in its first sync cannot acknowledge anything yet."""
