@@ -174,7 +174,10 @@ describe('fire-once through Redis Sentinel, across failovers', () => {
       // takes writes, while a client that followed the switch writes to the new one.
       const onOld = await staleGuard.acquire(target(scope));
       const oldPort = await nodePort(stale);
+      // On the new master before the acquire, and still after it: a client that switched during
+      // the acquire sent it to the old master, and found the stale client's lock there ('held').
       const onNew = await throughFailover(async () => {
+        if ((await nodePort(redis)) !== newMaster) throw new FireOnceStoreUnavailable('not on the new master yet');
         const outcome = await following.acquire(target(scope));
         if ((await nodePort(redis)) !== newMaster) throw new FireOnceStoreUnavailable('not on the new master yet');
         return outcome;
