@@ -26,7 +26,21 @@ from temporalio.api.workflowservice.v1 import (
     SetWorkerDeploymentCurrentVersionRequest,
     UnpauseActivityRequest,
 )
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionExecutionStartWorkflow,
+    ScheduleActionStartWorkflow,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion, WorkflowIDConflictPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.service import RPCError
@@ -619,3 +633,36 @@ async def test_a_workflow_task_that_fails_after_the_scope_is_set_is_retried_and_
         assert [scope_from_headers(e.activity_task_scheduled_event_attributes.header.fields) for e in scheduled] == ["s-wft"]
     assert all(r == results[0] for r in results)
     assert await count(client, prefix, "s-wft") == 1
+
+
+async def test_every_action_a_schedule_starts_shares_one_dispatch(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """An action a second, each running a 1.5 s job, overlapping (``ALLOW_ALL``): the second starts
+    while the first is in flight (``workflow-features.test.ts`` › *schedules*)."""
+    worker, queue = _worker(temporal_env, client, prefix)
+    async with worker:
+        schedule = await temporal_env.client.create_schedule(
+            f"{queue}-schedule",
+            Schedule(
+                action=ScheduleActionStartWorkflow(GuardedCall.run, args=["s-sched", "crossJob", ["sched", 1_500]], id=f"{queue}-run", task_queue=queue),
+                spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(seconds=1))]),
+                policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.ALLOW_ALL),
+            ),
+        )
+        ids: list[str] = []
+
+        async def three_started() -> bool:
+            actions = (await schedule.describe()).info.recent_actions
+            ids[:] = [a.action.workflow_id for a in actions if isinstance(a.action, ScheduleActionExecutionStartWorkflow)]
+            return len(ids) >= 3
+
+        try:
+            await until(three_started, "the schedule to start 3 runs")
+        finally:
+            await schedule.delete()
+        handles = [temporal_env.client.get_workflow_handle(workflow_id) for workflow_id in ids]
+        results = [await result(handle) for handle in handles]
+    assert all(r == results[0] for r in results) and results[0]["counterId"] == "sched"
+    assert await count(client, prefix, "sched") == 1
+    # The runs overlapped: the second started before the first, which ran the job, had ended.
+    first, second = [await handle.describe() for handle in handles[:2]]
+    assert first.close_time is not None and second.start_time < first.close_time

@@ -84,6 +84,30 @@ async def test_a_holder_cancelled_with_abandon_is_never_told_its_job_commits_and
     assert (await count(client, prefix, "abandon-holder"), await count(client, prefix, "abandon-holder-finished")) == (1, 1)
 
 
+async def test_a_holder_cancelled_with_try_cancel_whose_job_heartbeats_stops_releases_and_its_waiters_share_one_new_dispatch(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """TRY_CANCEL ends the holder's run at once, and its job hears of the cancellation in its next
+    heartbeat's reply: it stops, the guard releases the lock, and one of the two waiters dispatches
+    for both: 2 starts, 1 finished (``parked-options.test.ts`` › *TRY_CANCEL on a holder whose job
+    heartbeats*, where the waiters are parked)."""
+    worker, queue = _worker(temporal_env, client, prefix)
+    env, scope, args = temporal_env.client, "s-try-holder", ["try-holder"]
+    async with worker:
+        holder = await env.start_workflow(CancelOnSignal.run, args=[scope, "heartbeatingGatedJob", args, "TRY_CANCEL"], id=f"{queue}-holder", task_queue=queue)
+        await until(lambda: _is(count(client, prefix, "try-holder"), 1), "the holder's job to start")
+        waiters = [await env.start_workflow(HeartbeatCall.run, args=[scope, "heartbeatingGatedJob", args], id=f"{queue}-w{i}", task_queue=queue) for i in range(2)]
+        for waiter in waiters:
+            await _waiting(client, prefix, waiter, scope)
+        await holder.signal(CancelOnSignal.cancel)
+        assert await result(holder) == "cancelled"
+        await until(lambda: _is(count(client, prefix, "try-holder"), 2), "a waiter's own dispatch, once the holder's job stopped")
+        await client.set(gate_key(prefix, "try-holder"), "open")
+        served = [await result(waiter) for waiter in waiters]
+    assert served[0] == served[1] and served[0]["counterId"] == "try-holder"
+    assert (await count(client, prefix, "try-holder"), await count(client, prefix, "try-holder-finished")) == (2, 1)
+
+
 async def test_continue_as_new_while_the_guarded_activity_waits_the_new_run_inherits_the_scope_and_gets_the_holders_result(
     temporal_env: Any, client: Redis, prefix: str
 ) -> None:
