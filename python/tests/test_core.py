@@ -613,3 +613,18 @@ async def test_an_args_hash_the_records_cannot_carry_is_refused_before_redis_is_
     with pytest.raises(FireOnceInvalidId, match=r"args_hash must be base64url, at most 64 characters"):
         await guard.acquire(DispatchTarget("s-hash", "step", "job", args_hash=args_hash))  # type: ignore[arg-type]
     assert await client.keys(f"{prefix}*") == []
+
+
+def test_an_error_reply_is_quoted_as_redis_sent_it_code_first() -> None:
+    """redis-py drops the code of the replies it has a class for; ``status_code`` (redis-py 8)
+    or, before it, the class gives it back, and a code already in the message is not doubled."""
+    from redis.exceptions import MasterDownError, MovedError, NoPermissionError, ResponseError
+
+    from temporal_fire_once.core.store_calls import replied
+
+    assert replied(ResponseError("DB index is out of range", status_code="ERR")) == "ERR DB index is out of range"
+    assert replied(NoPermissionError("this user has no permissions to run the 'wait' command")).startswith("NOPERM this user")
+    assert replied(MovedError("3999 127.0.0.1:6381")) == "MOVED 3999 127.0.0.1:6381"  # a subclass of AskError
+    assert replied(MasterDownError("Link with MASTER is down")) == "MASTERDOWN Link with MASTER is down"  # of ClusterDownError
+    assert replied(ResponseError("WRONGTYPE Operation against a key", status_code="WRONGTYPE")) == "WRONGTYPE Operation against a key"
+    assert replied(ResponseError("a reply redis-py left whole")) == "a reply redis-py left whole"

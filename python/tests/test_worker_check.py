@@ -71,7 +71,7 @@ async def test_a_data_node_that_cannot_evict_in_the_database_it_names_starts_and
 async def test_a_client_naming_a_database_the_server_lacks_is_refused_naming_it(redis_url: str, connect: list[Redis]) -> None:
     error, dispatches = await _start(f"{redis_url}/16", connect, allow_evicting_redis=True)
     assert dispatches == 0 and isinstance(error, FireOnceConfigError)
-    assert error.message.startswith(f"the Redis client names database 16, which Redis at {urlparse(redis_url).netloc} refused (DB index is out of range)")
+    assert error.message.startswith(f"the Redis client names database 16, which Redis at {urlparse(redis_url).netloc} refused (ERR DB index is out of range)")
 
 
 async def test_the_documented_worker_user_granted_select_starts_in_its_database_and_dispatches(redis_url: str, connect: list[Redis]) -> None:

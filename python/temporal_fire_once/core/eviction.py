@@ -53,7 +53,7 @@ async def read_eviction_policies(redis: RedisClient, timeout_ms: int = 5_000) ->
     except TimeoutError as err:
         raise FireOnceStoreUnavailable(f"Redis did not answer within {timeout_ms} ms while its eviction policy was read") from err
     except (RedisError, OSError) as err:
-        raise FireOnceStoreUnavailable(f"could not read Redis's eviction policy: {err}") from err
+        raise FireOnceStoreUnavailable(f"could not read Redis's eviction policy: {replied(err)}") from err
 
 
 def check_start_arguments(redis: object, allow_evicting_redis: object, timeout_ms: object) -> None:

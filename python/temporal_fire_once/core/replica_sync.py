@@ -198,7 +198,7 @@ class ReplicaSync:
                 if isinstance(err, ResponseError) or tries == COUNT_TRIES:
                     self._counting = None
                     raise FireOnceStoreUnavailable(
-                        f"replica_sync 'auto' could not count the primary's replicas with INFO replication ({type(err).__name__}: {err}), "
+                        f"replica_sync 'auto' could not count the primary's replicas with INFO replication ({type(err).__name__}: {replied(err)}), "
                         "so nothing was written that it could not wait for: grant the Redis user +info, or set replica_sync to "
                         "{'replicas': n} or False"
                     ) from err

@@ -16,6 +16,7 @@ from redis.exceptions import RedisError
 from .errors import FireOnceConfigError, FireOnceStoreUnavailable
 from .eviction import primaries
 from .scripts import RedisClient
+from .store_calls import replied
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ async def refuse_sentinel_client(redis: RedisClient, timeout_ms: int) -> None:
     except TimeoutError as err:
         raise FireOnceStoreUnavailable(f"Redis did not answer within {timeout_ms} ms while its role was read") from err
     except OSError as err:
-        raise FireOnceStoreUnavailable(f"could not read Redis's role: {err}") from err
+        raise FireOnceStoreUnavailable(f"could not read Redis's role: {replied(err)}") from err
     if masters is None:
         return
     (address, _), *_ = await primaries(redis)

@@ -14,6 +14,7 @@ from redis.exceptions import (
     BusyLoadingError,
     ClusterCrossSlotError,
     ClusterDownError,
+    ExecAbortError,
     MasterDownError,
     MovedError,
     NoPermissionError,
@@ -34,7 +35,8 @@ from .outcomes import DispatchTarget
 T = TypeVar("T")
 # Redis before 7.0 wraps a script's error: "Error running script (...): @user_script:18: WRONGTYPE ...".
 _WRONGTYPE = re.compile(r"(^|: )WRONGTYPE\b")
-# The error codes redis-py strips from a reply's message when it picks the exception's class.
+# The error codes redis-py strips from a reply's message when it picks the exception's class, for
+# a redis-py that does not record the code on the exception (``status_code``, from 8.0 on).
 _CODES: dict[type[RedisError], str] = {
     NoPermissionError: "NOPERM",
     ReadOnlyError: "READONLY",
@@ -47,6 +49,7 @@ _CODES: dict[type[RedisError], str] = {
     MasterDownError: "MASTERDOWN",
     ClusterDownError: "CLUSTERDOWN",
     ClusterCrossSlotError: "CROSSSLOT",
+    ExecAbortError: "EXECABORT",
 }
 
 
@@ -54,8 +57,8 @@ def replied(err: BaseException) -> str:
     """An error reply as Redis sent it, code first (``NOPERM …``, ``READONLY …``), as ioredis's
     messages read: redis-py drops the code of the replies it has a class for."""
     text = str(err).strip()
-    code = next((_CODES[kind] for kind in type(err).__mro__ if kind in _CODES), None)
-    return f"{code} {text}" if code is not None and not text.startswith(code) else text
+    code = getattr(err, "status_code", None) or next((_CODES[kind] for kind in type(err).__mro__ if kind in _CODES), None)
+    return f"{code} {text}" if isinstance(code, str) and not text.startswith(code) else text
 
 
 async def store_call(timeout_ms: int, context: dict[str, str], call: Callable[[], Awaitable[T]]) -> T:

@@ -13,6 +13,7 @@ from .errors import FireOnceConfigError, FireOnceStoreUnavailable
 from .eviction import EvictionPolicy, check_eviction_policy, check_start_arguments, primaries
 from .scripts import RedisClient
 from .sentinel import refuse_sentinel_client
+from .store_calls import replied
 
 
 async def check_worker_redis(redis: RedisClient, *, allow_evicting_redis: bool = False, timeout_ms: int = 5_000) -> list[EvictionPolicy]:
@@ -59,8 +60,8 @@ async def check_selected_database(redis: RedisClient, timeout_ms: int) -> None:
     except ResponseError as err:
         (address, _), *_ = await primaries(redis)
         raise FireOnceConfigError(
-            f"the Redis client names database {db}, which Redis at {address} refused ({str(err).strip()}): every command would fail. "
+            f"the Redis client names database {db}, which Redis at {address} refused ({replied(err)}): every command would fail. "
             "Name a database the server has (0 to its `databases` setting less one), or grant the user +select"
         ) from err
     except (RedisError, OSError) as err:
-        raise FireOnceStoreUnavailable(f"could not select database {db}: {err}") from err
+        raise FireOnceStoreUnavailable(f"could not select database {db}: {replied(err)}") from err

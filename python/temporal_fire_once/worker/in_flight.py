@@ -18,6 +18,7 @@ from temporalio.exceptions import CancelledError
 from .._hand_off import HAND_OFF_ACTIVITY_ID, HAND_OFF_ATTEMPT
 from ..core.errors import FireOnceInFlight, FireOnceWorkerShutdown
 from ..core.outcomes import Acquired, FastForward, Held
+from ..core.store_calls import replied
 from ..core.wake import WakeHub
 from .setup import CallSetup
 
@@ -107,7 +108,7 @@ async def _join(call: CallSetup, hub: WakeHub | None, channel: str) -> asyncio.E
         async with asyncio.timeout(call.guard.options.store_timeout_ms / 1000):
             return await hub.join(channel)
     except Exception as err:
-        _logger.warning("fire-once: could not subscribe to the wake channel, polling only: %s", err)
+        _logger.warning("fire-once: could not subscribe to the wake channel, polling only: %s", replied(err))
         return None
 
 
