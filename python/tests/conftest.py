@@ -31,12 +31,13 @@ SECOND_NAMESPACE = "tenant-b"
 
 
 async def until(done: Callable[[], Awaitable[bool]], what: str, seconds: float = 30) -> None:
-    """Poll ``done`` until it holds; fail naming ``what`` if it never does (a bound, not a timing claim)."""
-    for _ in range(int(seconds / 0.05)):
-        if await done():
-            return
+    """Poll ``done`` until it holds; fail naming ``what`` if it still does not after ``seconds`` (a
+    bound, not a timing claim)."""
+    deadline = time.monotonic() + seconds
+    while not await done():
+        if time.monotonic() > deadline:
+            pytest.fail(f"never happened within {seconds} s: {what}")
         await asyncio.sleep(0.05)
-    pytest.fail(f"never happened: {what}")
 
 
 def collect_garbage() -> None:

@@ -40,18 +40,17 @@ async def test_a_burst_of_waiters_on_a_fresh_wake_hub_subscribes_on_one_connecti
     while len(hub._events) < len(scopes):  # every waiter has joined its scope's channel
         await asyncio.sleep(0.01)
 
-
     async def all_subscribed() -> bool:
         return sum(await subscribed(client, name)) >= len(scopes)
 
     await until(all_subscribed, "every scope's channel subscribed", seconds=10)
     during = await subscribed(client, name)
+    assert (len(during), sum(during)) == (1, len(scopes))  # one connection, every scope's channel on it
     result = DataConverter.default.payload_converter.to_payloads(["held result"])[0].SerializeToString()
     for holder in holders:
         assert isinstance(holder, Acquired)
         await guard.commit(holder.lease, result)
     assert {r.payload.data for r in await asyncio.gather(*waiting)} == {b'"held result"'}
-
 
     async def none_subscribed() -> bool:  # the unsubscribes of the last waiters
         return await subscribed(client, name) == []
@@ -62,7 +61,6 @@ async def test_a_burst_of_waiters_on_a_fresh_wake_hub_subscribes_on_one_connecti
     closed = await subscribed(client, name)
     await hub_client.aclose()
     assert await client.get(counter) is None  # every waiter fast-forwarded: none dispatched
-    assert (len(during), sum(during)) == (1, len(scopes))  # one connection, every scope's channel on it
     assert (after, closed) == ([], [])
     assert await client.pubsub_channels(f"{prefix}:*") == []
 
@@ -135,7 +133,6 @@ async def test_a_worker_driven_through_every_path_over_2000_scopes_holds_nothing
     await each([f"s{i}" for i in range(200)], fail_invalidate_fire)
     await each([f"w{i}" for i in range(200)], wait_out)
     assert await worker.interceptor.flush() == 0
-
 
     async def no_channel() -> bool:  # the last unsubscribes
         return await client.pubsub_channels(f"{prefix}:*") == []

@@ -24,7 +24,7 @@ from .conftest import collect_garbage, until
 from .pyactivities import counter_key, gate_key, make_activities
 from .pyhandlers import WORKFLOWS, CancelOnSignal, ContinueWhileWaiting, SignalScopeInInit
 from .pyworkflows import HeartbeatCall
-from .test_features import _activity_started, _is, _last_failure_type, _pending, count, result
+from .test_features import _activity_started, _is, _last_failure_type, _pending, count, decisions, result
 
 
 def _worker(env: Any, client: Redis, prefix: str, **options: Any) -> tuple[Worker, str]:
@@ -101,11 +101,13 @@ async def test_a_holder_cancelled_with_try_cancel_whose_job_heartbeats_stops_rel
             await _waiting(client, prefix, waiter, scope)
         await holder.signal(CancelOnSignal.cancel)
         assert await result(holder) == "cancelled"
-        await until(lambda: _is(count(client, prefix, "try-holder"), 2), "a waiter's own dispatch, once the holder's job stopped")
+        # Within 10 s: a lock left to its lease (30 s) would let a waiter dispatch only far later.
+        await until(lambda: _is(count(client, prefix, "try-holder"), 2), "a waiter's own dispatch, once the holder's job stopped", seconds=10)
         await client.set(gate_key(prefix, "try-holder"), "open")
         served = [await result(waiter) for waiter in waiters]
     assert served[0] == served[1] and served[0]["counterId"] == "try-holder"
     assert (await count(client, prefix, "try-holder"), await count(client, prefix, "try-holder-finished")) == (2, 1)
+    assert (await decisions(client, prefix, scope))["released-on-failure"] == 1
 
 
 async def test_continue_as_new_while_the_guarded_activity_waits_the_new_run_inherits_the_scope_and_gets_the_holders_result(
