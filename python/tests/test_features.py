@@ -636,14 +636,15 @@ async def test_a_workflow_task_that_fails_after_the_scope_is_set_is_retried_and_
 
 
 async def test_every_action_a_schedule_starts_shares_one_dispatch(temporal_env: Any, client: Redis, prefix: str) -> None:
-    """An action a second, each running a 1.5 s job, overlapping (``ALLOW_ALL``): the second starts
-    while the first is in flight (``workflow-features.test.ts`` › *schedules*)."""
+    """An action a second, overlapping (``ALLOW_ALL``), each running a job held behind a gate that
+    opens only once the schedule has started 3 runs: the later runs come while the first one's job
+    is in flight (``workflow-features.test.ts`` › *schedules*)."""
     worker, queue = _worker(temporal_env, client, prefix)
     async with worker:
         schedule = await temporal_env.client.create_schedule(
             f"{queue}-schedule",
             Schedule(
-                action=ScheduleActionStartWorkflow(GuardedCall.run, args=["s-sched", "crossJob", ["sched", 1_500]], id=f"{queue}-run", task_queue=queue),
+                action=ScheduleActionStartWorkflow(GuardedCall.run, args=["s-sched", "gatedJob", ["sched"]], id=f"{queue}-run", task_queue=queue),
                 spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(seconds=1))]),
                 policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.ALLOW_ALL),
             ),
@@ -659,10 +660,31 @@ async def test_every_action_a_schedule_starts_shares_one_dispatch(temporal_env: 
             await until(three_started, "the schedule to start 3 runs")
         finally:
             await schedule.delete()
-        handles = [temporal_env.client.get_workflow_handle(workflow_id) for workflow_id in ids]
-        results = [await result(handle) for handle in handles]
+        assert await count(client, prefix, "sched-finished") == 0  # the first run's job is still in flight
+        await client.set(gate_key(prefix, "sched"), "open")
+        results = [await result(temporal_env.client.get_workflow_handle(workflow_id)) for workflow_id in ids]
     assert all(r == results[0] for r in results) and results[0]["counterId"] == "sched"
-    assert await count(client, prefix, "sched") == 1
-    # The runs overlapped: the second started before the first, which ran the job, had ended.
-    first, second = [await handle.describe() for handle in handles[:2]]
-    assert first.close_time is not None and second.start_time < first.close_time
+    assert (await count(client, prefix, "sched"), await count(client, prefix, "sched-finished")) == (1, 1)
+
+
+async def test_four_runs_started_eagerly_at_once_and_a_later_one_share_one_dispatch(temporal_env: Any, client: Redis, prefix: str) -> None:
+    """Eager workflow start: the server hands each run's first workflow task back in the start's
+    reply, to the worker on the starting client, instead of queueing it. That task sets the scope
+    and schedules the guarded job, as a queued one would (``eager-start.test.ts``)."""
+    worker, queue = _worker(temporal_env, client, prefix)
+
+    async def start() -> WorkflowHandle[Any, Any]:
+        handle: WorkflowHandle[Any, Any] = await temporal_env.client.start_workflow(
+            GuardedCall.run, args=["s-eager", "crossJob", ["eager", 500]], id=f"{queue}-{uuid.uuid4().hex[:6]}", task_queue=queue, request_eager_start=True
+        )
+        return handle
+
+    async with worker:
+        concurrent = list(await asyncio.gather(*(start() for _ in range(4))))
+        results = list(await asyncio.gather(*(result(h) for h in concurrent)))
+        later = await start()
+        results.append(await result(later))
+    # The server granted every start eagerly (the SDK records it on the handle).
+    assert [getattr(h, "__temporal_eagerly_started") for h in [*concurrent, later]] == [True] * 5
+    assert all(r == results[0] for r in results) and results[0]["counterId"] == "eager"
+    assert await count(client, prefix, "eager") == 1

@@ -10,13 +10,13 @@ import asyncio
 import uuid
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Sequence
 
 from redis.asyncio import Redis
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.converter import DataConverter
-from temporalio.worker import Worker
+from temporalio.worker import Interceptor, Worker
 
 from temporal_fire_once import FireOncePlugin
 from temporal_fire_once.core import FireOnceGuard, GuardOptions, WakeHub, check_worker_redis, parse_artifact
@@ -32,15 +32,18 @@ _RUN_TIMEOUT = timedelta(seconds=30)  # ends a run whose workflow task cannot de
 
 
 @asynccontextmanager
-async def wire_by_hand(client: Client, redis: Redis, prefix: str, task_queue: str, activities: list[Any]) -> AsyncIterator[Worker]:
-    """The README's hand-wired worker, run for the body of the ``async with``."""
+async def wire_by_hand(
+    client: Client, redis: Redis, prefix: str, task_queue: str, activities: list[Any], after: Sequence[Interceptor] = ()
+) -> AsyncIterator[Worker]:
+    """The README's hand-wired worker, run for the body of the ``async with`` (with the
+    interceptors ``after`` listed after the guard's)."""
     await check_worker_redis(redis)  # the plugin's start checks, which nothing runs for you here
     guard = FireOnceGuard(redis, GuardOptions(key_prefix=prefix))
     await guard.claim_protocol()  # and its claim of the key prefix for protocol v3
     wake = WakeHub(redis)
     interceptor = FireOnceInterceptor(guard, WorkerDefaults(poll_interval_ms=50), wake=wake, client=client)
     collect_garbage()
-    worker = Worker(client, task_queue=task_queue, workflows=WORKFLOWS, activities=activities, interceptors=[interceptor])
+    worker = Worker(client, task_queue=task_queue, workflows=WORKFLOWS, activities=activities, interceptors=[interceptor, *after])
     try:
         async with worker:
             yield worker
