@@ -77,7 +77,7 @@ export async function startRedisCluster(
   }
   for (const binary of ['redis-server', 'redis-cli']) {
     if (spawnSync(binary, ['--version']).error) {
-      throw new ServiceUnavailableError(`${binary} is not on PATH and REDIS_CLUSTER_NODES is not set. ${HOW_TO_GET_CLUSTER}`);
+      throw new ServiceUnavailableError(`${binary} is not on PATH, and ${fromEnvUnused(options)}. ${HOW_TO_GET_CLUSTER}`);
     }
   }
   const masters = options.masters ?? 3;
@@ -146,3 +146,10 @@ function connectNode(node: ClusterNode): Redis {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Why the nodes are spawned, for the error when they cannot be. */
+function fromEnvUnused(options: { readonly tls?: unknown; readonly own?: boolean }): string {
+  if (options.tls) return 'a cluster with TLS is always spawned';
+  if (options.own) return 'a cluster of its own was asked for';
+  return 'REDIS_CLUSTER_NODES is not set';
+}
