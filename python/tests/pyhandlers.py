@@ -1,6 +1,6 @@
 """Python workflows of ``test_features_handlers.py``: a guarded activity cancelled by its run with
-each cancellation type, a run that continues as new while its activity waits, and a signal
-delivered with the start. Imported in the workflow sandbox: nothing here touches Redis."""
+each cancellation type, a run that continues as new while its activity waits, a signal
+delivered with the start, and signal and update handlers that each schedule the job. Imported in the workflow sandbox: nothing here touches Redis."""
 
 from __future__ import annotations
 
@@ -99,4 +99,35 @@ class SignalScopeInInit:
         return self._seen
 
 
-WORKFLOWS = [CancelOnSignal, ContinueWhileWaiting, SignalScopeInInit]
+@workflow.defn
+class HandlersCall:
+    """Sets the scope in ``__init__`` (a signal delivered with the first task runs before ``run``
+    does); each ``dispatch`` signal and each ``dispatch_now`` update schedules ``crossJob`` under
+    it. Returns what the signals' jobs returned, once ``finish`` came and every handler has
+    finished."""
+
+    @workflow.init
+    def __init__(self, scope: str) -> None:
+        set_dispatch_scope(scope)
+        self._results: list[Any] = []
+        self._finished = False
+
+    @workflow.signal
+    async def dispatch(self, ms: int) -> None:
+        self._results.append(await _start("crossJob", [get_dispatch_scope(), ms]))
+
+    @workflow.update
+    async def dispatch_now(self, ms: int) -> Any:
+        return await _start("crossJob", [get_dispatch_scope(), ms])
+
+    @workflow.signal
+    def finish(self) -> None:
+        self._finished = True
+
+    @workflow.run
+    async def run(self, scope: str) -> list[Any]:
+        await workflow.wait_condition(lambda: self._finished and workflow.all_handlers_finished())
+        return self._results
+
+
+WORKFLOWS = [CancelOnSignal, ContinueWhileWaiting, SignalScopeInInit, HandlersCall]

@@ -22,7 +22,7 @@ from temporal_fire_once.core import FireOnceKeys
 
 from .conftest import collect_garbage, until
 from .pyactivities import counter_key, gate_key, make_activities
-from .pyhandlers import WORKFLOWS, CancelOnSignal, ContinueWhileWaiting, SignalScopeInInit
+from .pyhandlers import WORKFLOWS, CancelOnSignal, ContinueWhileWaiting, HandlersCall, SignalScopeInInit
 from .pyworkflows import HeartbeatCall
 from .test_features import _activity_started, _is, _last_failure_type, _pending, count, decisions, result
 
@@ -200,3 +200,22 @@ async def test_activity_reset_of_a_waiter_by_the_cli_ends_its_attempt_and_its_ne
         results = [await result(holder), await result(waiter)]
     assert results[0] == results[1] and (await _pending(waiter)) is None
     assert await client.get(counter_key(prefix, "reset-waiter")) == b"1"
+
+
+async def test_three_signals_and_two_updates_each_schedule_the_job_and_one_dispatch_serves_all_five(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """Handlers schedule guarded activities under the run's scope: five concurrent calls in one run
+    (``workflow-features.test.ts`` › *signals and updates*)."""
+    worker, queue = _worker(temporal_env, client, prefix)
+    async with worker:
+        handle = await temporal_env.client.start_workflow(HandlersCall.run, "s-handlers", id=f"{queue}-run", task_queue=queue)
+        for _ in range(3):
+            await handle.signal(HandlersCall.dispatch, 500)
+        updates = await asyncio.gather(*(handle.execute_update(HandlersCall.dispatch_now, 500) for _ in range(2)))
+        await handle.signal(HandlersCall.finish)
+        from_signals = await result(handle)
+    assert len(from_signals) == 3
+    every = [*from_signals, *updates]
+    assert all(r == every[0] for r in every) and every[0]["counterId"] == "s-handlers"
+    assert await count(client, prefix, "s-handlers") == 1
