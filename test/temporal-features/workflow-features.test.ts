@@ -114,11 +114,12 @@ describe('Temporal features: the guarded job dispatches once', () => {
   it('schedules: every action the schedule starts shares one dispatch', () =>
     withWorker(async (ctx) => {
       const scope = newScope('sched');
-      // An action a second, each running the 1.5 s job: the second starts while the first is in flight.
+      // An action a second, each running a 4 s job: the second starts while the first is in flight
+      // (3 s of slack for a late schedule on a loaded machine; 1.5 s left it 0.5 s).
       const schedule = await ctx.client.schedule.create({
         scheduleId: `fire-once-${scope}`,
         spec: { intervals: [{ every: '1s' }] },
-        action: { type: 'startWorkflow', workflowType: 'dispatchRun', args: [scope, 1_500], taskQueue: ctx.taskQueue },
+        action: { type: 'startWorkflow', workflowType: 'dispatchRun', args: [scope, 4_000], taskQueue: ctx.taskQueue },
         policies: { overlap: ScheduleOverlapPolicy.ALLOW_ALL },
       });
       let ids: string[];
