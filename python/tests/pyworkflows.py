@@ -394,3 +394,14 @@ class FirstTaskFails:
         if workflow.info().get_current_history_length() == 3:
             raise RuntimeError(FIRST_TASK_BUG)
         return await job
+
+
+@workflow.defn
+class PriceCall:
+    """Sets the scope, calls ``priceJob`` and returns what it got: only a value the workflow got as
+    a ``Money`` goes back out as ``binary/money`` (a dict would go out as JSON)."""
+
+    @workflow.run
+    async def run(self, scope: str) -> Any:
+        set_dispatch_scope(scope)
+        return await workflow.execute_activity("priceJob", args=[scope], start_to_close_timeout=timedelta(seconds=30))
