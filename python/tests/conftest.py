@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import os
 import shutil
 import socket
@@ -30,14 +31,23 @@ SECOND_NAMESPACE = "tenant-b"
 """A Temporal namespace the session's dev server has beside ``default``."""
 
 
-async def until(done: Callable[[], Awaitable[bool]], what: str, seconds: float = 30) -> None:
-    """Poll ``done`` until it holds; fail naming ``what`` if it still does not after ``seconds`` (a
-    bound, not a timing claim)."""
+async def until(done: Callable[[], Awaitable[Any] | Any], what: str, seconds: float = 30) -> None:
+    """Poll ``done`` (plain or async) until it holds; fail naming ``what`` if it still does not
+    after ``seconds`` (a bound, not a timing claim)."""
     deadline = time.monotonic() + seconds
-    while not await done():
+    while not await _holds(done()):
         if time.monotonic() > deadline:
             pytest.fail(f"never happened within {seconds} s: {what}")
         await asyncio.sleep(0.05)
+
+
+async def equals(value: Awaitable[Any], expected: Any) -> bool:
+    """Whether ``value``, awaited, equals ``expected``: a check for ``until``."""
+    return bool(await value == expected)
+
+
+async def _holds(value: Awaitable[Any] | Any) -> bool:
+    return bool(await value if inspect.isawaitable(value) else value)
 
 
 def collect_garbage() -> None:

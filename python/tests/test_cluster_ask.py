@@ -30,6 +30,7 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
 from temporal_fire_once import FireOnceInterceptor, WorkerDefaults, fire_once
 from temporal_fire_once.core import DispatchTarget, FastForward, FireOnceGuard, GuardOptions
 
+from .conftest import until
 from .redis_cluster import Address, SpawnedCluster, cluster_client, migrate_slot, spawn_cluster
 
 N = 8
@@ -109,16 +110,6 @@ async def step(nodes: SpawnedCluster) -> AsyncIterator[_Step]:
         yield _Step([await stack.enter_async_context(cluster_client(nodes)) for _ in range(2)])
 
 
-async def _until(done: Callable[[], Any], what: str) -> None:
-    """Poll ``done`` (sync or async) until it holds; fail naming ``what`` if it never does (not a timing claim)."""
-    for _ in range(600):
-        value = done()
-        if await value if asyncio.iscoroutine(value) else value:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never happened: {what}")
-
-
 def _scope_on(step: _Step, master: Address) -> tuple[str, int]:
     """A scope whose keys the ``master`` serves in the client's slot map, and its slot."""
     for _ in range(10_000):
@@ -140,7 +131,7 @@ async def _holder_and_waiters(step: _Step, master: Address) -> tuple[str, int, l
     """A scope of ``master``, the holder's job running on its lock, and the other invocations waiting for it."""
     scope, slot = _scope_on(step, master)
     holder = asyncio.ensure_future(step.invoke(scope, 0))
-    await _until(lambda: step.dispatches(), "the holder's job to run")
+    await until(lambda: step.dispatches(), "the holder's job to run")
     return scope, slot, [holder, *(asyncio.ensure_future(step.invoke(scope, i)) for i in range(1, N))]
 
 
@@ -175,7 +166,7 @@ async def test_the_lock_on_the_old_master_its_commit_sent_while_the_slot_migrate
     scope, slot, calls = await _holder_and_waiters(step, first)
     await _migrate(slot, first, second, nodes, [])  # open, nothing moved: the lock and the waiters' polls stay on the first master
     step.gate.set()  # the job returns; its commit is answered TRYAGAIN (the lock is here, the artifact key not)
-    await _until(lambda: step.retries >= 2, "invocations to fail closed and be retried")
+    await until(lambda: step.retries >= 2, "invocations to fail closed and be retried")
     await _migrate(slot, first, second, nodes)
     await _check_after_migration(step, scope, slot, first, second, list(await asyncio.gather(*calls)))
 
@@ -190,7 +181,7 @@ async def test_the_lock_moved_to_a_master_no_client_knows_yet_the_commit_is_writ
     await _migrate(slot, first, spare, nodes, [step.guards[0].keys.lock(scope, "summarise")])  # the first answers ASK, naming the spare
     step.gate.set()  # the commit: redis-py cannot follow that ASK; sent again until the slot is the spare's
     try:
-        await _until(lambda: step.retries >= 2, "invocations to fail closed and be retried")
+        await until(lambda: step.retries >= 2, "invocations to fail closed and be retried")
         await _migrate(slot, first, spare, nodes)
         await _check_after_migration(step, scope, slot, first, spare, list(await asyncio.gather(*calls)))
     finally:
@@ -206,6 +197,6 @@ async def test_the_artifact_already_moved_mid_migration_every_invocation_fast_fo
     # Worker 0 saw the artifact and reads it with a GET, which follows the ASK; worker 1's acquire
     # script is answered ASK, then TRYAGAIN on the second master (no lock key there), until the slot has moved.
     calls = [asyncio.ensure_future(step.invoke(scope, i)) for i in range(1, N)]
-    await _until(lambda: step.retries >= 2, "invocations to fail closed and be retried")
+    await until(lambda: step.retries >= 2, "invocations to fail closed and be retried")
     await _migrate(slot, first, second, nodes)
     await _check_after_migration(step, scope, slot, first, second, [done, *await asyncio.gather(*calls)])

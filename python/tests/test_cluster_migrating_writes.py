@@ -19,6 +19,7 @@ from redis.asyncio import RedisCluster
 
 from temporal_fire_once.core import Acquired, Committed, DispatchTarget, FireOnceGuard, FireOnceStoreUnavailable, GuardOptions, Lease
 
+from .conftest import until
 from .redis_cluster import Address, SpawnedCluster, cluster_client, migrate_slot, spawn_cluster
 
 SYNC = {"replicas": 1, "timeout_ms": 200}
@@ -68,21 +69,12 @@ def _detours(nodes: SpawnedCluster) -> int:
     return total
 
 
-async def _until(done: Callable[[], bool], what: str) -> None:
-    """Poll ``done`` until it holds; fail naming ``what`` if it never does (not a timing claim)."""
-    for _ in range(600):
-        if done():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never happened: {what}")
-
-
 async def _outlast(call: Awaitable[Any], nodes: SpawnedCluster, replies: int) -> asyncio.Future[Any]:
     """``call`` running; returned once it has settled or more than ``replies`` detours were answered:
     more than a client that gave up would have drawn."""
     running = asyncio.ensure_future(call)
     before = _detours(nodes)
-    await _until(lambda: running.done() or _detours(nodes) > before + replies, f"the call to settle or draw {replies} detours")
+    await until(lambda: running.done() or _detours(nodes) > before + replies, f"the call to settle or draw {replies} detours")
     return running
 
 
@@ -196,7 +188,7 @@ async def test_an_acquire_whose_lock_moves_before_its_confirm_is_acknowledged_wh
     guard, target, slot = _lock_moving_before_confirm(cluster, nodes, monkeypatch)
     try_agains = _error_replies(first, "TRYAGAIN")
     acquiring = asyncio.ensure_future(guard.acquire(target))
-    await _until(lambda: acquiring.done() or _error_replies(first, "TRYAGAIN") > try_agains, "the confirm to be answered TRYAGAIN where the lock went")
+    await until(lambda: acquiring.done() or _error_replies(first, "TRYAGAIN") > try_agains, "the confirm to be answered TRYAGAIN where the lock went")
     await asyncio.to_thread(migrate_slot, slot, second, first, nodes.masters)  # the migration ends while the confirm is sent again
     outcome = await acquiring
     assert isinstance(outcome, Acquired), outcome  # 1 dispatch: its lock re-armed on the first master, whose replica acknowledged it
@@ -214,6 +206,6 @@ async def test_an_acquire_undone_mid_migration_leaves_no_lock_once_the_slot_has_
     with pytest.raises(FireOnceStoreUnavailable, match=r"is moving \(TRYAGAIN"):
         await guard.acquire(target)
     before = _detours(nodes)
-    await _until(lambda: not _holds(first, slot, lock_key) or _detours(nodes) > before + 24, "the undo to outlast the client's redirections")
+    await until(lambda: not _holds(first, slot, lock_key) or _detours(nodes) > before + 24, "the undo to outlast the client's redirections")
     await asyncio.to_thread(migrate_slot, slot, second, first, nodes.masters)
-    await _until(lambda: not _holds(first, slot, lock_key), "the undone lock to be gone where it moved")
+    await until(lambda: not _holds(first, slot, lock_key), "the undone lock to be gone where it moved")

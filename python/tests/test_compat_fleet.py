@@ -25,7 +25,7 @@ from temporal_fire_once import FireOnceKeys, FireOncePlugin
 
 from .compat_activities import compat_activities, counter_key, dispatched_by_key, gate_key
 from .compat_workflows import WORKFLOWS
-from .conftest import collect_garbage
+from .conftest import collect_garbage, equals, until
 from .release_package import RELEASE_0_8_0, Release, release_env, release_package, release_unavailable
 from .ts_cli import fire_once
 
@@ -113,15 +113,6 @@ async def fleet(temporal_env: Any, redis_url: str) -> AsyncIterator[Fleet]:
         await redis.aclose()
 
 
-async def until(check: Any, what: str) -> None:
-    """Poll ``check`` until it holds; fail naming ``what`` if it never does (a bound, not a timing claim)."""
-    for _ in range(600):
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    pytest.fail(f"never happened: {what}")
-
-
 async def count(redis: Redis, job: str, scope: str) -> int:
     return int(await redis.get(counter_key(PREFIX, job, scope)) or 0)
 
@@ -146,9 +137,9 @@ async def holder_and_waiter(fleet: Fleet, scope: str, holder_side: str, waiter_s
     """A holder of ``gatedJob`` in ``scope`` on ``holder_side``'s release, and a waiter on
     ``waiter_side``'s, waiting in its slot (Python's ``'wait'``) until the test opens the gate."""
     holder = await fleet.start("CompatQueuedRun", [scope, own(holder_side), False], own(holder_side))
-    await until(lambda: _equals(count(fleet.redis, "gatedJob", scope), 1), "the holder to dispatch")
+    await until(lambda: equals(count(fleet.redis, "gatedJob", scope), 1), "the holder to dispatch")
     waiter = await fleet.start("CompatQueuedRun", [scope, own(waiter_side), local], own(waiter_side))
-    await until(lambda: _equals(subscribers(fleet.redis, scope), 1), "the waiter to wait in its slot")
+    await until(lambda: equals(subscribers(fleet.redis, scope), 1), "the waiter to wait in its slot")
     return [holder, waiter]
 
 
@@ -196,10 +187,10 @@ async def test_a_local_wait_a_head_worker_hands_over_as_it_stops_fails_the_next_
     """docs/upgrading.md: a history with a hand-off replays only with 0.9.0's workflow interceptor."""
     scope, queue = "handed-over", f"{SHARED}-hand-over"
     holder = await fleet.start("CompatQueuedRun", [scope, own("old"), False], own("old"))
-    await until(lambda: _equals(count(fleet.redis, "gatedJob", scope), 1), "the holder to dispatch")
+    await until(lambda: equals(count(fleet.redis, "gatedJob", scope), 1), "the holder to dispatch")
     async with head_worker(fleet.env, fleet.redis, queue, graceful_shutdown_timeout=timedelta(milliseconds=200)):
         waiter = await fleet.start("CompatQueuedRun", [scope, queue, True], queue)
-        await until(lambda: _equals(subscribers(fleet.redis, scope), 1), "the local activity to wait in its slot")
+        await until(lambda: equals(subscribers(fleet.redis, scope), 1), "the local activity to wait in its slot")
     events = (await waiter.fetch_history()).events
     assert any(e.HasField("timer_started_event_attributes") for e in events)  # the hand-off's timer
     old = await old_workers(fleet.env, fleet.redis_url, queue)
@@ -211,7 +202,7 @@ async def test_a_local_wait_a_head_worker_hands_over_as_it_stops_fails_the_next_
     failed = next(e for e in (await waiter.fetch_history()).events if e.HasField("workflow_task_failed_event_attributes"))
     assert "Nondeterminism" in failed.workflow_task_failed_event_attributes.failure.message
     async with head_worker(fleet.env, fleet.redis, queue):
-        await until(lambda: _equals(subscribers(fleet.redis, scope), 1), "the local activity to wait again, on a HEAD worker")
+        await until(lambda: equals(subscribers(fleet.redis, scope), 1), "the local activity to wait again, on a HEAD worker")
         await fleet.redis.set(gate_key(PREFIX, scope), "open")
         found = await outcome(fleet.redis, scope, "gatedJob", await results([holder, waiter]))
     assert found == {"results": 1, "dispatches": 1, "dispatched_by": [f"{RELEASE.version}:gatedJob"], "left": 0}
@@ -258,10 +249,6 @@ async def test_every_history_the_fleet_left_replays_on_head_and_on_0_8_0_all_but
     replayed = json.loads(out.decode().strip().splitlines()[-1])  # after the SDK's own log lines
     assert Path(replayed["package"]).is_relative_to(release_package(RELEASE))
     assert replayed["failures"] == {name: "NondeterminismError" for name in handed_over}
-
-
-async def _equals(value: Any, expected: int) -> bool:
-    return bool(await value == expected)
 
 
 async def _task_failed(handle: WorkflowHandle[Any, Any]) -> bool:

@@ -21,10 +21,10 @@ from temporal_fire_once import FireOnceKeys, FireOncePlugin
 
 from .compat_activities import compat_activities, counter_key, gate_key
 from .compat_workflows import WORKFLOWS
-from .conftest import collect_garbage
+from .conftest import collect_garbage, equals, until
 from .hold_hand_off import HoldHandOff
 from .release_package import RELEASE_0_9_0, release_unavailable
-from .test_compat_fleet import old_workers, until
+from .test_compat_fleet import old_workers
 
 RELEASE = RELEASE_0_9_0
 UNAVAILABLE = release_unavailable(RELEASE)
@@ -76,13 +76,10 @@ async def test_a_local_activity_a_head_worker_ended_cancelled_under_the_patch_fa
     async def subscribers() -> int:
         return int((await redis.pubsub_numsub(FireOnceKeys(PREFIX).wake_channel(scope)))[0][1])
 
-    async def is_one(value: Any) -> bool:
-        return bool(await value == 1)
-
     # The holder, on a HEAD worker of its own queue, runs until the gate opens.
     async with head_worker(temporal_env, redis, f"{QUEUE}-holder"):
         holder = await client.start_workflow("CompatQueuedRun", args=[scope, f"{QUEUE}-holder", False], id=f"holder-{QUEUE}", task_queue=f"{QUEUE}-holder")
-        await until(lambda: is_one(count()), "the holder to dispatch")
+        await until(lambda: equals(count(), 1), "the holder to dispatch")
 
         # A HEAD worker alone on the queue: its local activity waits in its slot, the worker begins
         # to stop, and the cancel reaches the activity after the shutdown ended its wait.
@@ -91,9 +88,9 @@ async def test_a_local_activity_a_head_worker_ended_cancelled_under_the_patch_fa
             waiter = await client.start_workflow(
                 "CompatCancelledLocalRun", args=[scope], id=f"waiter-{QUEUE}", task_queue=QUEUE, task_timeout=timedelta(seconds=2)
             )
-            await until(lambda: is_one(subscribers()), "the local activity to wait in its slot")
+            await until(lambda: equals(subscribers(), 1), "the local activity to wait in its slot")
             shutdown = asyncio.create_task(stopping.shutdown())
-            await until(lambda: is_one(redis.exists(held)), "the guard's FireOnceWorkerShutdown, held")
+            await until(lambda: equals(redis.exists(held), 1), "the guard's FireOnceWorkerShutdown, held")
             await waiter.signal("cancel")
             await shutdown
         patch_marker = any(

@@ -23,7 +23,7 @@ from temporal_fire_once import FireOncePlugin
 from temporal_fire_once.core import FireOnceKeys, parse_artifact
 
 from .codec import ENCODING, AesGcmCodec, RefusingCodec
-from .conftest import REPO, collect_garbage
+from .conftest import REPO, collect_garbage, equals, until
 from .pyactivities import counter_key, gate_key, make_activities
 from .pyworkflows import GuardedCall
 from .ts_cli import fire_once
@@ -192,12 +192,6 @@ async def test_codec_encoded_artifacts_written_by_one_language_are_read_by_the_o
     assert payload.metadata["encoding"] == ENCODING and first["nonce"].encode() not in stored
 
 
-async def until(check: Any) -> None:
-    """Poll ``check`` until it holds; pytest-timeout bounds the wait."""
-    while not await check():
-        await asyncio.sleep(0.05)
-
-
 @asynccontextmanager
 async def held_with_typescript_waiters(
     env: Any, redis: Redis, scope: str, size: int, worker_client: Client | None = None, **plugin_options: Any
@@ -213,9 +207,9 @@ async def held_with_typescript_waiters(
     plugin = FireOncePlugin(redis, key_prefix=PREFIX, poll_interval_ms=50, max_artifact_bytes=1000, **plugin_options)
     async with Worker(worker_client or env.client, task_queue=queue, activities=make_activities(redis, PREFIX), plugins=[plugin]):
         holder = await env.client.start_workflow("tsGuardedCall", args=[*args, queue], id=wf_id(), task_queue=TS_QUEUE)
-        await until(lambda: redis.exists(counter_key(PREFIX, scope)))
+        await until(lambda: redis.exists(counter_key(PREFIX, scope)), "the Python holder to dispatch")
         waiters = [await env.client.start_workflow("tsGuardedCall", args=args, id=wf_id(), task_queue=TS_QUEUE) for _ in range(3)]
-        await until(lambda: _equals(redis.llen(waiters_key), 3))
+        await until(lambda: equals(redis.llen(waiters_key), 3), "three TypeScript waiters parked")
         await redis.set(gate_key(PREFIX, scope), 1)
         yield [holder, *waiters]
 
@@ -224,10 +218,6 @@ async def run_with_typescript_waiters(env: Any, redis: Redis, scope: str, size: 
     """The four runs of ``held_with_typescript_waiters``: their results, or their errors."""
     async with held_with_typescript_waiters(env, redis, scope, size, **plugin_options) as runs:
         return await asyncio.gather(*(run.result() for run in runs), return_exceptions=True)
-
-
-async def _equals(value: Awaitable[Any], expected: Any) -> bool:
-    return bool(await value == expected)
 
 
 async def test_typescript_waiters_parked_on_a_python_holder_get_a_result_too_large_to_store(
@@ -262,8 +252,8 @@ async def test_typescript_waiters_parked_on_a_python_holder_fail_at_once_on_a_re
     refusing = Client(temporal_env.client.service_client, namespace="default", data_converter=DataConverter(payload_codec=RefusingCodec()))
     async with held_with_typescript_waiters(temporal_env, client, scope, -2, refusing, lock_ttl_ms=60_000) as runs:
         try:
-            async with asyncio.timeout(60):  # a bound, not an assertion: waiters left parked never fail
-                await until(lambda: _all_retrying(runs))
+            # A bound, not an assertion: waiters left parked never fail.
+            await until(lambda: _all_retrying(runs), "every run retrying", seconds=60)
             assert [await _last_failure(run) for run in runs] == ["CodecRefusedError"] * 4
             assert await client.get(counter_key(PREFIX, scope)) == b"1"
             assert not await client.exists(FireOnceKeys(PREFIX).artifact(scope, "heldJob"))

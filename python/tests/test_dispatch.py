@@ -17,17 +17,8 @@ from temporalio.worker import Worker
 
 from temporal_fire_once import FireOnceKeys, FireOncePlugin, fire_once
 
-from .conftest import collect_garbage, redis_server
+from .conftest import collect_garbage, redis_server, until
 from .pyworkflows import GuardedCall
-
-
-async def _until(done: Callable[[], Awaitable[bool]], what: str) -> None:
-    """Poll ``done`` until it holds; fail naming ``what`` if it never does (not a timing claim)."""
-    for _ in range(600):
-        if await done():
-            return
-        await asyncio.sleep(0.05)
-    pytest.fail(f"never happened: {what}")
 
 
 async def _paused_script_calls(redis: Redis) -> bool:
@@ -42,10 +33,6 @@ async def _exists(redis: Redis, key: str) -> bool:
 
 async def _gone(redis: Redis, key: str) -> bool:
     return not await redis.exists(key)
-
-
-async def _now(value: bool) -> bool:
-    return value
 
 
 async def _settled_in(redis: Redis, log: str) -> bool:
@@ -90,19 +77,19 @@ async def test_a_call_cancelled_while_its_lock_is_taken_runs_nothing_and_gives_t
         )
         running = asyncio.ensure_future(worker.run())
         # The worker has started: claiming the prefix is its last write before it polls.
-        await _until(lambda: _exists(redis, keys.protocol_marker()), "the worker claimed the prefix")
+        await until(lambda: _exists(redis, keys.protocol_marker()), "the worker claimed the prefix")
         await redis.client_pause(120_000, all=False)  # CLIENT PAUSE 120000 WRITE
         handle = await temporal_env.client.start_workflow(GuardedCall.run, args=["s-taking", "syncJob", ["x"], None, 1], id=queue, task_queue=queue)
-        await _until(lambda: _paused_script_calls(redis), "the acquire reached Redis, which holds it")
+        await until(lambda: _paused_script_calls(redis), "the acquire reached Redis, which holds it")
         with caplog.at_level(logging.DEBUG, logger="temporalio.worker._activity"):
             stopping = asyncio.ensure_future(worker.shutdown())  # graceful_shutdown_timeout 0: cancels at once
-            await _until(lambda: _now("Cancelling activity" in caplog.text), "the SDK flagged the activity cancelled")
+            await until(lambda: "Cancelling activity" in caplog.text, "the SDK flagged the activity cancelled")
         await redis.client_unpause()  # the acquire runs: this call takes the lock
         await stopping
         await running
         await handle.terminate()
         log = keys.for_namespace("default").log()
-        await _until(lambda: _settled_in(redis, log), "the lock settled in the dispatch log (written in the background)")
+        await until(lambda: _settled_in(redis, log), "the lock settled in the dispatch log (written in the background)")
         entries: Any = await redis.xrange(log)
         decisions = [fields[b"decision"] for _, fields in entries]
         state = (await redis.exists(lock), await redis.exists(keys.artifact("s-taking", "syncJob")), await redis.lrange(waiters, 0, -1))
@@ -149,17 +136,17 @@ async def test_a_call_cancelled_while_it_commits_still_stores_its_result_so_the_
         worker = make_worker(queue)
         running = asyncio.ensure_future(worker.run())
         handle = await temporal_env.client.start_workflow(GuardedCall.run, args=["s-committing", "pausingJob", ["x"], None, 1], id=queue, task_queue=queue)
-        await _until(lambda: _paused_script_calls(redis), "the commit reached Redis, which holds it")
+        await until(lambda: _paused_script_calls(redis), "the commit reached Redis, which holds it")
         with caplog.at_level(logging.DEBUG, logger="temporalio.worker._activity"):
             stopping = asyncio.ensure_future(worker.shutdown())  # graceful_shutdown_timeout 0: cancels at once
-            await _until(lambda: _now("Cancelling activity" in caplog.text), "the SDK cancelled the activity")
+            await until(lambda: "Cancelling activity" in caplog.text, "the SDK cancelled the activity")
         await redis.client_unpause()  # the commit runs, if it is still there to run
         await stopping
         await running
         await handle.terminate()
         lock = keys.lock("s-committing", "pausingJob")
         # Gone either way: deleted by the commit, or expired with its lease (1 s), renewed no more.
-        await _until(lambda: _gone(redis, lock), "the lock is gone")
+        await until(lambda: _gone(redis, lock), "the lock is gone")
         stored = await redis.exists(keys.artifact("s-committing", "pausingJob"))
         # A later run of the scope fast-forwards to the stored result.
         queue = f"py-{uuid.uuid4().hex[:8]}"

@@ -30,7 +30,7 @@ from temporal_fire_once.core import (
 from temporal_fire_once.core.options import ReplicaSyncSetting
 from temporal_fire_once.worker import FireOncePlugin
 
-from .conftest import redis_server
+from .conftest import redis_server, until
 
 
 @dataclass(frozen=True)
@@ -46,14 +46,6 @@ def _until(check: Callable[[], bool], what: str, tries: int = 400) -> None:
         if check():
             return
         time.sleep(0.05)
-    pytest.fail(f"gave up waiting for {what}")
-
-
-async def _eventually(check: Callable[[], Awaitable[bool]], what: str, tries: int = 400) -> None:
-    for _ in range(tries):
-        if await check():
-            return
-        await asyncio.sleep(0.05)
     pytest.fail(f"gave up waiting for {what}")
 
 
@@ -139,7 +131,7 @@ async def test_with_the_replica_frozen_an_acquire_fails_closed_and_undoes_its_lo
     assert caught.value.retryable
     assert caught.value.message == "only 0 of 1 replica(s) acknowledged the lock within 200 ms (replica_sync)"
     lock_key = guard.keys.lock("cut-off", "dispatch")
-    await _eventually(lambda: _gone(primary, lock_key), "the unreplicated lock to be undone")
+    await until(lambda: _gone(primary, lock_key), "the unreplicated lock to be undone")
 
 
 async def test_a_lock_lost_before_its_confirm_is_reported_as_lost_not_as_a_replica_shortfall(
@@ -178,7 +170,7 @@ async def test_auto_under_a_user_that_may_not_run_info_fails_the_acquire_closed_
             async def undone(scope: str = scope) -> bool:  # the acquire's lock, undone behind the failed count
                 return await primary.exists(guard.keys.lock(scope, "step")) == 0
 
-            await _eventually(undone, "the lock to be undone")
+            await until(undone, "the lock to be undone")
         fixed = FireOnceGuard(restricted, GuardOptions(key_prefix=prefix, replica_sync={"replicas": 1, "timeout_ms": 4_000}))
         assert isinstance(await fixed.acquire(DispatchTarget("uncounted-1", "step", "job")), Acquired)
     finally:
@@ -266,7 +258,7 @@ async def test_a_wait_the_user_may_not_send_fails_the_acquire_and_the_renewal_bu
         # The reply as Redis sent it, as in the TypeScript package's message: redis-py drops the code.
         with pytest.raises(FireOnceStoreUnavailable, match=r"NOPERM .*'wait'"):
             await guard.acquire(_target("no-wait"))
-        await _eventually(lambda: _gone(primary, guard.keys.lock("no-wait", "dispatch")), "the lock to be undone")
+        await until(lambda: _gone(primary, guard.keys.lock("no-wait", "dispatch")), "the lock to be undone")
 
         full = FireOnceGuard(primary, GuardOptions(key_prefix=prefix, replica_sync=False))  # the set-up needs no replica
         refused = FireOnceGuard(restricted, GuardOptions(key_prefix=prefix, replica_sync={"replicas": 1, "timeout_ms": 100}))

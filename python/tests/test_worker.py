@@ -393,12 +393,6 @@ async def test_a_waiters_heartbeats_keep_the_details_an_earlier_attempt_recorded
     def details(activity_info: Any) -> list[Any]:
         return list(temporal_env.client.data_converter.payload_converter.from_payloads(list(activity_info.heartbeat_details.payloads)))
 
-    async def until(what: str, check: Callable[[], Awaitable[bool]]) -> None:
-        deadline = time.monotonic() + 30
-        while not await check():
-            assert time.monotonic() < deadline, f"timed out waiting until {what}"
-            await asyncio.sleep(0.05)
-
     async def waiter_recorded_progress() -> bool:
         p = await pending(waiter)
         return p is not None and details(p) != []
@@ -436,13 +430,13 @@ async def test_a_waiters_heartbeats_keep_the_details_an_earlier_attempt_recorded
 
     async with worker:
         waiter = await start("waiter")
-        await until("the waiter dispatched and recorded its progress", waiter_recorded_progress)
+        await until(waiter_recorded_progress, "the waiter dispatched and recorded its progress")
         holder = await start("holder")
-        await until("the holder waits in its slot", holder_waits_in_its_slot)
+        await until(holder_waits_in_its_slot, "the holder waits in its slot")
         await client.set(go("waiter"), "1")  # the waiter's attempt 1 fails; the holder takes the lock over
-        await until("the holder dispatched", holder_dispatched)
+        await until(holder_dispatched, "the holder dispatched")
         # The waiter's attempt 2 finds the holder's lock, and waits in its slot, heartbeating.
-        await until("a heartbeat of the waiter's attempt 2", waiter_heartbeated_in_attempt_2)
+        await until(waiter_heartbeated_in_attempt_2, "a heartbeat of the waiter's attempt 2")
         recorded = details(await pending(waiter))
         await client.set(go("holder"), "1")
         with pytest.raises(WorkflowFailureError):
