@@ -1,7 +1,6 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { FireOnceGuard, fireOnce } from '../../src';
-import { freePort } from '../../sample-workflows/services';
-import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
+import { connectRedis, deletePrefix, refusedPort, testPrefix } from '../support/redis';
 import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
 import { waitFor } from '../support/wait';
 import { asFailure, decoded, differences, dispatchCounter, runActivity, scanKeys, seedBystander, settle, snapshot } from '../support/bystander';
@@ -70,7 +69,7 @@ describe('bad input: Redis', () => {
   }
 
   it('connection refused (nothing listens on the port) → FireOnceStoreUnavailable, nothing dispatched', async () => {
-    const failure = await failureOn(client(`redis://127.0.0.1:${await freePort()}`));
+    const failure = await failureOn(client(`redis://127.0.0.1:${await refusedPort()}`));
     expect(failure.message).toMatch(/^Redis did not answer within 1000 ms|ECONNREFUSED/);
     expect(failure.details?.[0]).toMatchObject({ scope: 's', step: 'job' });
   });

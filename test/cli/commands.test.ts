@@ -5,8 +5,7 @@ import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { FireOnceCorruptArtifact, FireOnceGuard } from '../../src';
 import { DispatchLog, holderId, parseEvent, type DispatchEvent } from '../../src/core';
-import { freePort } from '../../sample-workflows/services';
-import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
+import { connectRedis, deletePrefix, refusedPort, testPrefix } from '../support/redis';
 import { runCli } from './run-cli';
 
 // Every command of `fire-once`, each run as its own process against the suite's real Redis, on
@@ -778,7 +777,7 @@ describe('fire-once CLI against a real Redis', () => {
     });
 
     it('exits 3 when Redis is unreachable or refuses the credentials, without printing the password', async () => {
-      const port = await freePort();
+      const port = await refusedPort();
       const down = await runCli(['report', '--redis', `redis://127.0.0.1:${port}`, '--timeout', '2s']);
       expect(down.code).toBe(3);
       expect(down.stderr).toMatch(/cannot use Redis at redis:\/\/127\.0\.0\.1:\d+.*ECONNREFUSED/);

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { connect } from 'node:net';
 import { Redis } from 'ioredis';
 import { FireOnceGuard, type FireOnceGuardOptions } from '../../src';
 
@@ -7,6 +8,27 @@ export function connectRedis(): Redis {
   const url = process.env.REDIS_URL;
   if (!url) throw new Error('REDIS_URL is not set: run the tests through jest, whose global setup starts redis-server');
   return new Redis(url);
+}
+
+/**
+ * A port on 127.0.0.1 that refuses connections, for a test of an unreachable Redis. It is below
+ * 1024: the kernel never hands out such a port to a listener bound to port 0, which is how every
+ * server of the suite finds its port, so no server started meanwhile can answer on it (a free port
+ * from `freePort()` could be taken between the pick and the test's connect). Checked, not assumed.
+ */
+export async function refusedPort(): Promise<number> {
+  for (let port = 1; port < 1024; port++) {
+    const refused = await new Promise<boolean>((resolve) => {
+      const socket = connect({ host: '127.0.0.1', port });
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(false);
+      });
+      socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'ECONNREFUSED'));
+    });
+    if (refused) return port;
+  }
+  throw new Error('every port below 1024 on 127.0.0.1 accepts connections or fails otherwise than ECONNREFUSED');
 }
 
 /** A key prefix of this test's own, so that tests never touch each other's keys. */

@@ -1,7 +1,7 @@
 import { Runtime, type Worker } from '@temporalio/worker';
 import { Redis } from 'ioredis';
 import { FIRE_ONCE_DEFAULTS, FireOnceConfigError, FireOnceGuard, FireOncePlugin, FireOnceStoreUnavailable } from '../../src';
-import { freePort } from '../../sample-workflows/services';
+import { refusedPort } from '../support/redis';
 import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
 import { spawnSentinel } from '../support/sentinel';
 
@@ -61,7 +61,7 @@ describe('FireOncePlugin refuses an evicting Redis at worker start', () => {
   });
 
   it('an unreachable Redis fails the start with FireOnceStoreUnavailable after storeTimeoutMs', async () => {
-    const redis = new Redis(await freePort(), '127.0.0.1', { lazyConnect: true, retryStrategy: () => 100 });
+    const redis = new Redis(await refusedPort(), '127.0.0.1', { lazyConnect: true, retryStrategy: () => 100 });
     redis.on('error', () => undefined);
     const next = jest.fn(async () => undefined);
     const err = await new FireOncePlugin({ redis, storeTimeoutMs: 300 }).runWorker({} as Worker, next).catch((e: unknown) => e);
