@@ -14,16 +14,20 @@ describe('leases, fencing and wake-ups on Redis alone', () => {
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
   it('keeps a lease alive across many lease periods while renewing, then lets it expire once stopped', async () => {
-    // Leases long enough that a loaded 2-core machine's event-loop stalls stay under a third.
-    const outcome = await guard.acquire(target, { lockTtlMs: 900 });
+    // Renewed every 500 ms: the lock lapses only if the event loop stalls for a second, which a
+    // loaded 2-core machine's jest workers do not (a 900 ms lease left 600 ms).
+    const outcome = await guard.acquire(target, { lockTtlMs: 1_500 });
     if (outcome.kind !== 'acquired') throw new Error('expected acquired');
-    const renewal = startRenewal(guard, outcome.lease, 900, () => undefined);
-    await sleep(4_500); // five leases
+    const renewal = startRenewal(guard, outcome.lease, 1_500, () => undefined);
+    await sleep(6_000); // four leases
     expect((await guard.acquire(target)).kind).toBe('held');
     expect(renewal.signal.aborted).toBe(false);
     renewal.stop();
-    await sleep(1_200);
-    expect((await guard.acquire(target)).kind).toBe('acquired');
+    // Once stopped, the lock ends within a lease (the wait is a bound, not a timing claim).
+    await waitFor('the lock to expire once renewing stopped', async () => (await guard.acquire(target)).kind === 'acquired', {
+      timeoutMs: 5_000,
+      everyMs: 100,
+    });
   });
 
   it.each([[NaN], [0], [-5], [1.5], [undefined]])(
@@ -47,13 +51,13 @@ describe('leases, fencing and wake-ups on Redis alone', () => {
     // Every renewal runs on the primary and then fails for want of a replica's acknowledgement (no
     // replica is attached here): the lock is this holder's all along, and must not be left to lapse.
     const unacknowledged = new FireOnceGuard({ redis, keyPrefix: guard.keys.prefix, replicaSync: { replicas: 1, timeoutMs: 50 } });
-    const outcome = await guard.acquire(target, { lockTtlMs: 600 });
+    const outcome = await guard.acquire(target, { lockTtlMs: 1_200 });
     if (outcome.kind !== 'acquired') throw new Error('expected acquired');
     const lost: FireOnceLockLost[] = [];
-    const renewal = startRenewal(unacknowledged, outcome.lease, 600, (err) => lost.push(err));
+    const renewal = startRenewal(unacknowledged, outcome.lease, 1_200, (err) => lost.push(err));
     try {
-      await sleep(2_400); // four leases
-      expect(lost.map((err) => err.message)).toEqual([expect.stringContaining('no renewal succeeded for a whole lease (600 ms)')]);
+      await sleep(4_800); // four leases
+      expect(lost.map((err) => err.message)).toEqual([expect.stringContaining('no renewal succeeded for a whole lease (1200 ms)')]);
       expect(renewal.signal.aborted).toBe(true);
       expect((await guard.acquire(target)).kind).toBe('held');
       expect(await lockToken(redis, outcome.lease.lockKey)).toBe(outcome.lease.token);
