@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { WorkflowHandle } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import type { Cluster, Redis } from 'ioredis';
 import { FireOnceGuard, type AcquireOutcome, type DispatchTarget, type Lease } from '../../src';
 import { WakeHub, waitForTurn } from '../../src/core';
@@ -172,7 +173,11 @@ describe('pub/sub wake-ups on a Redis Cluster', () => {
         handles.map(async (h) => {
           const { status, raw } = await h.describe();
           const pending = (raw.pendingActivities ?? []).map((a) => ({ state: a.state, attempt: a.attempt, lastFailure: a.lastFailure?.message }));
-          return `${h.workflowId}: ${status.name} ${JSON.stringify(pending)}`;
+          // A run whose workflow task fails is retried forever and never ends: name the last events.
+          const events = (await h.fetchHistory()).events ?? [];
+          const last = events.slice(-4).map((e) => temporal.api.enums.v1.EventType[e.eventType ?? 0]);
+          const taskFailure = events.filter((e) => e.workflowTaskFailedEventAttributes).pop()?.workflowTaskFailedEventAttributes?.failure?.message;
+          return `${h.workflowId}: ${status.name} ${JSON.stringify(pending)}; last events ${JSON.stringify(last)}${taskFailure ? `; workflow task failed: ${taskFailure}` : ''}`;
         }),
       );
       throw new Error(`the runs did not end within ${ms} ms:\n${runs.join('\n')}\n${workers.health()}`);
