@@ -16,12 +16,14 @@ from temporal_fire_once.workflow import get_dispatch_scope, set_dispatch_scope
 _HEARTBEAT = timedelta(seconds=2)
 
 
-def _start(activity: str, args: list[Any], cancellation: workflow.ActivityCancellationType | None = None) -> workflow.ActivityHandle[Any]:
+def _start(
+    activity: str, args: list[Any], cancellation: workflow.ActivityCancellationType | None = None, heartbeat: bool = True
+) -> workflow.ActivityHandle[Any]:
     return workflow.start_activity(
         activity,
         args=args,
         start_to_close_timeout=timedelta(seconds=30),
-        heartbeat_timeout=_HEARTBEAT,
+        heartbeat_timeout=_HEARTBEAT if heartbeat else None,
         cancellation_type=cancellation or workflow.ActivityCancellationType.TRY_CANCEL,
         retry_policy=RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=200)),
     )
@@ -30,8 +32,9 @@ def _start(activity: str, args: list[Any], cancellation: workflow.ActivityCancel
 @workflow.defn
 class CancelOnSignal:
     """Sets the scope, starts one activity by name with ``cancellation`` (a name of
-    ``ActivityCancellationType``) and a 2 s heartbeat timeout, cancels it on the ``cancel`` signal
-    and returns ``'cancelled'``, or what it returned if it ended first."""
+    ``ActivityCancellationType``) and a 2 s heartbeat timeout (none if ``heartbeat`` is false),
+    cancels it on the ``cancel`` signal and returns ``'cancelled'``, or what it returned if it
+    ended first."""
 
     def __init__(self) -> None:
         self._cancel = False
@@ -41,9 +44,9 @@ class CancelOnSignal:
         self._cancel = True
 
     @workflow.run
-    async def run(self, scope: str, activity: str, args: list[Any], cancellation: str) -> Any:
+    async def run(self, scope: str, activity: str, args: list[Any], cancellation: str, heartbeat: bool = True) -> Any:
         set_dispatch_scope(scope)
-        handle = _start(activity, args, workflow.ActivityCancellationType[cancellation])
+        handle = _start(activity, args, workflow.ActivityCancellationType[cancellation], heartbeat)
         await workflow.wait_condition(lambda: self._cancel or handle.done())
         if not handle.done():
             handle.cancel()

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.worker import Replayer, Worker
 
 from temporal_fire_once import FireOncePlugin
@@ -66,6 +66,37 @@ async def test_a_waiter_cancelled_with_each_cancellation_type_ends_its_run_and_t
         served = await result(holder)
         later = await env.execute_workflow(HeartbeatCall.run, args=[scope, "heartbeatingGatedJob", args], id=f"{queue}-later", task_queue=queue)
     assert later == served and (await count(client, prefix, counter), await count(client, prefix, f"{counter}-finished")) == (1, 1)
+
+
+async def test_a_waiter_with_no_heartbeat_timeout_never_hears_its_cancellation_and_gets_the_holders_result(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """Temporal tells an activity of its cancellation only in the reply to a heartbeat, and a waiter
+    heartbeats only when its activity has a heartbeat timeout (docs/temporal-features.md). Without
+    one, a cancelled waiter (``WAIT_CANCELLATION_COMPLETED``) waits on, and its run gets the result
+    of the holder's one dispatch."""
+    worker, queue = _worker(temporal_env, client, prefix)
+    env, counter = temporal_env.client, "wc-no-heartbeat"
+    scope, args = f"s-{counter}", [counter]
+    async with worker:
+        holder = await env.start_workflow(HeartbeatCall.run, args=[scope, "heartbeatingGatedJob", args], id=f"{queue}-holder", task_queue=queue)
+        await until(lambda: _is(count(client, prefix, counter), 1), "the holder's job to start")
+        waiter = await env.start_workflow(
+            CancelOnSignal.run, args=[scope, "heartbeatingGatedJob", args, "WAIT_CANCELLATION_COMPLETED", False], id=f"{queue}-w", task_queue=queue
+        )
+        await _waiting(client, prefix, waiter, scope)
+        await waiter.signal(CancelOnSignal.cancel)
+
+        async def cancel_requested() -> bool:
+            return any(e.HasField("activity_task_cancel_requested_event_attributes") for e in (await waiter.fetch_history()).events)
+
+        await until(cancel_requested, "the waiter's activity to be asked to cancel")
+        await asyncio.sleep(1)  # 20 of the waiter's 50 ms polls: time for a cancellation to land, had it any way to
+        assert (await waiter.describe()).status == WorkflowExecutionStatus.RUNNING
+        await client.set(gate_key(prefix, counter), "open")
+        served = await result(holder)
+        assert await result(waiter) == served
+    assert (await count(client, prefix, counter), await count(client, prefix, f"{counter}-finished")) == (1, 1)
 
 
 async def test_a_holder_cancelled_with_abandon_is_never_told_its_job_commits_and_serves_the_waiter(temporal_env: Any, client: Redis, prefix: str) -> None:
