@@ -51,7 +51,7 @@ from temporal_fire_once.core import FireOnceKeys
 from temporal_fire_once import FireOncePlugin
 from temporal_fire_once._header import scope_from_headers
 
-from .conftest import collect_garbage, until
+from .conftest import collect_garbage, equals, until
 from .pyactivities import counter_key, gate_key, make_activities
 from .pynexus import JobService, NexusCaller, NexusHandlerRun, NexusJobInput
 from .pyworkflows import (
@@ -187,7 +187,7 @@ async def test_reset_mid_flight_the_reset_run_waits_for_the_first_runs_job_and_g
     args = ["s-reset-mid", "gatedJob", ["reset-mid"]]
     async with worker:
         handle = await temporal_env.client.start_workflow(GuardedCall.run, args=args, id=queue, task_queue=queue)
-        await until(lambda: _is(count(client, prefix, "reset-mid"), 1), "the first run's job to start")
+        await until(lambda: equals(count(client, prefix, "reset-mid"), 1), "the first run's job to start")
         reset = await reset_to_first_task(temporal_env.client, handle)  # terminates the first run; its job runs on
         await until(lambda: _activity_started(reset), "the reset run's activity to wait in its slot")
         assert await count(client, prefix, "reset-mid-finished") == 0  # still in flight
@@ -208,9 +208,9 @@ async def test_reset_mid_flight_a_job_that_heartbeats_is_cancelled_its_lock_rele
     args = ["s-reset-hb", "heartbeatingGatedJob", ["reset-hb"]]
     async with worker:
         handle = await temporal_env.client.start_workflow(HeartbeatCall.run, args=args, id=queue, task_queue=queue)
-        await until(lambda: _is(count(client, prefix, "reset-hb"), 1), "the first run's job to start")
+        await until(lambda: equals(count(client, prefix, "reset-hb"), 1), "the first run's job to start")
         reset = await reset_to_first_task(temporal_env.client, handle)
-        await until(lambda: _is(count(client, prefix, "reset-hb"), 2), "the reset run's own dispatch, once the first job stopped")
+        await until(lambda: equals(count(client, prefix, "reset-hb"), 2), "the reset run's own dispatch, once the first job stopped")
         assert await count(client, prefix, "reset-hb-finished") == 0
         await client.set(gate_key(prefix, "reset-hb"), "open")
         after = await result(reset)
@@ -218,10 +218,6 @@ async def test_reset_mid_flight_a_job_that_heartbeats_is_cancelled_its_lock_rele
     assert later == after and after["counterId"] == "reset-hb"
     assert (await count(client, prefix, "reset-hb"), await count(client, prefix, "reset-hb-finished")) == (2, 1)
     assert (await decisions(client, prefix, "s-reset-hb"))["released-on-failure"] == 1
-
-
-async def _is(value: Awaitable[int], expected: int) -> bool:
-    return await value == expected
 
 
 async def _subscribed(client: Redis, channel: str) -> bool:
@@ -292,7 +288,7 @@ async def test_versioning_a_run_pinned_to_build_a_dispatches_and_runs_on_build_b
     async with worker_a:
         await set_current(temporal_env.client, deployment, "A")
         first = await start(GuardedCall.run, args=args, id=f"{queue}-1", task_queue=queue)
-        await until(lambda: _is(count(client, prefix, "versioning"), 1), "A's job to start")
+        await until(lambda: equals(count(client, prefix, "versioning"), 1), "A's job to start")
         async with worker_b:
             await set_current(temporal_env.client, deployment, "B")
             second = await start(GuardedCall.run, args=args, id=f"{queue}-2", task_queue=queue)
@@ -477,7 +473,7 @@ async def _holder_and_waiters(env: Client, client: Redis, prefix: str, queue: st
     """A run whose ``heartbeatingGatedJob(counter)`` has started, then ``waiters`` more of its scope, each waiting in its slot."""
     args = [f"s-{counter}", "heartbeatingGatedJob", [counter]]
     holder = await env.start_workflow(HeartbeatCall.run, args=args, id=f"{queue}-holder", task_queue=queue)
-    await until(lambda: _is(count(client, prefix, counter), 1), "the holder's job to start")
+    await until(lambda: equals(count(client, prefix, counter), 1), "the holder's job to start")
     handles = [holder, *[await env.start_workflow(HeartbeatCall.run, args=args, id=f"{queue}-{i}", task_queue=queue) for i in range(waiters)]]
     for waiter in handles[1:]:
         await until(lambda: _activity_started(waiter), "the waiter to wait in its slot")
@@ -503,7 +499,7 @@ async def test_activity_pause_of_the_holder_stops_its_job_and_releases_a_waiter_
 
         await _pause(env, holder, True)
         assert await _last_failure_type(holder) == "ActivityPause"  # its job heard it by heartbeat and stopped
-        await until(lambda: _is(count(client, prefix, "pause-holder"), 2), "a waiter to dispatch on the released lock")
+        await until(lambda: equals(count(client, prefix, "pause-holder"), 2), "a waiter to dispatch on the released lock")
         await client.set(gate_key(prefix, "pause-holder"), "open")
         served = [await result(waiter) for waiter in waiters]  # while the holder stays paused
         assert (await _pending(holder)).paused
@@ -525,7 +521,7 @@ async def test_activity_reset_of_the_holder_stops_its_job_and_releases_its_new_a
         request = ResetActivityRequest(namespace=env.namespace, execution=WorkflowExecution(workflow_id=holder.id), id="1", identity="fire-once test")
         await env.workflow_service.reset_activity(request)
         assert await _last_failure_type(holder) == "ActivityReset"  # its job heard it by heartbeat and stopped
-        await until(lambda: _is(count(client, prefix, "reset-holder"), 2), "the new attempt or the waiter to dispatch on the released lock")
+        await until(lambda: equals(count(client, prefix, "reset-holder"), 2), "the new attempt or the waiter to dispatch on the released lock")
         await client.set(gate_key(prefix, "reset-holder"), "open")
         results = [await result(holder), await result(waiter)]
     await _served_by_a_second_dispatch_after_a_release(client, prefix, "reset-holder", results)
@@ -564,14 +560,14 @@ async def test_shutdown_of_the_holders_worker_cancels_its_job_after_the_grace_ti
     async with waiter_worker:
         async with holder_worker:
             holder = await env.start_workflow(HeartbeatCall.run, args=args, id=f"{holder_queue}-holder", task_queue=holder_queue)
-            await until(lambda: _is(count(client, prefix, "shutdown-holder"), 1), "the holder's job to start")
+            await until(lambda: equals(count(client, prefix, "shutdown-holder"), 1), "the holder's job to start")
             waiter = await env.start_workflow(HeartbeatCall.run, args=args, id=f"{waiter_queue}-waiter", task_queue=waiter_queue)
             await until(lambda: _activity_started(waiter), "the waiter to wait in its slot")
         # The holder's worker has shut down: the SDK cancelled its job, which stopped unfinished,
         # and the waiter dispatched on the released lock.
         assert await _last_failure_type(holder) == "WorkerShutdown"
         assert await count(client, prefix, "shutdown-holder-finished") == 0
-        await until(lambda: _is(count(client, prefix, "shutdown-holder"), 2), "the waiter to dispatch on the released lock")
+        await until(lambda: equals(count(client, prefix, "shutdown-holder"), 2), "the waiter to dispatch on the released lock")
         async with _worker(temporal_env, client, prefix, holder_queue)[0]:
             await client.set(gate_key(prefix, "shutdown-holder"), "open")
             results = [await result(holder), await result(waiter)]
@@ -589,7 +585,7 @@ async def test_shutdown_of_a_waiters_worker_ends_its_wait_so_it_retries_at_once_
     waiter_queue = f"py-{uuid.uuid4().hex[:8]}"
     async with holder_worker:
         holder = await env.start_workflow(HeartbeatCall.run, args=args, id=f"{holder_queue}-holder", task_queue=holder_queue)
-        await until(lambda: _is(count(client, prefix, "shutdown"), 1), "the holder's job to start")
+        await until(lambda: equals(count(client, prefix, "shutdown"), 1), "the holder's job to start")
         async with _worker(temporal_env, client, prefix, waiter_queue)[0]:
             waiter = await env.start_workflow(HeartbeatCall.run, args=args, id=f"{waiter_queue}-waiter", task_queue=waiter_queue)
             await until(lambda: _activity_started(waiter), "the waiter to wait in its slot")

@@ -20,11 +20,11 @@ from temporalio.worker import Replayer, Worker
 from temporal_fire_once import FireOncePlugin
 from temporal_fire_once.core import FireOnceKeys
 
-from .conftest import collect_garbage, until
+from .conftest import collect_garbage, equals, until
 from .pyactivities import counter_key, gate_key, make_activities
 from .pyhandlers import WORKFLOWS, CancelOnSignal, ContinueWhileWaiting, HandlersCall, SignalScopeInInit
 from .pyworkflows import HeartbeatCall
-from .test_features import _activity_started, _is, _last_failure_type, _pending, count, decisions, result
+from .test_features import _activity_started, _last_failure_type, _pending, count, decisions, result
 
 
 def _worker(env: Any, client: Redis, prefix: str, **options: Any) -> tuple[Worker, str]:
@@ -55,7 +55,7 @@ async def test_a_waiter_cancelled_with_each_cancellation_type_ends_its_run_and_t
     scope, args = f"s-{counter}", [counter]
     async with worker:
         holder = await env.start_workflow(HeartbeatCall.run, args=[scope, "heartbeatingGatedJob", args], id=f"{queue}-holder", task_queue=queue)
-        await until(lambda: _is(count(client, prefix, counter), 1), "the holder's job to start")
+        await until(lambda: equals(count(client, prefix, counter), 1), "the holder's job to start")
         waiter = await env.start_workflow(CancelOnSignal.run, args=[scope, "heartbeatingGatedJob", args, cancellation], id=f"{queue}-w", task_queue=queue)
         await _waiting(client, prefix, waiter, scope)
         await waiter.signal(CancelOnSignal.cancel)
@@ -80,7 +80,7 @@ async def test_a_waiter_with_no_heartbeat_timeout_never_hears_its_cancellation_a
     scope, args = f"s-{counter}", [counter]
     async with worker:
         holder = await env.start_workflow(HeartbeatCall.run, args=[scope, "heartbeatingGatedJob", args], id=f"{queue}-holder", task_queue=queue)
-        await until(lambda: _is(count(client, prefix, counter), 1), "the holder's job to start")
+        await until(lambda: equals(count(client, prefix, counter), 1), "the holder's job to start")
         waiter = await env.start_workflow(
             CancelOnSignal.run, args=[scope, "heartbeatingGatedJob", args, "WAIT_CANCELLATION_COMPLETED", False], id=f"{queue}-w", task_queue=queue
         )
@@ -104,7 +104,7 @@ async def test_a_holder_cancelled_with_abandon_is_never_told_its_job_commits_and
     env, scope, args = temporal_env.client, "s-abandon-holder", ["abandon-holder"]
     async with worker:
         holder = await env.start_workflow(CancelOnSignal.run, args=[scope, "gatedJob", args, "ABANDON"], id=f"{queue}-holder", task_queue=queue)
-        await until(lambda: _is(count(client, prefix, "abandon-holder"), 1), "the holder's job to start")
+        await until(lambda: equals(count(client, prefix, "abandon-holder"), 1), "the holder's job to start")
         waiter = await env.start_workflow(HeartbeatCall.run, args=[scope, "gatedJob", args], id=f"{queue}-w", task_queue=queue)
         await _waiting(client, prefix, waiter, scope)
         await holder.signal(CancelOnSignal.cancel)
@@ -126,14 +126,14 @@ async def test_a_holder_cancelled_with_try_cancel_whose_job_heartbeats_stops_rel
     env, scope, args = temporal_env.client, "s-try-holder", ["try-holder"]
     async with worker:
         holder = await env.start_workflow(CancelOnSignal.run, args=[scope, "heartbeatingGatedJob", args, "TRY_CANCEL"], id=f"{queue}-holder", task_queue=queue)
-        await until(lambda: _is(count(client, prefix, "try-holder"), 1), "the holder's job to start")
+        await until(lambda: equals(count(client, prefix, "try-holder"), 1), "the holder's job to start")
         waiters = [await env.start_workflow(HeartbeatCall.run, args=[scope, "heartbeatingGatedJob", args], id=f"{queue}-w{i}", task_queue=queue) for i in range(2)]
         for waiter in waiters:
             await _waiting(client, prefix, waiter, scope)
         await holder.signal(CancelOnSignal.cancel)
         assert await result(holder) == "cancelled"
         # Within 10 s: a lock left to its lease (30 s) would let a waiter dispatch only far later.
-        await until(lambda: _is(count(client, prefix, "try-holder"), 2), "a waiter's own dispatch, once the holder's job stopped", seconds=10)
+        await until(lambda: equals(count(client, prefix, "try-holder"), 2), "a waiter's own dispatch, once the holder's job stopped", seconds=10)
         await client.set(gate_key(prefix, "try-holder"), "open")
         served = [await result(waiter) for waiter in waiters]
     assert served[0] == served[1] and served[0]["counterId"] == "try-holder"
@@ -148,7 +148,7 @@ async def test_continue_as_new_while_the_guarded_activity_waits_the_new_run_inhe
     env, scope, args = temporal_env.client, "s-can-wait", ["can-wait"]
     async with worker:
         holder = await env.start_workflow(HeartbeatCall.run, args=[scope, "heartbeatingGatedJob", args], id=f"{queue}-holder", task_queue=queue)
-        await until(lambda: _is(count(client, prefix, "can-wait"), 1), "the holder's job to start")
+        await until(lambda: equals(count(client, prefix, "can-wait"), 1), "the holder's job to start")
         mover = await env.start_workflow(ContinueWhileWaiting.run, args=[scope, "heartbeatingGatedJob", args], id=f"{queue}-mover", task_queue=queue)
         await _waiting(client, prefix, mover, scope)
         await mover.signal(ContinueWhileWaiting.move)
@@ -201,7 +201,7 @@ async def test_one_activity_slot_a_holder_that_outlives_its_heartbeat_timeout_it
     env, args = temporal_env.client, ["s-one-slot", "gatedJob", ["one-slot"]]
     async with worker:
         holder = await env.start_workflow(HeartbeatCall.run, args=args, id=f"{queue}-holder", task_queue=queue)
-        await until(lambda: _is(count(client, prefix, "one-slot"), 1), "the holder's job to start")
+        await until(lambda: equals(count(client, prefix, "one-slot"), 1), "the holder's job to start")
         other = await env.start_workflow(HeartbeatCall.run, args=args, id=f"{queue}-other", task_queue=queue)
         assert await _last_failure_type(holder) == "timeout"
         await client.set(gate_key(prefix, "one-slot"), "open")
@@ -218,7 +218,7 @@ async def test_activity_reset_of_a_waiter_by_the_cli_ends_its_attempt_and_its_ne
     cli = os.environ.get("TEMPORAL_CLI_PATH") or "temporal"
     async with worker:
         holder = await env.start_workflow(HeartbeatCall.run, args=args, id=f"{queue}-holder", task_queue=queue)
-        await until(lambda: _is(count(client, prefix, "reset-waiter"), 1), "the holder's job to start")
+        await until(lambda: equals(count(client, prefix, "reset-waiter"), 1), "the holder's job to start")
         waiter = await env.start_workflow(HeartbeatCall.run, args=args, id=f"{queue}-w", task_queue=queue)
         await _waiting(client, prefix, waiter, scope)
         address = env.service_client.config.target_host
