@@ -130,7 +130,31 @@ async def test_a_guarded_activity_without_a_scope_fails_with_its_type_and_dispat
     async with worker:
         failure = await activity_failure(temporal_env, queue, queue, ["", "crossJob", ["none", 0]])
     assert (failure.type, failure.non_retryable) == ("FireOnceMissingScope", True)
+    assert failure.message.startswith("activity 'crossJob' has no dispatch scope: call set_dispatch_scope() in the workflow")
     assert await client.get(counter_key(prefix, "none")) is None
+
+
+async def test_a_scope_option_that_returns_none_fails_naming_the_option_not_set_dispatch_scope_and_dispatches_nothing(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    from temporalio import activity
+
+    from temporal_fire_once import fire_once
+
+    @fire_once(scope=lambda args, info: None)  # type: ignore[arg-type, return-value]
+    @activity.defn(name="noneScopeJob")
+    async def none_scope_job(counter_id: str) -> None:
+        await client.incr(counter_key(prefix, counter_id))
+
+    queue = f"py-{uuid.uuid4().hex[:8]}"
+    collect_garbage()
+    worker = Worker(temporal_env.client, task_queue=queue, workflows=[GuardedCall], activities=[none_scope_job], plugins=[FireOncePlugin(client, key_prefix=prefix)])
+    async with worker:
+        failure = await activity_failure(temporal_env, queue, queue, ["", "noneScopeJob", ["none-scope"]])
+    assert (failure.type, failure.non_retryable) == ("FireOnceMissingScope", True)
+    assert failure.message.startswith("activity 'noneScopeJob' has no dispatch scope: its scope option returned None: make it return the scope")
+    assert "set_dispatch_scope" not in failure.message
+    assert await client.get(counter_key(prefix, "none-scope")) is None
 
 
 async def test_observe_only_never_fails_a_call_one_the_guard_would_refuse_runs_unlogged_with_a_warning(

@@ -18,10 +18,11 @@ export function resolveTarget({ setup, options, ctx, input }: GuardedCall): Disp
   const { activityType, workflowExecution, activityId, namespace } = ctx.info;
   const scope = options.scope !== undefined ? userOption('scope', activityType, () => options.scope!(input.args, ctx.info)) : scopeFromHeaders(input.headers);
   if (scope === undefined) {
-    throw new FireOnceMissingScope(
-      `activity ${JSON.stringify(activityType)} has no dispatch scope: call setDispatchScope() in the workflow, or give fireOnce a scope option; a workflow bundle built without the plugin's workflow interceptors (workflowInterceptorModules) carries no scope`,
-      { activityType },
-    );
+    const fix =
+      options.scope !== undefined
+        ? "its scope option returned undefined: make it return the scope, a string such as the session's ID"
+        : "call setDispatchScope() in the workflow, or give fireOnce a scope option; a workflow bundle built without the plugin's workflow interceptors (workflowInterceptorModules) carries no scope";
+    throw new FireOnceMissingScope(`activity ${JSON.stringify(activityType)} has no dispatch scope: ${fix}`, { activityType });
   }
   const step = options.step ?? activityType;
   const jobType = options.jobType ?? step;

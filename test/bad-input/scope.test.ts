@@ -34,15 +34,16 @@ describe('bad input: missing scope', () => {
     const failure = await failureOf(undefined);
     expect(failure.type).toBe('FireOnceMissingScope');
     expect(failure.nonRetryable).toBe(true);
-    expect(failure.message).toMatch(/activity "summarise" has no dispatch scope/);
+    expect(failure.message).toMatch(/^activity "summarise" has no dispatch scope: call setDispatchScope\(\) in the workflow, or give fireOnce a scope option/);
     await expectNothingDispatchedAndIntact();
   });
 
-  it('scope missing (scope option returns undefined) → FireOnceMissingScope naming the activity', async () => {
+  it('scope missing (scope option returns undefined) → FireOnceMissingScope naming the activity and the option, not setDispatchScope', async () => {
     const failure = await failureOf(() => undefined as unknown as string);
     expect(failure.type).toBe('FireOnceMissingScope');
     expect(failure.nonRetryable).toBe(true);
-    expect(failure.message).toMatch(/activity "summarise" has no dispatch scope/);
+    expect(failure.message).toMatch(/^activity "summarise" has no dispatch scope: its scope option returned undefined: make it return the scope/);
+    expect(failure.message).not.toContain('setDispatchScope');
     await expectNothingDispatchedAndIntact();
   });
 

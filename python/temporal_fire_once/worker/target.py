@@ -30,11 +30,13 @@ def resolve_target(
     scope_fn = options.scope
     scope = _user_option("scope", info, lambda: scope_fn(input.args, info)) if scope_fn is not None else scope_from_headers(input.headers)
     if scope is None:
-        raise FireOnceMissingScope(
-            f"activity {info.activity_type!r} has no dispatch scope: call set_dispatch_scope() in the workflow, or give fire_once a scope option; "
-            "a workflow worker without the plugin's workflow interceptor (FireOnceWorkflowInterceptor) carries no scope",
-            {"activityType": info.activity_type},
+        fix = (
+            "its scope option returned None: make it return the scope, a string such as the session's ID"
+            if scope_fn is not None
+            else "call set_dispatch_scope() in the workflow, or give fire_once a scope option; "
+            "a workflow worker without the plugin's workflow interceptor (FireOnceWorkflowInterceptor) carries no scope"
         )
+        raise FireOnceMissingScope(f"activity {info.activity_type!r} has no dispatch scope: {fix}", {"activityType": info.activity_type})
     step = options.step or info.activity_type
     job_type = options.job_type or step
     holder = f"{info.workflow_id or ''} {info.workflow_run_id or ''} {info.activity_id}"
