@@ -9,7 +9,7 @@ import types
 from typing import Any, Callable, Optional
 
 import pytest
-from temporalio import activity
+from temporalio import activity, workflow
 
 from temporal_fire_once import ExternalArtifact, FireOnceConfigError, fire_once
 
@@ -86,3 +86,41 @@ def test_fire_once_on_a_bound_method_is_refused_naming_the_fix() -> None:
     with pytest.raises(FireOnceConfigError, match=r"^fire_once: Jobs\.send is a bound method, .* decorate it in its class"):
         fire_once()(jobs.send)
     assert not hasattr(Jobs.send, "__temporal_fire_once__")  # neither the class nor another instance is marked
+
+
+@pytest.mark.parametrize(
+    ("target", "problem"),
+    [(5, "a value of type int is not a function"), (None, "a value of type NoneType is not a function"), (Jobs, "Jobs is a class")],
+)
+def test_fire_once_on_a_value_or_a_class_is_refused_naming_it(target: Any, problem: str) -> None:
+    with pytest.raises(FireOnceConfigError, match=rf"^fire_once: {problem}: it guards an activity"):
+        fire_once()(target)
+
+
+@workflow.defn(sandboxed=False)
+class MarkedAbove:
+    @fire_once()
+    @workflow.run
+    async def run(self) -> str:
+        return "ran"
+
+
+@workflow.defn(sandboxed=False)
+class MarkedBelow:
+    @workflow.run
+    @fire_once()
+    async def run(self) -> str:
+        return "ran"
+
+
+def test_a_worker_whose_workflow_has_a_method_marked_fire_once_is_refused_whichever_order_the_decorators_are_in(
+    client: Any, prefix: str
+) -> None:
+    """The guard runs around activities: a mark on a workflow's method would guard nothing."""
+    from temporal_fire_once import FireOncePlugin
+
+    stub: Any = types.SimpleNamespace(namespace="default", data_converter=types.SimpleNamespace(payload_codec=None))
+    plugin = FireOncePlugin(client, key_prefix=prefix)
+    for cls in (MarkedAbove, MarkedBelow):
+        with pytest.raises(FireOnceConfigError, match=rf"^fire_once: .*{cls.__name__}\.run is a method of a workflow, which @fire_once\(\) does not guard"):
+            plugin.configure_worker({"client": stub, "workflows": [cls], "task_queue": "q"})

@@ -27,7 +27,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from temporal_fire_once import SCOPE_HEADER, FireOnceInterceptor, FireOncePlugin, WorkerDefaults
 from temporal_fire_once.core import FireOnceGuard, FireOnceKeys, GuardOptions
-from temporal_fire_once.workflow import set_dispatch_scope
+from temporal_fire_once.workflow import get_dispatch_scope, set_dispatch_scope
 
 from .conftest import REPO, collect_garbage
 from .pyactivities import counter_key, make_activities
@@ -352,3 +352,10 @@ def test_set_dispatch_scope_outside_a_workflow_raises_a_non_retryable_config_err
         set_dispatch_scope(scope)
     assert (caught.value.type, caught.value.non_retryable) == ("FireOnceConfigError", True)
     assert caught.value.message.startswith("set_dispatch_scope() must be called in a workflow")
+
+
+def test_get_dispatch_scope_outside_a_workflow_raises_the_same_config_error_not_the_sdks_own() -> None:
+    with pytest.raises(ApplicationError) as caught:
+        get_dispatch_scope()
+    assert (caught.value.type, caught.value.non_retryable) == ("FireOnceConfigError", True)
+    assert caught.value.message.startswith("get_dispatch_scope() must be called in a workflow")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from typing import Any, Callable, Literal, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Literal, Sequence, TypeVar
 
 from temporalio import activity
 
@@ -56,6 +56,11 @@ def fire_once(
     options = FireOnceOptions(**{name: value for name, value in locals().items() if value is not None and name != "_misused"})
 
     def mark(fn: F) -> F:
+        if inspect.isclass(fn) or not callable(fn):
+            what = f"{_name(fn)} is a class" if inspect.isclass(fn) else f"a value of type {type(fn).__name__} is not a function"
+            raise FireOnceConfigError(
+                f"fire_once: {what}: it guards an activity, so put @fire_once() on an activity's function or method (a workflow's never)"
+            )
         if inspect.ismethod(fn):
             # Its attributes are its function's, shared by the class and every instance, and it takes none of its own.
             raise FireOnceConfigError(
@@ -97,6 +102,18 @@ def _check_may_return_none(fn: Callable[..., Any], options: FireOnceOptions) -> 
         f"fire_once: {name} is annotated to return {shown}, but {why}, "
         "so a caller would get None: annotate it -> None (or make None one of its types), or choose another policy"
     )
+
+
+def refuse_marked_workflow_methods(workflows: Iterable[object]) -> None:
+    """Refuse a workflow class with a method marked ``@fire_once``: the guard runs around
+    activities, so such a mark would guard nothing, without a word."""
+    for cls in workflows:
+        for name, member in vars(cls).items() if inspect.isclass(cls) else ():
+            if options_of(getattr(member, "__func__", member)) is not None:
+                raise FireOnceConfigError(
+                    f"fire_once: {_name(cls)}.{name} is a method of a workflow, which @fire_once() does not guard: "
+                    "put it on the activity the workflow calls"
+                )
 
 
 def _name(fn: object) -> str:

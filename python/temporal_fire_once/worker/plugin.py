@@ -27,6 +27,7 @@ from ..core.store_calls import store_call
 from ..core.wake import WakeHub
 from ..core.worker_check import check_worker_redis
 from ..workflow.interceptor import FireOnceWorkflowInterceptor
+from .decorator import refuse_marked_workflow_methods
 from .interceptor import FireOnceInterceptor
 from .log import event_fields
 from .options import DefaultInFlightPolicy, LockMode, WorkerDefaults, ttl_warnings
@@ -82,6 +83,7 @@ class FireOncePlugin(SimplePlugin):
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         config = super().configure_worker(config)
+        refuse_marked_workflow_methods(config.get("workflows", []))
         client = config["client"]
         self._namespaces.add(client.namespace)
         if self._wake is None and self.guard.options.publish_wake_ups:

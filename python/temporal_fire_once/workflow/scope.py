@@ -60,7 +60,15 @@ def set_dispatch_scope(scope: str) -> None:
 
 def get_dispatch_scope() -> str | None:
     """The dispatch scope set in (or inherited by) this workflow, or ``None`` (also on a worker
-    without :class:`FireOnceWorkflowInterceptor`, where no scope is carried)."""
+    without :class:`FireOnceWorkflowInterceptor`, where no scope is carried). Outside a workflow it
+    raises a non-retryable ``ApplicationError`` of type ``FireOnceConfigError``, as
+    :func:`set_dispatch_scope` does."""
+    if not workflow.in_workflow():
+        raise ApplicationError(
+            "get_dispatch_scope() must be called in a workflow: a guarded activity's dispatch reads its scope from fire_once_context().scope",
+            type="FireOnceConfigError",
+            non_retryable=True,
+        )
     run = find_run(workflow.info())
     return None if run is None else run.scope
 
