@@ -793,6 +793,28 @@ async def test_a_worker_refuses_to_start_on_a_redis_that_can_evict_unless_allow_
     assert "maxmemory-policy allkeys-lru" in caplog.text and "starting anyway because allow_evicting_redis is True" in caplog.text
 
 
+@pytest.mark.parametrize(("auth", "code"), [(":wrong@", "WRONGPASS"), ("", "NOAUTH")])
+async def test_a_worker_given_credentials_redis_refuses_fails_to_start_naming_them_not_an_eviction_risk(
+    temporal_env: Any, client: Redis, prefix: str, auth: str, code: str
+) -> None:
+    from temporal_fire_once import FireOnceStoreUnavailable
+
+    from .conftest import redis_server
+
+    with redis_server() as url:  # its own server, given a password
+        admin: Redis = Redis.from_url(url)
+        await admin.config_set("requirepass", "right-password")
+        await admin.aclose()
+        refused: Redis = Redis.from_url(url.replace("redis://", f"redis://{auth}"))
+        for allow in (False, True):
+            worker, _ = await run_worker(temporal_env, client, prefix, refused, allow_evicting_redis=allow)
+            with pytest.raises(FireOnceStoreUnavailable) as caught:
+                await asyncio.wait_for(worker.run(), 10)  # a worker that starts runs until cancelled
+            assert str(caught.value).startswith(f"Redis refused this client's credentials ({code} ")
+            assert "maxmemory-policy" not in str(caught.value) and "eviction" not in str(caught.value)
+        await refused.aclose()
+
+
 async def test_a_sync_activity_is_guarded_too(temporal_env: Any, client: Redis, prefix: str) -> None:
     from concurrent.futures import ThreadPoolExecutor
 

@@ -72,6 +72,32 @@ describe('FireOncePlugin refuses an evicting Redis at worker start', () => {
     await new Promise((r) => setTimeout(r, 2_100)); // ioredis destroys the half-open socket after its 2 s disconnectTimeout
   });
 
+  it.each([
+    ['a wrong password', ':wrong@', /WRONGPASS/],
+    ['no password', '', /NOAUTH/],
+  ])(
+    '%s: runWorker rejects with FireOnceStoreUnavailable naming the credentials, allowEvictingRedis or not, and never an eviction risk',
+    async (_name, auth, code) => {
+      const guarded = await spawnRedisServer(['--requirepass', 'right-password']);
+      try {
+        const next = jest.fn(async () => undefined);
+        for (const allowEvictingRedis of [false, true]) {
+          const redis = new Redis(guarded.url.replace('redis://', `redis://${auth}`), { maxRetriesPerRequest: 1 });
+          redis.on('error', () => undefined);
+          const err = await new FireOncePlugin({ redis, allowEvictingRedis }).runWorker({} as Worker, next).catch((e: unknown) => e);
+          redis.disconnect();
+          expect(err).toBeInstanceOf(FireOnceStoreUnavailable);
+          expect((err as Error).message).toMatch(/^Redis refused this client's credentials \(/);
+          expect((err as Error).message).toMatch(code);
+          expect((err as Error).message).not.toMatch(/maxmemory-policy|allowEvictingRedis/);
+        }
+        expect(next).not.toHaveBeenCalled();
+      } finally {
+        await guarded.stop();
+      }
+    },
+  );
+
   it('with noeviction the worker runs and nothing is logged, opt-out or not', async () => {
     const warn = jest.spyOn(Runtime.instance().logger, 'warn').mockImplementation(() => undefined);
     const next = jest.fn(async () => undefined);

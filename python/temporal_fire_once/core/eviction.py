@@ -53,7 +53,11 @@ async def read_eviction_policies(redis: RedisClient, timeout_ms: int = 5_000) ->
     except TimeoutError as err:
         raise FireOnceStoreUnavailable(f"Redis did not answer within {timeout_ms} ms while its eviction policy was read") from err
     except (RedisError, OSError) as err:
-        raise FireOnceStoreUnavailable(f"could not read Redis's eviction policy: {replied(err)}") from err
+        reply = replied(err)
+        if reply.startswith(("WRONGPASS", "NOAUTH")):
+            # They refuse every command: name them, not the setting left unread.
+            raise FireOnceStoreUnavailable(f"Redis refused this client's credentials ({reply}): check the password or ACL user the client connects with") from err
+        raise FireOnceStoreUnavailable(f"could not read Redis's eviction policy: {reply}") from err
 
 
 def check_start_arguments(redis: object, allow_evicting_redis: object, timeout_ms: object) -> None:

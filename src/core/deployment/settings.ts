@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { FireOnceStoreUnavailable } from '../errors';
 
 /** `INFO <section>` as a map of its `field:value` lines. */
 export function parseInfo(text: string): Map<string, string> {
@@ -63,8 +64,20 @@ function configValue(reply: unknown, name: string): string | undefined {
   return undefined;
 }
 
-/** The message of a Redis reply error (the command ran and was refused); rethrows anything else. */
+/**
+ * The message of a Redis reply error (the command ran and was refused); rethrows anything else.
+ * Credentials Redis refused (`WRONGPASS`, `NOAUTH`) refuse every command, so they are no reason to
+ * try another source: {@link FireOnceStoreUnavailable} naming them, not a setting left unread.
+ */
 export function replyErrorMessage(err: unknown): string {
-  if (err instanceof Error && err.name === 'ReplyError') return err.message.trim();
-  throw err;
+  if (!(err instanceof Error && err.name === 'ReplyError')) throw err;
+  const message = err.message.trim();
+  if (/^(WRONGPASS|NOAUTH)\b/.test(message)) {
+    throw new FireOnceStoreUnavailable(
+      `Redis refused this client's credentials (${message}): check the password or ACL user the client connects with`,
+      {},
+      { cause: err },
+    );
+  }
+  return message;
 }
