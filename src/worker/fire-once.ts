@@ -7,8 +7,11 @@ const OPTIONS = Symbol.for('temporal-fire-once.options');
 
 /** Activity contexts whose call went through the fire-once interceptor. */
 const guardedContexts = new WeakSet<object>();
-/** Activity contexts a fire-once interceptor saw and found no options for (not among the activities it mapped). */
-const unlistedContexts = new WeakSet<object>();
+/**
+ * Activity contexts a fire-once interceptor saw and found no options for: `'unlisted'` when the
+ * activity was not among the worker's activities it mapped, `'unmarked'` when it was, unmarked.
+ */
+const unguardedContexts = new WeakMap<object, 'unlisted' | 'unmarked'>();
 
 type AnyFunction = (...args: any[]) => Promise<unknown>; // eslint-disable-line @typescript-eslint/no-explicit-any -- any activity signature; unknown[] would reject typed parameters
 
@@ -27,9 +30,9 @@ export function fireOnceOptionsOf(fn: unknown): FireOnceOptions | undefined {
   return typeof fn === 'function' ? (fn as unknown as Record<symbol, FireOnceOptions | undefined>)[OPTIONS] : undefined;
 }
 
-/** Called by the interceptor for an activity it has no fire-once options for. */
-export function markUnlisted(ctx: object): void {
-  unlistedContexts.add(ctx);
+/** Called by the interceptor for an activity it has no fire-once options for, of the worker's `map`. */
+export function markUnguarded(ctx: object & { info: { activityType: string } }, map: ReadonlyMap<string, FireOnceOptions>): void {
+  unguardedContexts.set(ctx, registeredNames.get(map)?.has(ctx.info.activityType) ? 'unmarked' : 'unlisted');
 }
 
 /** Called by the interceptor before it runs a guarded activity. */
@@ -84,13 +87,17 @@ function markFireOnce<F extends AnyFunction>(fn: F, options: FireOnceOptions): F
   const wrapped = function (this: unknown, ...args: Parameters<F>) {
     const ctx = currentActivityContext();
     if (ctx !== undefined && !guardedContexts.has(ctx)) {
+      const seen = unguardedContexts.get(ctx);
       const activity = `activity ${JSON.stringify(ctx.info.activityType)} is marked fire-once, but`;
       const refused = new FireOnceConfigError(
-        unlistedContexts.has(ctx)
-          ? `${activity} the fire-once interceptor of this worker did not find it among the worker's activities when the worker was configured: ` +
+        seen === 'unmarked'
+          ? `the fire-once function ${JSON.stringify(fn.name || 'anonymous')} was called inside activity ${JSON.stringify(ctx.info.activityType)}, which is not marked fire-once: ` +
+              'a guard runs around the activity a workflow schedules, so call it from the workflow, or mark that activity itself. Refusing to dispatch unguarded'
+          : seen === 'unlisted'
+            ? `${activity} the fire-once interceptor of this worker did not find it among the worker's activities when the worker was configured: ` +
               'a plugin listed after FireOncePlugin (or given to the NativeConnection) added it; list FireOncePlugin after that plugin, ' +
               'or give the activity in WorkerOptions.activities. Refusing to dispatch unguarded'
-          : `${activity} this worker has no FireOncePlugin (or fire-once activity interceptor): refusing to dispatch unguarded`,
+            : `${activity} this worker has no FireOncePlugin (or fire-once activity interceptor): refusing to dispatch unguarded`,
         { activityType: ctx.info.activityType },
       );
       // No interceptor maps this one: Temporal would retry a plain error on every attempt.

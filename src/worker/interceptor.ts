@@ -9,7 +9,7 @@ import { ParkingLot } from '../core/parking';
 import type { WakeHub } from '../core/wake';
 import { checkActivityOptions, type FireOnceOptions } from './activity-options';
 import { toApplicationFailure } from './failures';
-import { fireOnceOptionsFor, isGuarded, markGuarded, markUnlisted } from './fire-once';
+import { fireOnceOptionsFor, isGuarded, markGuarded, markUnguarded } from './fire-once';
 import type { InterceptorSetup } from './guarded-call';
 import { ACTIVITY_DEFAULT_NAMES, resolveActivityDefaults, type ActivityDefaultOptions } from './options';
 import { ParkedWatch } from './parked-watch';
@@ -107,7 +107,7 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
   return (ctx) => {
     const options = fireOnceOptionsFor(config.activities, ctx.info.activityType);
     if (options === undefined) {
-      markUnlisted(ctx); // so that a fire-once activity it did not list says why it is refused
+      markUnguarded(ctx, config.activities); // so that a fire-once function called in it says why it is refused
       return {};
     }
     const inbound: ActivityInboundCallsInterceptor = {

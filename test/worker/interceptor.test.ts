@@ -340,6 +340,26 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     expect(await count()).toBe(0);
   });
 
+  it('names the cause when a fire-once function is called inside an unmarked activity of the worker: not a plugin order', async () => {
+    const summarise = fireOnce(async function summarise(_scope: string) {
+      await redis.incr(counterKey());
+      return 'x';
+    });
+    const activities = { outer: async () => summarise('s'), summarise };
+    const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities), onInFlight: 'wait', pollIntervalMs: 20 });
+    const env = new MockActivityEnvironment(
+      { namespace: 'default', activityType: 'outer', startToCloseTimeoutMs: 2_000, currentAttemptScheduledTimestampMs: Date.now() },
+      { interceptors: [factory] },
+    );
+    const err = await env.run(activities.outer).catch((e: unknown) => e);
+    expect([(err as ApplicationFailure).type, (err as ApplicationFailure).nonRetryable]).toEqual(['FireOnceConfigError', true]);
+    expect((err as ApplicationFailure).message).toBe(
+      'the fire-once function "summarise" was called inside activity "outer", which is not marked fire-once: ' +
+        'a guard runs around the activity a workflow schedules, so call it from the workflow, or mark that activity itself. Refusing to dispatch unguarded',
+    );
+    expect(await count()).toBe(0);
+  });
+
   it('refuses an activity guarded twice on one worker with a non-retryable FireOnceConfigError, dispatching nothing and giving the lock back', async () => {
     // The plugin's interceptor and one wired by hand (or the plugin given twice): the inner one
     // would find the outer one's lock and wait out every attempt on it, never dispatching.
