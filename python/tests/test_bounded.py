@@ -124,6 +124,7 @@ async def test_a_worker_driven_through_every_path_over_2000_scopes_holds_nothing
         assert isinstance(holder, Acquired)
         timed_out = await asyncio.gather(worker.call(f"{scope}-held", ns, start_to_close_s=0.05), return_exceptions=True)
         assert "FireOnceInFlight" in repr(timed_out)  # gave up before its deadline
+        assert "gave up waiting on the lock of step 'job'" in repr(timed_out) and "or by one that ended without storing its result" in repr(timed_out)
         waiting = asyncio.ensure_future(worker.call(f"{scope}-held", ns))
         await asyncio.sleep(0.05)
         await guard.release(holder.lease)  # the waiter wakes, acquires and fires

@@ -72,7 +72,8 @@ export async function waitForTurn(
         const remaining = wait.deadline - Date.now();
         if (remaining <= 0) {
           throw new FireOnceInFlight(
-            `gave up waiting for the in-flight dispatch of step ${JSON.stringify(target.step)} in scope ${JSON.stringify(target.scope)}`,
+            `gave up waiting on the lock of step ${JSON.stringify(target.step)} in scope ${JSON.stringify(target.scope)}, held ${ttlMs} ms more: ` +
+              'by a dispatch still in flight, or by one that ended without storing its result, whose lock stands until it expires',
             Math.max(Math.min(ttlMs, wait.pollIntervalMs), 0),
             { key: held.lockKey, scope: target.scope, step: target.step, jobType: target.jobType },
           );

@@ -294,6 +294,10 @@ describe('FireOnceGuard on Redis alone', () => {
       const err = await waitForTurn(guard, target, held, {}, { pollIntervalMs: 20, deadline: Date.now() + 100 }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(FireOnceInFlight);
       expect((err as FireOnceInFlight).retryAfterMs).toBeGreaterThan(0);
+      // Not "in flight" alone: a lock kept after a result that was not stored is waited on too.
+      expect((err as Error).message).toMatch(
+        /^gave up waiting on the lock of step "\w+" in scope "[^"]+", held \d+ ms more: by a dispatch still in flight, or by one that ended without storing its result/,
+      );
     });
 
     // ioredis re-sends a SUBSCRIBE that was on the wire when the connection dropped, and never

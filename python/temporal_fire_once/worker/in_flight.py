@@ -59,7 +59,8 @@ async def on_held(
                 if remaining <= 0:
                     call.decision("in-flight-failed", fencing=held.fencing_token)
                     raise FireOnceInFlight(
-                        f"gave up waiting for the in-flight dispatch of step {call.target.step!r} in scope {call.target.scope!r}",
+                        f"gave up waiting on the lock of step {call.target.step!r} in scope {call.target.scope!r}, held {ttl_ms} ms more: "
+                        "by a dispatch still in flight, or by one that ended without storing its result, whose lock stands until it expires",
                         max(min(ttl_ms, call.defaults.poll_interval_ms), 0),
                         {"key": held.lock_key, **call.ids},
                     )
