@@ -12,7 +12,7 @@ export const EXIT = Object.freeze({
   usage: 2,
   /** Redis unreachable, refused the credentials, or did not answer within `--timeout`. */
   redis: 3,
-  /** Nothing to act on: `release` found no lock, `invalidate` found no artifact. */
+  /** Nothing to act on: `release` found no lock, `invalidate` found no artifact, `report` found no dispatch log. */
   notFound: 4,
   /**
    * Refused: `release` found the lock changed hands between reading it and deleting it;

@@ -104,7 +104,7 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
       const keys = keysFor(opts);
       if (opts.jobType !== undefined) checkId('jobType', opts.jobType);
       parseSince(opts.since, Date.now()); // a bad --since is a usage error even when Redis is down
-      const report = await withRedis(opts, io, async (redis) => {
+      const { report, logExists } = await withRedis(opts, io, async (redis) => {
         const nowMs = await serverTimeMs(redis);
         const fromMs = parseSince(opts.since, nowMs);
         if (fromMs > nowMs) {
@@ -114,14 +114,23 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
             EXIT.usage,
           );
         }
-        return buildReport(redis, keys, {
+        const built = await buildReport(redis, keys, {
           fromMs,
           toMs: nowMs,
           ...(opts.jobType === undefined ? {} : { jobType: opts.jobType }),
         });
+        // No log at all is not "no duplicate": a mistyped prefix or namespace must not make a cron check pass either.
+        return { report: built, logExists: built.events > 0 || (await redis.exists(keys.log())) === 1 };
       });
       io.out(`${opts.json ? JSON.stringify(report, null, 2) : formatReport(report, opts.limit)}\n`);
-      setCode(report.duplicates.length > 0 ? EXIT.duplicates : EXIT.ok);
+      if (!logExists) {
+        io.err(
+          `no dispatch log at ${keys.log()}: nothing was ever recorded under this prefix and namespace (are they right, and the dispatchLog option on?)\n`,
+        );
+        setCode(EXIT.notFound);
+      } else {
+        setCode(report.duplicates.length > 0 ? EXIT.duplicates : EXIT.ok);
+      }
     });
 
   common(program.command('inspect').argument('<scope>', 'the dispatch scope, e.g. the session ID'))
@@ -282,7 +291,7 @@ Exit codes:
       release/invalidate without --force (nothing changed)
   3   Redis unreachable, refused the credentials or an ACL permission, or timed out
       (doctor lists the permissions missing)
-  4   nothing to act on: no such lock (release) or artifact (invalidate)
+  4   nothing to act on: no such lock (release), artifact (invalidate) or dispatch log (report)
   5   refused: release found the lock changed hands; migrate found v2 dispatches in
       flight or a prefix written by another protocol version
   6   refused: Redis can evict the guard's keys (maxmemory-policy is not noeviction, or

@@ -240,11 +240,19 @@ describe('fire-once CLI against a real Redis', () => {
       expect(report.duplicates).toHaveLength(10); // scopes 0, 10, ..., 90 each dispatched 235 or 234 times
     });
 
-    it('reports an empty window plainly', async () => {
-      const { prefix } = fresh('cli-empty');
-      const run = await cli(['report', '--prefix', prefix]);
-      expect(run.code).toBe(0);
-      expect(run.stdout).toContain('0 event(s)');
+    it('reports an empty window plainly: exit 0 when the log has entries outside it, 4 when there is no log at all (a mistyped prefix)', async () => {
+      const { prefix, guard } = fresh('cli-empty');
+      const missing = await cli(['report', '--prefix', prefix]);
+      expect(missing.stdout).toContain('0 event(s)');
+      expect(missing.stderr).toBe(
+        `no dispatch log at ${guard.keys.log()}: nothing was ever recorded under this prefix and namespace (are they right, and the dispatchLog option on?)\n`,
+      );
+      expect(missing.code).toBe(4);
+      await redis.xadd(guard.keys.log(), '1-1', 'decision', 'dispatched'); // long before the window
+      const empty = await cli(['report', '--prefix', prefix]);
+      expect(empty.stdout).toContain('0 event(s)');
+      expect(empty.stderr).toBe('');
+      expect(empty.code).toBe(0);
     });
   });
 
@@ -670,7 +678,8 @@ describe('fire-once CLI against a real Redis', () => {
     });
 
     it('takes the largest --timeout Node.js can keep, and --limit 0 for every scope', async () => {
-      const { prefix } = fresh('cli-arg-edges');
+      const { prefix, guard } = fresh('cli-arg-edges');
+      await redis.xadd(guard.keys.log(), '1-1', 'decision', 'dispatched'); // a log, all of it before the window
       const run = await cli(['report', '--prefix', prefix, '--timeout', '2147483647ms', '--limit', '0']);
       expect(run.stderr).toBe('');
       expect(run.code).toBe(0);

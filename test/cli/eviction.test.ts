@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import { main, type Io } from '../../src/cli/main';
 import { EXIT } from '../../src/cli/exit-codes';
+import { FireOnceKeys } from '../../src/core';
 import { spawnRedisServer, type SpawnedRedis } from '../support/redis-server';
 import { runCli } from './run-cli';
 
@@ -50,6 +51,7 @@ describe('fire-once CLI on an evicting Redis', () => {
   });
 
   it('with --allow-evicting-redis the command runs, with a warning on stderr', async () => {
+    await admin.xadd(new FireOnceKeys('fire-once').log(), '1-1', 'decision', 'dispatched'); // a log, all of it before the window
     const run = await cli(['report', '--json', '--allow-evicting-redis']);
     expect(run.code).toBe(EXIT.ok);
     expect(JSON.parse(run.out)).toMatchObject({ events: 0 });
