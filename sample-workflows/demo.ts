@@ -34,7 +34,7 @@ const SPACING_MS = 7; // 8 runs within about 50 ms, as in the seed's measurement
 const TIMINGS: JobTimings = { jobMs: 2_000, artifactDelayMs: 500 };
 
 /** What one strategy did with the burst. */
-interface BurstRow {
+export interface BurstRow {
   readonly strategy: Strategy;
   readonly invocations: number;
   readonly dispatches: number;
@@ -117,7 +117,7 @@ function explain(row: BurstRow): string {
 }
 
 /** The demo's claim, checked: without the guard the burst duplicates the job, with it the job fires once. */
-function checkClaim(rows: readonly BurstRow[]): string[] {
+export function checkClaim(rows: readonly BurstRow[]): string[] {
   const problems: string[] = [];
   const unguarded = rows.find((row) => row.strategy === 'unguarded');
   const guarded = rows.find((row) => row.strategy === 'guarded');
@@ -165,6 +165,8 @@ async function demo(redisService: RedisService, temporal: TemporalService): Prom
   }
 }
 
-quietTemporalLogs();
-// Only the demo falls back to an embedded Redis: `npm install && npm run demo` on a bare machine.
-runMain(() => withRedisAndTemporal('demo', demo, { embeddedRedis: true }));
+if (require.main === module) {
+  quietTemporalLogs();
+  // Only the demo falls back to an embedded Redis: `npm install && npm run demo` on a bare machine.
+  runMain(() => withRedisAndTemporal('demo', demo, { embeddedRedis: true }));
+}

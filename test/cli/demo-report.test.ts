@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { checkClaim } from '../../sample-workflows/demo';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { runCli } from './run-cli';
 import { runScript, type ScriptRun } from '../support/scripts';
@@ -12,6 +13,20 @@ function runDemo(env: Record<string, string>): Promise<ScriptRun> {
 // the unguarded run's duplicate and none in the guarded run's log.
 // Spawns CLI processes (and, for the demo, a worker and a Temporal bundle); slow on a loaded 2-core machine.
 jest.setTimeout(300_000);
+
+// The claim that makes `npm run demo` exit 1 (demo.ts returns 1 when this lists a problem): a
+// burst the guard failed to hold to one dispatch, or an unguarded one that did not duplicate.
+describe("the demo's claim check", () => {
+  const row = (strategy: 'unguarded' | 'guarded', dispatches: number) => ({ strategy, invocations: 8, dispatches, wallMs: 50 });
+  it.each([
+    [8, 1, []],
+    [1, 1, ['unguarded dispatched 1 time(s); expected more than 1']],
+    [8, 2, ['guarded dispatched 2 time(s); expected exactly 1']],
+    [8, 0, ['guarded dispatched 0 time(s); expected exactly 1']],
+  ])('unguarded %i, guarded %i dispatches: %j', (unguarded, guarded, problems) => {
+    expect(checkClaim([row('unguarded', unguarded), row('guarded', guarded)])).toEqual(problems);
+  });
+});
 
 describe('the demo feeds `fire-once report`', () => {
   const base = testPrefix('demo');
