@@ -29,7 +29,7 @@ def id_problem(kind: IdKind, value: object, name: str | None = None) -> str | No
     """
     label = name or kind
     if not isinstance(value, str):
-        return f"{label} must be a string (got {_js_typeof(value)})"
+        return f"{label} must be a string (got {_type_name(value)})"
     if value.strip(_JS_WHITESPACE) == "":
         return f"{label} must not be empty or whitespace only (got {json.dumps(value, ensure_ascii=False)})"
     try:
@@ -41,13 +41,7 @@ def id_problem(kind: IdKind, value: object, name: str | None = None) -> str | No
     return None
 
 
-def _js_typeof(value: object) -> str:
-    if value is None:
-        return "undefined"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if callable(value):
-        return "function"
-    return "object"
+def _type_name(value: object) -> str:
+    """The value's type as a Python user reads it (``None``, ``int``, ``dict``), where the TypeScript
+    message gives JavaScript's ``typeof``."""
+    return "None" if value is None else type(value).__name__

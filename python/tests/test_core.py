@@ -100,7 +100,7 @@ def test_option_errors_name_the_field() -> None:
     # The Python option, not the protocol's ID kind (jobType) that encode_id names.
     with pytest.raises(FireOnceConfigError, match=r"^job_type must not be empty or whitespace only \(got \"\"\)"):
         fire_once(job_type="")
-    with pytest.raises(FireOnceConfigError, match=r"^job_type must be a string \(got number\)"):
+    with pytest.raises(FireOnceConfigError, match=r"^job_type must be a string \(got int\)"):
         fire_once(job_type=5)  # type: ignore[arg-type]
     with pytest.raises(FireOnceConfigError, match=r"^step must not be empty"):
         fire_once(step=" ")

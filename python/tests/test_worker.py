@@ -562,7 +562,7 @@ async def test_an_external_key_of_another_scope_or_namespace_or_of_the_guards_ow
     ("bad_scope", "problem"),
     [
         ("", 'scope must not be empty or whitespace only (got "")'),
-        (42, "scope must be a string (got number)"),  # None is no scope at all: FireOnceMissingScope
+        (42, "scope must be a string (got int)"),  # None is no scope at all: FireOnceMissingScope
         ("a" * 513, "scope must be at most 512 bytes of UTF-8 (got 513)"),
     ],
 )
