@@ -83,6 +83,14 @@ const CONFIG_KEYS = [
  * void interceptors;
  * ```
  */
+/** Every factory {@link createFireOnceActivityInterceptor} made: a worker takes one. */
+const fireOnceFactories = new WeakSet<ActivityInterceptorsFactory>();
+
+/** Whether `factory` is a fire-once activity interceptor (the plugin's or one wired by hand). */
+export function isFireOnceInterceptor(factory: ActivityInterceptorsFactory): boolean {
+  return fireOnceFactories.has(factory);
+}
+
 export function createFireOnceActivityInterceptor(config: FireOnceInterceptorConfig): ActivityInterceptorsFactory {
   checkKnownKeys(WHERE, config, CONFIG_KEYS);
   if (typeof (config.guard as Partial<FireOnceGuard> | undefined)?.acquire !== 'function')
@@ -104,7 +112,7 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
     parkedWatch: config.parkedWatch ?? new ParkedWatch(parking, defaults.pollIntervalMs),
     workerStopping: config.workerStopping,
   };
-  return (ctx) => {
+  const factory: ActivityInterceptorsFactory = (ctx) => {
     const options = fireOnceOptionsFor(config.activities, ctx.info.activityType);
     if (options === undefined) {
       markUnguarded(ctx, config.activities); // so that a fire-once function called in it says why it is refused
@@ -130,6 +138,8 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
     };
     return { inbound };
   };
+  fireOnceFactories.add(factory);
+  return factory;
 }
 
 /** What each part the interceptor is handed must be, and a method that shows it is one. */

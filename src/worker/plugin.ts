@@ -11,7 +11,7 @@ import { isCluster } from '../core/scripts';
 import { WakeHub } from '../core/wake';
 import { loadWorkerConverter } from './converter';
 import { fireOnceActivityMap } from './fire-once';
-import { createFireOnceActivityInterceptor } from './interceptor';
+import { createFireOnceActivityInterceptor, isFireOnceInterceptor } from './interceptor';
 import { ParkedWatch } from './parked-watch';
 import { guardOptionsOf, resolvePluginOptions, ttlWarnings, type FireOncePluginOptions, type ResolvedPluginOptions } from './options';
 import { checkPluginRedis } from './redis-check';
@@ -101,6 +101,12 @@ export class FireOncePlugin extends SimplePlugin {
   /** Adds the interceptors; guarded activities are found by name among `options.activities`. */
   override configureWorker(options: WorkerOptions): WorkerOptions {
     const configured = super.configureWorker(options);
+    if ((configured.interceptors?.activity ?? []).some(isFireOnceInterceptor)) {
+      // Caught here, not at the first guarded call: each call would fail its workflow instead.
+      throw new FireOnceConfigError(
+        'this worker already has a fire-once activity interceptor (FireOncePlugin given twice, or beside one made by createFireOnceActivityInterceptor): give it one',
+      );
+    }
     this.namespaces.add(this.fireOnceOptions.keyNamespace ?? configured.namespace ?? DEFAULT_NAMESPACE);
     const o = this.fireOnceOptions;
     const activity = this.stopping.interceptor((workerStopping) =>

@@ -1,8 +1,9 @@
 import { CompleteAsyncError, Context, type Info } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure, RawValue, defaultPayloadConverter } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
+import type { WorkerOptions } from '@temporalio/worker';
 import type { Redis } from 'ioredis';
-import { FireOnce, FireOnceGuard, fireOnce, type FireOnceOptions } from '../../src';
+import { FireOnce, FireOnceConfigError, FireOnceGuard, FireOncePlugin, fireOnce, type FireOnceOptions } from '../../src';
 import { ParkingLot, createFireOnceActivityInterceptor, formatWaiter, fireOnceActivityMap, type DefaultInFlightPolicy } from '../../src/core';
 import { payloadToBytes } from '../../src/worker/artifact';
 import { useGuardFixture } from '../support/redis';
@@ -358,6 +359,21 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
         'a guard runs around the activity a workflow schedules, so call it from the workflow, or mark that activity itself. Refusing to dispatch unguarded',
     );
     expect(await count()).toBe(0);
+  });
+
+  it('refuses, as the worker is configured, a FireOncePlugin given twice or beside a fire-once interceptor wired by hand; one plugin serves many workers', () => {
+    const activities = { job: guarded(async () => 'x') };
+    const plugin = new FireOncePlugin({ redis });
+    const options = (): WorkerOptions => ({ taskQueue: 'q', activities });
+    const twice = new FireOnceConfigError(
+      'this worker already has a fire-once activity interceptor (FireOncePlugin given twice, or beside one made by createFireOnceActivityInterceptor): give it one',
+    );
+    expect(() => plugin.configureWorker(plugin.configureWorker(options()))).toThrow(twice);
+    expect(() => new FireOncePlugin({ redis }).configureWorker(plugin.configureWorker(options()))).toThrow(twice);
+    const byHand = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap(activities) });
+    expect(() => plugin.configureWorker({ ...options(), interceptors: { activity: [byHand] } })).toThrow(twice);
+    // Two workers of one plugin, each configured once: each gets its one interceptor.
+    for (let worker = 0; worker < 2; worker++) expect(plugin.configureWorker(options()).interceptors?.activity).toHaveLength(1);
   });
 
   it('refuses an activity guarded twice on one worker with a non-retryable FireOnceConfigError, dispatching nothing and giving the lock back', async () => {
