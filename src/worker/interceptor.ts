@@ -63,6 +63,14 @@ const CONFIG_KEYS = [
   ...ACTIVITY_DEFAULT_NAMES,
 ];
 
+/** Every factory {@link createFireOnceActivityInterceptor} made: a worker takes one. */
+const fireOnceFactories = new WeakSet<ActivityInterceptorsFactory>();
+
+/** Whether `factory` is a fire-once activity interceptor (the plugin's or one wired by hand). */
+export function isFireOnceInterceptor(factory: ActivityInterceptorsFactory): boolean {
+  return fireOnceFactories.has(factory);
+}
+
 /**
  * The activity interceptor factory behind {@link FireOncePlugin}, for workers that wire
  * interceptors by hand. Guards the activity types listed in `activities`.
@@ -83,14 +91,6 @@ const CONFIG_KEYS = [
  * void interceptors;
  * ```
  */
-/** Every factory {@link createFireOnceActivityInterceptor} made: a worker takes one. */
-const fireOnceFactories = new WeakSet<ActivityInterceptorsFactory>();
-
-/** Whether `factory` is a fire-once activity interceptor (the plugin's or one wired by hand). */
-export function isFireOnceInterceptor(factory: ActivityInterceptorsFactory): boolean {
-  return fireOnceFactories.has(factory);
-}
-
 export function createFireOnceActivityInterceptor(config: FireOnceInterceptorConfig): ActivityInterceptorsFactory {
   checkKnownKeys(WHERE, config, CONFIG_KEYS);
   if (typeof (config.guard as Partial<FireOnceGuard> | undefined)?.acquire !== 'function')
