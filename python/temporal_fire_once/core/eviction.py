@@ -54,7 +54,7 @@ async def read_eviction_policies(redis: RedisClient, timeout_ms: int = 5_000) ->
         raise FireOnceStoreUnavailable(f"Redis did not answer within {timeout_ms} ms while its eviction policy was read") from err
     except (RedisError, OSError) as err:
         reply = replied(err)
-        if reply.startswith(("WRONGPASS", "NOAUTH")):
+        if reply.startswith(("WRONGPASS", "NOAUTH", "ERR invalid password")):  # the last: Redis 5
             # They refuse every command: name them, not the setting left unread.
             raise FireOnceStoreUnavailable(f"Redis refused this client's credentials ({reply}): check the password or ACL user the client connects with") from err
         raise FireOnceStoreUnavailable(f"could not read Redis's eviction policy: {reply}") from err

@@ -66,13 +66,13 @@ function configValue(reply: unknown, name: string): string | undefined {
 
 /**
  * The message of a Redis reply error (the command ran and was refused); rethrows anything else.
- * Credentials Redis refused (`WRONGPASS`, `NOAUTH`) refuse every command, so they are no reason to
+ * Credentials Redis refused (`WRONGPASS`, `NOAUTH`; Redis 5: `ERR invalid password`) refuse every command, so they are no reason to
  * try another source: {@link FireOnceStoreUnavailable} naming them, not a setting left unread.
  */
 export function replyErrorMessage(err: unknown): string {
   if (!(err instanceof Error && err.name === 'ReplyError')) throw err;
   const message = err.message.trim();
-  if (/^(WRONGPASS|NOAUTH)\b/.test(message)) {
+  if (/^(WRONGPASS|NOAUTH)\b|^ERR invalid password/.test(message)) {
     throw new FireOnceStoreUnavailable(
       `Redis refused this client's credentials (${message}): check the password or ACL user the client connects with`,
       {},
