@@ -125,6 +125,7 @@ def test_the_plugin_warns_of_ttls_that_redo_the_work_or_lapse_a_lease_as_typescr
         FireOncePlugin(Redis(), artifact_ttl_ms=10_000, lease_ms=20_000)
         FireOncePlugin(Redis(), lease_ms=6_000, store_timeout_ms=5_000)
         FireOncePlugin(Redis(), lock_mode="fixed", lock_ttl_ms=60_000, artifact_ttl_ms=30_000)
+        FireOncePlugin(Redis(), lock_mode="fixed", lock_ttl_ms=1)
     assert [str(w.message) for w in caught] == [
         "fire-once: artifact_ttl_ms (10000) is shorter than lease_ms (20000): artifacts can expire while their lock still stands, "
         "and later invocations then redo the work",
@@ -132,6 +133,8 @@ def test_the_plugin_warns_of_ttls_that_redo_the_work_or_lapse_a_lease_as_typescr
         "expires: a slow Redis can let the lock lapse mid-job; make lease_ms at least 1.5 times store_timeout_ms",
         "fire-once: artifact_ttl_ms (30000) is shorter than lock_ttl_ms (60000): artifacts can expire while their lock still stands, "
         "and later invocations then redo the work",
+        "fire-once: lock_ttl_ms (1) in 'fixed' mode is shorter than store_timeout_ms (5000): the lock can expire before the job has "
+        "even started, and the next invocation then dispatches it again; make lock_ttl_ms longer than the longest job",
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("error")

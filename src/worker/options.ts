@@ -280,6 +280,11 @@ export function ttlWarnings(options: ResolvedPluginOptions): string[] {
       `leaseMs (${options.leaseMs}) leaves a renewal sent at a third of it less than storeTimeoutMs (${options.storeTimeoutMs}) to land before the lock expires: a slow Redis can let the lock lapse mid-job; make leaseMs at least 1.5 times storeTimeoutMs`,
     );
   }
+  if (options.lockMode === 'fixed' && options.lockTtlMs < options.storeTimeoutMs) {
+    warnings.push(
+      `lockTtlMs (${options.lockTtlMs}) in 'fixed' mode is shorter than storeTimeoutMs (${options.storeTimeoutMs}): the lock can expire before the job has even started, and the next invocation then dispatches it again; make lockTtlMs longer than the longest job`,
+    );
+  }
   if (options.resumeWindowMs !== undefined && options.artifactTtlMs < options.resumeWindowMs) {
     warnings.push(
       `artifactTtlMs (${options.artifactTtlMs}) is shorter than resumeWindowMs (${options.resumeWindowMs}): invocations resumed late will find no artifact and redo the work`,

@@ -254,6 +254,20 @@ describe('production semantics (MockActivityEnvironment, real Redis)', () => {
     ]);
   });
 
+  it("warns at plugin construction when a 'fixed' lock is shorter than storeTimeoutMs", () => {
+    const warnings: string[] = [];
+    const spy = jest.spyOn(process, 'emitWarning').mockImplementation(((w: string) => void warnings.push(w)) as never);
+    try {
+      new FireOncePlugin({ redis, lockMode: 'fixed', lockTtlMs: 1, artifactTtlMs: 60_000 });
+      new FireOncePlugin({ redis, lockMode: 'fixed', lockTtlMs: 5_000, artifactTtlMs: 60_000 });
+    } finally {
+      spy.mockRestore();
+    }
+    expect(warnings).toEqual([
+      "lockTtlMs (1) in 'fixed' mode is shorter than storeTimeoutMs (5000): the lock can expire before the job has even started, and the next invocation then dispatches it again; make lockTtlMs longer than the longest job",
+    ]);
+  });
+
   it('warns at plugin construction when artifacts would expire before their lock or the resume window', () => {
     const warnings: string[] = [];
     const spy = jest.spyOn(process, 'emitWarning').mockImplementation(((w: string) => void warnings.push(w)) as never);

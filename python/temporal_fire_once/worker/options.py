@@ -148,8 +148,8 @@ class WorkerDefaults:
 
 def ttl_warnings(artifact_ttl_ms: int, lock_ttl_ms: int, store_timeout_ms: int, defaults: WorkerDefaults) -> list[str]:
     """The plugin's TTL warnings, as TypeScript's ``ttlWarnings``: artifacts that expire before
-    their lock (later invocations redo the work), and a lease a renewal cannot keep within
-    ``store_timeout_ms``."""
+    their lock (later invocations redo the work), a ``'fixed'`` lock shorter than ``store_timeout_ms``,
+    and a lease a renewal cannot keep within ``store_timeout_ms``."""
     warnings: list[str] = []
     lease = defaults.lock_mode == "lease"
     lock_ttl, lock_field = (defaults.lease_ms, "lease_ms") if lease else (lock_ttl_ms, "lock_ttl_ms")
@@ -157,6 +157,11 @@ def ttl_warnings(artifact_ttl_ms: int, lock_ttl_ms: int, store_timeout_ms: int, 
         warnings.append(
             f"artifact_ttl_ms ({artifact_ttl_ms}) is shorter than {lock_field} ({lock_ttl}): artifacts can expire while their lock "
             "still stands, and later invocations then redo the work"
+        )
+    if not lease and lock_ttl_ms < store_timeout_ms:
+        warnings.append(
+            f"lock_ttl_ms ({lock_ttl_ms}) in 'fixed' mode is shorter than store_timeout_ms ({store_timeout_ms}): the lock can expire before "
+            "the job has even started, and the next invocation then dispatches it again; make lock_ttl_ms longer than the longest job"
         )
     if lease and defaults.lease_ms * 2 / 3 < store_timeout_ms:
         warnings.append(
