@@ -14,10 +14,10 @@ from temporalio.client import WorkflowHandle
 
 from temporal_fire_once.core import FireOnceKeys
 
-from .conftest import equals, until
+from .conftest import until
 from .pyactivities import counter_key
 from .pyworkflows import GuardedCall
-from .test_features import result
+from .test_features import _subscribed, result
 from .test_worker import run_worker
 
 
@@ -27,10 +27,6 @@ async def _token(client: Redis, prefix: str, counter: str) -> bytes:
     token = await client.getdel(f"{prefix}:task-token:{counter}")
     assert isinstance(token, bytes)
     return token
-
-
-async def _waiting(client: Redis, channel: str) -> None:
-    await until(lambda: equals(client.pubsub_numsub(channel), [(channel.encode(), 1)]), "a run to wait in its slot")
 
 
 async def test_external_artifact_mode_the_completer_writes_the_key_the_waiting_run_and_a_later_one_fast_forward_one_dispatch(
@@ -47,7 +43,7 @@ async def test_external_artifact_mode_the_completer_writes_the_key_the_waiting_r
         holder: WorkflowHandle[Any, Any] = await start("holder")
         token = await _token(client, prefix, counter)
         waiter = await start("waiter")
-        await _waiting(client, keys.wake_channel(scope))
+        await until(lambda: _subscribed(client, keys.wake_channel(scope)), "a run to wait in its slot")
         # The completer: writes the job's output where the external key says, then completes.
         await client.set(keys.external(scope, "externalAsyncJob"), "the job's output")
         await env.get_async_activity_handle(task_token=token).complete(None)
@@ -72,7 +68,7 @@ async def test_result_mode_the_result_completed_from_outside_is_never_stored_eac
         for n in range(1, 4):
             runs.append(await env.start_workflow(GuardedCall.run, args=[scope, "asyncJob", [counter]], id=f"{queue}-{n}", task_queue=queue))
             if n > 1:
-                await _waiting(client, keys.wake_channel(scope))  # on the lock the run before kept
+                await until(lambda: _subscribed(client, keys.wake_channel(scope)), "a run to wait in its slot")  # on the lock the run before kept
                 await client.pexpire(lock, 1)
             token = await _token(client, prefix, counter)
             assert await client.get(counter_key(prefix, counter)) == str(n).encode()

@@ -18,7 +18,7 @@ from temporal_fire_once.core import FireOnceKeys
 from .conftest import equals, until
 from .pyactivities import counter_key, gate_key
 from .pyworkflows import GuardedCall
-from .test_features import _pending, _worker, count
+from .test_features import _pending, _subscribed, _worker, count
 
 SIZE = 3_000_000
 
@@ -35,7 +35,7 @@ async def test_a_result_over_temporals_payload_limit_fails_the_attempt_and_its_r
         holder = await env.start_workflow(GuardedCall.run, args=[scope, "heldJob", args], id=f"{queue}-holder", task_queue=queue)
         await until(lambda: equals(client.get(counter_key(prefix, counter)), b"1"), "the holder's job to start")
         waiter = await env.start_workflow(GuardedCall.run, args=[scope, "heldJob", args], id=f"{queue}-waiter", task_queue=queue)
-        await until(lambda: equals(client.pubsub_numsub(channel), [(channel.encode(), 1)]), "the waiter to wait in its slot")
+        await until(lambda: _subscribed(client, channel), "the waiter to wait in its slot")
         await client.set(gate_key(prefix, counter), "open")
 
         async def retried() -> bool:

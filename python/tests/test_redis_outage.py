@@ -23,7 +23,7 @@ from temporal_fire_once.core import FireOnceKeys
 from .conftest import equals, spawn_on_free_ports, stop_servers, until
 from .pyactivities import counter_key, gate_key
 from .pyworkflows import GuardedCall
-from .test_features import _activity_started, _pending, result
+from .test_features import _activity_started, _pending, _subscribed, result
 from .test_worker import run_worker
 
 LEASE_MS = 300_000
@@ -84,7 +84,7 @@ async def test_a_redis_killed_mid_run_and_restarted_with_aof_loses_no_lock_and_e
                     await until(lambda: _activity_started(waiter), f"{waiter.id}'s activity to start")
                 # The worker's one subscriber connection listens for both.
                 channel = keys.wake_channel(scope)
-                await until(lambda: equals(guard_redis.pubsub_numsub(channel), [(channel.encode(), 1)]), f"the runs to wait on {scope}")
+                await until(lambda: _subscribed(guard_redis, channel), f"the runs to wait on {scope}")
             locks = {scope: await guard_redis.get(keys.lock(scope, "gatedJob")) for scope in scopes}
 
             procs[0].send_signal(signal.SIGKILL)
