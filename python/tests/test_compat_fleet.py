@@ -195,7 +195,7 @@ async def test_a_local_wait_a_head_worker_hands_over_as_it_stops_fails_the_next_
     assert any(e.HasField("timer_started_event_attributes") for e in events)  # the hand-off's timer
     old = await old_workers(fleet.env, fleet.redis_url, queue)
     try:
-        await until(lambda: _task_failed(waiter), f"the {RELEASE.version} worker to fail the workflow task")
+        await until(lambda: _task_failed(waiter), f"the {RELEASE.version} worker to fail the workflow task", seconds=60)  # a workflow task of a loaded dev server: a bound, not a timing claim
     finally:
         old.terminate()
         await old.wait()

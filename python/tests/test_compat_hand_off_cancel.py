@@ -105,7 +105,7 @@ async def test_a_local_activity_a_head_worker_ended_cancelled_under_the_patch_fa
             async def task_failed_or_closed() -> bool:
                 return any(e.HasField("workflow_task_failed_event_attributes") or e.HasField("workflow_execution_completed_event_attributes") for e in await _events(waiter))
 
-            await until(task_failed_or_closed, f"the {RELEASE.version} worker to fail or complete the workflow task")
+            await until(task_failed_or_closed, f"the {RELEASE.version} worker to fail or complete the workflow task", seconds=60)  # a workflow task of a loaded dev server: a bound, not a timing claim
         finally:
             old.terminate()
             await old.wait()

@@ -255,7 +255,9 @@ async def set_current(client: Client, deployment: str, build_id: str) -> None:
         state = reply.worker_deployment_info.routing_config_update_state
         return bool(state == RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED)
 
-    await until(routed, f"the task queues of {deployment} to route to {build_id}")
+    # The server propagates the change in the background: on a loaded 2-core machine it once took
+    # over 30 s (about a second when quiet), as the TypeScript twin found, so the bound is generous.
+    await until(routed, f"the task queues of {deployment} to route to {build_id}", seconds=90)
 
 
 def two_builds(env: Any, client: Redis, prefix: str, behavior: VersioningBehavior) -> tuple[str, str, tuple[Worker, Worker]]:
