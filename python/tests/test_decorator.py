@@ -113,7 +113,32 @@ class MarkedBelow:
         return "ran"
 
 
-def test_a_worker_whose_workflow_has_a_method_marked_fire_once_is_refused_whichever_order_the_decorators_are_in(
+class _MarkedBase:
+    @fire_once()
+    async def step(self) -> str:
+        return "ran"
+
+
+@workflow.defn(sandboxed=False)
+class MarkedInherited(_MarkedBase):
+    @workflow.run
+    async def run(self) -> str:
+        return await self.step()
+
+
+class _Unmarked(_MarkedBase):
+    async def step(self) -> str:  # overrides the marked method: nothing marked is left
+        return "ran"
+
+
+@workflow.defn(sandboxed=False)
+class MarkedOverridden(_Unmarked):
+    @workflow.run
+    async def run(self) -> str:
+        return await self.step()
+
+
+def test_a_worker_whose_workflow_has_or_inherits_a_method_marked_fire_once_is_refused_whichever_order_the_decorators_are_in(
     client: Any, prefix: str
 ) -> None:
     """The guard runs around activities: a mark on a workflow's method would guard nothing."""
@@ -121,6 +146,10 @@ def test_a_worker_whose_workflow_has_a_method_marked_fire_once_is_refused_whiche
 
     stub: Any = types.SimpleNamespace(namespace="default", data_converter=types.SimpleNamespace(payload_codec=None))
     plugin = FireOncePlugin(client, key_prefix=prefix)
-    for cls in (MarkedAbove, MarkedBelow):
-        with pytest.raises(FireOnceConfigError, match=rf"^fire_once: .*{cls.__name__}\.run is a method of a workflow, which @fire_once\(\) does not guard"):
+    for cls, method in ((MarkedAbove, "run"), (MarkedBelow, "run"), (MarkedInherited, "step")):
+        with pytest.raises(FireOnceConfigError, match=rf"^fire_once: .*{cls.__name__}\.{method} is a method of a workflow, which @fire_once\(\) does not guard"):
             plugin.configure_worker({"client": stub, "workflows": [cls], "task_queue": "q"})
+    # A subclass that overrides the marked method leaves nothing marked: the check passes it.
+    from temporal_fire_once.worker.decorator import refuse_marked_workflow_methods
+
+    refuse_marked_workflow_methods([MarkedOverridden])

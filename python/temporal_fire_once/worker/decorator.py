@@ -108,12 +108,19 @@ def refuse_marked_workflow_methods(workflows: Iterable[object]) -> None:
     """Refuse a workflow class with a method marked ``@fire_once``: the guard runs around
     activities, so such a mark would guard nothing, without a word."""
     for cls in workflows:
-        for name, member in vars(cls).items() if inspect.isclass(cls) else ():
-            if options_of(getattr(member, "__func__", member)) is not None:
-                raise FireOnceConfigError(
-                    f"fire_once: {_name(cls)}.{name} is a method of a workflow, which @fire_once() does not guard: "
-                    "put it on the activity the workflow calls"
-                )
+        seen: set[str] = set()
+        # Every class the workflow's methods come from, so that a marked method it inherits counts;
+        # a name seen in a subclass hides the same name further up, as it does for the workflow.
+        for owner in inspect.getmro(cls) if inspect.isclass(cls) else ():
+            for name, member in vars(owner).items():
+                if name in seen:
+                    continue
+                seen.add(name)
+                if options_of(getattr(member, "__func__", member)) is not None:
+                    raise FireOnceConfigError(
+                        f"fire_once: {_name(cls)}.{name} is a method of a workflow, which @fire_once() does not guard: "
+                        "put it on the activity the workflow calls"
+                    )
 
 
 def _name(fn: object) -> str:
