@@ -1,6 +1,7 @@
 """A Python worker in a process of its own (``python -m tests.py_worker <temporal> <redis> <prefix>
 <queue> [lease_ms]``), for tests that need a second worker process: one with its own
-``PYTHONHASHSEED``, or one to SIGKILL mid-job, say. It serves ``GuardedCall``, ``tagsJob`` and
+``PYTHONHASHSEED``, or one to SIGKILL mid-job, say. It serves ``GuardedCall``, ``tagsJob``,
+``stormJob`` (which counts its dispatch, takes ``ms``, and returns a nonce of its own) and
 ``crashableJob`` (which counts its dispatch and never returns), prints READY once it polls, and
 stops on SIGTERM."""
 
@@ -10,6 +11,7 @@ import asyncio
 import os
 import signal
 import sys
+import uuid
 from typing import Any
 
 from redis.asyncio import Redis
@@ -58,6 +60,13 @@ async def main(target: str, redis_url: str, prefix: str, queue: str, lease_ms: s
         return sorted(tags)
 
     @fire_once()
+    @activity.defn(name="stormJob")
+    async def storm_job(counter_id: str, ms: int) -> dict[str, str]:
+        await redis.incr(counter_key(prefix, counter_id))
+        await asyncio.sleep(ms / 1000)
+        return {"counterId": counter_id, "nonce": uuid.uuid4().hex}
+
+    @fire_once()
     @activity.defn(name="crashableJob")
     async def crashable_job(counter_id: str) -> dict[str, str]:
         await redis.incr(counter_key(prefix, counter_id))
@@ -69,7 +78,7 @@ async def main(target: str, redis_url: str, prefix: str, queue: str, lease_ms: s
     plugin = FireOncePlugin(redis, key_prefix=prefix, lease_ms=lease, store_timeout_ms=2_000 if lease else None)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    async with Worker(client, task_queue=queue, workflows=[GuardedCall], activities=[tags_job, crashable_job], plugins=[plugin]):
+    async with Worker(client, task_queue=queue, workflows=[GuardedCall], activities=[tags_job, storm_job, crashable_job], plugins=[plugin]):
         print("READY", flush=True)
         await stop.wait()
     await redis.aclose()
