@@ -2,7 +2,8 @@
 <queue> [lease_ms]``), for tests that need a second worker process: one with its own
 ``PYTHONHASHSEED``, or one to SIGKILL mid-job, say. It serves ``GuardedCall``, ``tagsJob``,
 ``stormJob`` (which counts its dispatch, takes ``ms``, and returns a nonce of its own) and
-``crashableJob`` (which counts its dispatch and never returns), prints READY once it polls, and
+``crashableJob`` (which counts its dispatch and never returns) and ``fencedJob``
+(:func:`tests.pyactivities.make_fenced_job`), prints READY once it polls, and
 stops on SIGTERM."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from temporalio.worker import Worker
 from temporal_fire_once import FireOncePlugin, fire_once
 
 from .conftest import REPO
-from .pyactivities import counter_key
+from .pyactivities import counter_key, make_fenced_job
 from .pyworkflows import GuardedCall
 
 
@@ -78,7 +79,7 @@ async def main(target: str, redis_url: str, prefix: str, queue: str, lease_ms: s
     plugin = FireOncePlugin(redis, key_prefix=prefix, lease_ms=lease, store_timeout_ms=2_000 if lease else None)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    async with Worker(client, task_queue=queue, workflows=[GuardedCall], activities=[tags_job, storm_job, crashable_job], plugins=[plugin]):
+    async with Worker(client, task_queue=queue, workflows=[GuardedCall], activities=[tags_job, storm_job, crashable_job, make_fenced_job(redis, prefix, os.getpid())], plugins=[plugin]):
         print("READY", flush=True)
         await stop.wait()
     await redis.aclose()

@@ -11,17 +11,55 @@ from typing import Any, Callable, cast
 
 from redis.asyncio import Redis
 from temporalio import activity
-from temporalio.exceptions import CancelledError
+from temporalio.exceptions import ApplicationError, CancelledError
 
 from temporal_fire_once import ExternalArtifact, FireOnceKeys, fire_once, fire_once_context
 from temporal_fire_once.worker import ArtifactIds
 
 from .codec import REFUSED_MARKER
+from .conftest import REPO
 
 
 def counter_key(prefix: str, counter_id: str) -> str:
     """The same key as counterKey() in test/integration/fixtures/activities.ts."""
     return f"{prefix}:counter:{counter_id}"
+
+
+# A downstream write that refuses a fencing token lower than the highest it has seen, the fault
+# suites' own (KEYS: the highest token, the log of writes; ARGV: the token, the phase).
+_FENCED_WRITE = (REPO / "test" / "faults" / "fixtures" / "fenced-write.lua").read_text()
+
+
+def fenced_keys(prefix: str, counter_id: str) -> dict[str, str]:
+    """The keys of :func:`make_fenced_job`'s downstream system and its record of dispatches."""
+    return {name: f"{prefix}:{name}:{counter_id}" for name in ("fence", "fence-log", "dispatch-log", "gate")}
+
+
+def make_fenced_job(redis: Redis, prefix: str, pid: int) -> Any:
+    """``fencedJob``: counts its dispatch, records ``<pid> <fencing token>``, writes 'start'
+    downstream with its fencing token, holds until its lock is lost or the gate opens, then writes
+    'finish'. A write the downstream refuses fails the attempt, retryably."""
+
+    @fire_once()
+    @activity.defn(name="fencedJob")
+    async def fenced_job(counter_id: str) -> dict[str, Any]:
+        await redis.incr(counter_key(prefix, counter_id))
+        context = fire_once_context()
+        keys = fenced_keys(prefix, counter_id)
+        await redis.rpush(keys["dispatch-log"], f"{pid} {context.fencing_token}")
+
+        async def write(phase: str) -> None:
+            accepted = await cast(Any, redis.eval(_FENCED_WRITE, 2, keys["fence"], keys["fence-log"], str(context.fencing_token), phase))
+            if accepted != 1:
+                raise ApplicationError(f"downstream refused the {phase} write of fencing token {context.fencing_token}", type="StaleFencingToken")
+
+        await write("start")
+        while not context.lost.is_set() and await redis.get(keys["gate"]) is None:
+            await asyncio.sleep(0.05)
+        await write("finish")
+        return {"counterId": counter_id, "pid": pid, "fencingToken": context.fencing_token}
+
+    return fenced_job
 
 
 @dataclass
