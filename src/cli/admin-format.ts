@@ -32,9 +32,20 @@ export function formatInvalidate(result: InvalidateResult, target: Target): stri
   ];
   for (const lock of result.standingLocks) {
     const ttl = lock.ttlMs === null ? 'no expiry' : `${formatMs(lock.ttlMs)} left`;
-    lines.push(
-      `note: the lock of step ${quoted(lock.step)} still stands (${ttl}): invocations stay held off until it expires, or release it with: ${fireOnceCommand('release', result.scope, ['--step', lock.step, '--force'], target)}`,
-    );
+    const step = ['--step', lock.step];
+    if (lock.foreign !== undefined) {
+      lines.push(
+        `note: the lock key of step ${quoted(lock.step)} holds ${lock.foreign}, not a lock this library writes (${ttl}); release refuses it: look at ${printable(lock.key)} with redis-cli`,
+      );
+    } else if (lock.jobType === '') {
+      lines.push(
+        `note: the lock of step ${quoted(lock.step)} still stands (${ttl}), and the dispatch log does not say which job type it dispatched: if it is this one, invocations stay held off until it expires. Check it with: ${fireOnceCommand('inspect', result.scope, step, target)}; release it with: ${fireOnceCommand('release', result.scope, [...step, '--force'], target)}`,
+      );
+    } else {
+      lines.push(
+        `note: the lock of step ${quoted(lock.step)} still stands (${ttl}): invocations stay held off until it expires, or release it with: ${fireOnceCommand('release', result.scope, [...step, '--force'], target)}`,
+      );
+    }
   }
   lines.push(...logLine('invalidated', result));
   return lines.join('\n');

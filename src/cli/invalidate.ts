@@ -3,18 +3,24 @@ import { FireOnceGuard } from '../core/guard';
 import type { FireOnceKeys } from '../core/keys';
 import type { RedisClient } from '../core/scripts';
 import { CliError, EXIT } from './exit-codes';
-import { appendEvent } from './log';
+import { readLock } from './inspect';
+import { appendEvent, loggedJobType } from './log';
 import { scanKeys } from './scan';
 
 /**
- * A lock of the same scope that still holds invocations off after the artifact is gone: a
- * dispatch in flight, or a lock held after an external-artifact dispatch. (A commit deletes its
- * lock, so a lock that stands was never committed.)
+ * A lock of the same scope that may still hold invocations of the job type off after the artifact
+ * is gone: a dispatch in flight, or a lock held after an external-artifact dispatch. (A commit
+ * deletes its lock, so a lock that stands was never committed.) Locks whose dispatch the log files
+ * under another job type are left out: they have nothing to do with this artifact.
  */
 export interface StandingLock {
   readonly step: string;
   readonly key: string;
   readonly ttlMs: number | null;
+  /** The job type its holder's `dispatched` entry names; `''` when the log does not say (it is off, or trimmed). */
+  readonly jobType: string;
+  /** What the key holds when it is no lock this library writes (`release` refuses it). */
+  readonly foreign?: string;
 }
 
 /** What `fire-once invalidate` deleted, or with `force` unset would delete. */
@@ -52,7 +58,7 @@ export async function invalidate(redis: RedisClient, keys: FireOnceKeys, scope: 
       EXIT.notFound,
     );
   }
-  const standingLocks = await locksOf(redis, keys, scope);
+  const standingLocks = await locksOf(redis, keys, scope, jobType);
   const seen = { scope, jobType, keys: present, deleted: false, standingLocks };
   if (!force) return seen;
   const [artifactKey, externalKey] = candidates;
@@ -70,13 +76,20 @@ export async function invalidate(redis: RedisClient, keys: FireOnceKeys, scope: 
   }
 }
 
-async function locksOf(redis: RedisClient, keys: FireOnceKeys, scope: string): Promise<StandingLock[]> {
+async function locksOf(redis: RedisClient, keys: FireOnceKeys, scope: string, jobType: string): Promise<StandingLock[]> {
   const locks: StandingLock[] = [];
   for (const key of await scanKeys(redis, `${keys.scopeBase(scope)}:l:*`)) {
-    const pttl = await redis.pttl(key);
     const step = keys.parse(key)?.id;
-    if (pttl === -2 || step === undefined) continue;
-    locks.push({ step, key, ttlMs: pttl < 0 ? null : pttl });
+    if (step === undefined) continue;
+    const { view } = await readLock(redis, keys, scope, step);
+    if (!view.present) continue;
+    const ttlMs = view.ttlMs ?? null;
+    if (view.foreign !== undefined) {
+      locks.push({ step, key, ttlMs, jobType: '', foreign: view.foreign });
+      continue;
+    }
+    const logged = await loggedJobType(redis, keys, scope, step, view.tokenHash);
+    if (logged === '' || logged === jobType) locks.push({ step, key, ttlMs, jobType: logged });
   }
   return locks;
 }

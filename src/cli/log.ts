@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { eventFields, parseEvent, type EVENT_FIELDS, type DispatchEvent } from '../core/dispatch-log';
+import type { FireOnceKeys } from '../core/keys';
 import { defineScript, type RedisClient } from '../core/scripts';
 
 /** One dispatch-log entry as read back: its stream ID, the server time it was appended, the event. */
@@ -119,6 +120,16 @@ export async function findLatest(
     end = before;
   }
   return undefined;
+}
+
+/**
+ * The job type a lock's dispatch was logged under: the lock does not store it, the holder's
+ * `dispatched` entry does (found by the hash of the lock's token when known). `''` when the log
+ * has no such entry (e.g. `dispatchLog: false`, or trimmed).
+ */
+export async function loggedJobType(redis: RedisClient, keys: FireOnceKeys, scope: string, step: string, tokenHash: string | undefined): Promise<string> {
+  const entry = await findLatest(redis, keys.log(), { decision: 'dispatched', scope, step, ...(tokenHash === undefined ? {} : { holder: tokenHash }) });
+  return entry?.event.jobType ?? '';
 }
 
 /**

@@ -3,7 +3,7 @@ import type { FireOnceKeys } from '../core/keys';
 import { defineScript, type RedisClient } from '../core/scripts';
 import { CliError, EXIT } from './exit-codes';
 import { readLock } from './inspect';
-import { appendEvent, findLatest } from './log';
+import { appendEvent, loggedJobType } from './log';
 
 /** `force-release.lua`: compare-and-delete on the lock's value as read; 1 if deleted, 0 if refused. */
 export const forceReleaseScript = defineScript<[value: string, channel: string], 0 | 1>(
@@ -62,7 +62,7 @@ export async function release(redis: RedisClient, keys: FireOnceKeys, scope: str
     throw new CliError(`the lock at ${key} changed hands (or expired) while it was being released; nothing deleted. Inspect it and try again`, EXIT.conflict);
   }
   try {
-    const jobType = await jobTypeOf(redis, keys, scope, step, seen.tokenHash);
+    const jobType = await loggedJobType(redis, keys, scope, step, seen.tokenHash);
     const id = await appendEvent(redis, keys.log(), {
       decision: 'release-forced',
       namespace: keys.namespace,
@@ -76,14 +76,4 @@ export async function release(redis: RedisClient, keys: FireOnceKeys, scope: str
   } catch (err) {
     return { ...seen, released: true, logEntryId: null, logError: (err as Error).message };
   }
-}
-
-/**
- * The lock does not store its job type; the holder's `dispatched` entry in the dispatch log does.
- * Read it from there so the `release-forced` entry counts under the right job type in reports;
- * `''` when the log has no such entry (e.g. `dispatchLog: false`).
- */
-async function jobTypeOf(redis: RedisClient, keys: FireOnceKeys, scope: string, step: string, tokenHash: string | undefined): Promise<string> {
-  const entry = await findLatest(redis, keys.log(), { decision: 'dispatched', scope, step, ...(tokenHash === undefined ? {} : { holder: tokenHash }) });
-  return entry?.event.jobType ?? '';
 }

@@ -519,6 +519,42 @@ describe('fire-once CLI against a real Redis', () => {
       expect(committed.stdout).not.toContain('still stands');
       expect((await guard.acquire(result)).kind).toBe('acquired');
     });
+
+    it("names only the locks of the job type it deletes: another job type's lock in flight is left out, one the log does not place is named with a check first, and a foreign value gets no release command", async () => {
+      const { prefix, guard, log } = fresh('cli-invalidate-other-lock');
+      const scope = 'shared';
+      // In flight in the same scope: a dispatch of job type 'report', one of 'summary' (taken
+      // before the summary below was stored) and one the log never saw.
+      const dispatched = async (step: string, jobType: string, logged: boolean) => {
+        const held = await guard.acquire({ scope, step, jobType }, { lockTtlMs: 60_000 });
+        if (held.kind !== 'acquired') throw new Error(held.kind);
+        if (logged)
+          await record(log, [{ decision: 'dispatched', scope, step, jobType, holder: holderId(held.lease.token), fencingToken: held.lease.fencingToken }]);
+      };
+      await dispatched('render', 'report', true);
+      await dispatched('draft', 'summary', true);
+      await dispatched('mystery', 'unknown', false);
+      const stored = await guard.acquire({ scope, step: 'summarise', jobType: 'summary' });
+      if (stored.kind !== 'acquired') throw new Error(stored.kind);
+      await guard.commit(stored.lease, Buffer.from('r'));
+      await redis.set(guard.keys.lock(scope, 'junk'), 'no lock record', 'PX', 60_000);
+
+      const run = await cli(['invalidate', scope, '--job-type', 'summary', '--prefix', prefix, '--force']);
+      expect([run.code, run.stderr]).toEqual([0, '']);
+      const notes = run.stdout.split('\n').filter((line) => line.startsWith('note:'));
+      expect(notes).toHaveLength(3);
+      expect(run.stdout).not.toContain('"render"');
+      expect(notes.find((n) => n.includes('"draft"'))).toMatch(
+        /still stands \(.* left\): invocations stay held off until it expires, or release it with: fire-once release shared --step draft --force --redis \S+ --prefix /,
+      );
+      expect(notes.find((n) => n.includes('"mystery"'))).toMatch(
+        /the dispatch log does not say which job type it dispatched: .*Check it with: fire-once inspect shared --step mystery --redis \S+ --prefix \S+; release it with: fire-once release shared --step mystery --force/,
+      );
+      expect(notes.find((n) => n.includes('"junk"'))).toMatch(/holds an unreadable string, not a lock this library writes .*release refuses it/);
+      expect(notes.find((n) => n.includes('"junk"'))).not.toContain('fire-once release');
+      // The report lock is untouched, and still held.
+      expect((await guard.acquire({ scope, step: 'render', jobType: 'report' })).kind).toBe('held');
+    });
     /** The arguments a shell passes to `fire-once` when `line` is pasted into it: a stand-in `fire-once` prints them. */
     function pasted(shell: 'sh' | 'bash', line: string): string[] {
       const bin = mkdtempSync(join(tmpdir(), 'fire-once-paste-'));
