@@ -27,11 +27,19 @@ export function redactUrl(url: string): string {
   } catch {
     parsed = undefined;
   }
-  if (parsed !== undefined && parsed.password !== '') {
+  if (parsed !== undefined && parsed.password !== '' && !credentialsCutShort(parsed)) {
     parsed.password = '***';
     return parsed.toString();
   }
   return url.includes('@') ? url.replace(/^((?:[A-Za-z][A-Za-z0-9+.-]*:)?(?:\/\/)?)[^]*@/, '$1***@') : url;
+}
+
+/**
+ * Whether an `@` is left after the host: a user name or password holding `/`, `?` or `#`, which
+ * end a URL's host part, so the parser took the rest of them for the host, path or fragment.
+ */
+function credentialsCutShort(parsed: URL): boolean {
+  return `${parsed.pathname}${parsed.search}${parsed.hash}`.includes('@');
 }
 
 /**
@@ -80,6 +88,16 @@ export function connectNode({ url, timeoutMs, source = '--redis' }: ConnectOptio
   // below quote: refuse it here, with everything before the last `@` as `***`.
   if (url.includes('@') && parsed.username === '' && parsed.password === '') throw notAUrl();
   if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') throw notAUrl();
+  if (credentialsCutShort(parsed)) {
+    throw new CliError(
+      `${source}: its user name or password holds a / ? or # (${redactUrl(url)}), which ends the host part of a URL: percent-encode it (%2F, %3F, %23)`,
+      EXIT.usage,
+    );
+  }
+  // ioredis decodes them with decodeURIComponent, which throws on a % that starts no escape.
+  if (![parsed.username, parsed.password].every(decodable)) {
+    throw new CliError(`${source}: its user name or password holds a % that starts no escape (${redactUrl(url)}): write a % as %25`, EXIT.usage);
+  }
   // ioredis reads every query parameter as a client option, over the CLI's own: `?keyPrefix=x:`
   // would prefix every key the CLI touches but not the keys it prints or SCANs for, and `?db=abc`
   // crashes it. The URL form the CLI documents has none.
@@ -107,6 +125,15 @@ export function connectNode({ url, timeoutMs, source = '--redis' }: ConnectOptio
         .then(() => selected(client, url)),
     };
   });
+}
+
+function decodable(text: string): boolean {
+  try {
+    decodeURIComponent(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Another node of the deployment `seed` is connected to, with the seed's user, password and TLS. */

@@ -782,9 +782,17 @@ describe('fire-once CLI against a real Redis', () => {
         'redis://admin:12/s3cret-u@localhost:6379',
         'redis://admin:12?s3cret-u@localhost:6379',
         'redis://admin:12#s3cret-u@localhost:6379',
+        // An `@` before the `/`, `?` or `#` too: the parser takes what comes before it for the
+        // password and host, and what comes after for the path, query or fragment.
+        'redis://admin:s3cret-u@s3cret-u#s3cret-u@localhost:6379',
+        'redis://admin:s3cret-u@s3cret-u/s3cret-u@localhost:6379',
+        'redis://admin:s3cret-u@s3cret-u?s3cret-u@localhost:6379',
+        // A % that starts no escape: ioredis's decodeURIComponent threw an internal error.
+        'redis://admin:s3cret-u%zz@localhost:6379',
       ]) {
         const run = await runCli(['report', '--redis', bad]);
         expect(run.stderr).not.toContain('s3cret-u');
+        expect(run.stderr).not.toContain('internal error');
         expect(run.code).toBe(2);
       }
       const twice = await runCli(['inspect', 's', '--redis', 'redis://admin:s3cret-u@h:1', '--redis', 'redis://admin:s3cret-u@h:2']);
