@@ -5,8 +5,12 @@ import { fireOnceCommand } from '../shell';
 import type { DoctorNode } from './topology';
 import { verdict, type Verdict } from './verdict';
 
-/** A key of 0.1's layout (protocol v2): `<prefix>:{<scope>}:lock|artifact|fence|external:<id>`. */
-const LEGACY_KEY = /^(.+?):\{[^{}]+\}:(?:lock|artifact|fence|external):[^:]+$/;
+/**
+ * A key of 0.1's layout (protocol v2) that `migrate` acts on: `<prefix>:{<scope>}:lock|artifact|fence:<id>`,
+ * with the Redis type 0.1 wrote it as (`external:` keys are the jobs' own, and `migrate` leaves them).
+ */
+const LEGACY_KEY = /^(.+?):\{[^{}]+\}:(lock|artifact|fence):[^:]+$/;
+const LEGACY_TYPE: Record<string, string> = { lock: 'hash', artifact: 'hash', fence: 'string' };
 
 /** How many keys `doctor` looks at, across all primaries, unless `--scan-budget` says otherwise. */
 export const DEFAULT_SCAN_BUDGET = 10_000;
@@ -61,7 +65,7 @@ export async function checkPrefixes(primaries: readonly DoctorNode[], expected: 
         scanned += keys.length;
         for (const key of keys) {
           const old = LEGACY_KEY.exec(key);
-          if (old !== null && KEY_PREFIX_PATTERN.test(old[1])) legacy.add(old[1]);
+          if (old !== null && KEY_PREFIX_PATTERN.test(old[1]) && !legacy.has(old[1]) && (await client.type(key)) === LEGACY_TYPE[old[2]]) legacy.add(old[1]);
           const guardKey = guardKeyOf(key);
           if (guardKey === undefined) continue;
           const entry = counts.get(guardKey.prefix) ?? { keys: 0, namespaces: new Set<string>() };
@@ -79,28 +83,28 @@ export async function checkPrefixes(primaries: readonly DoctorNode[], expected: 
   const found = [...counts.entries()]
     .sort((a, b) => b[1].keys - a[1].keys)
     .map(([prefix, { keys, namespaces }]) => `${prefix} (${keys} keys${namespaces.size > 0 ? `; namespaces ${[...namespaces].sort().join(', ')}` : ''})`);
+  const warnings: string[] = [];
+  const fixes: string[] = [];
   if (legacy.size > 0) {
-    const prefixes = [...legacy].sort().join(', ');
-    return verdict(
-      'prefixes',
-      'warn',
-      `keys of 0.1 (protocol v2) under ${prefixes}, which 0.2 never reads${found.length > 0 ? `; guard prefixes: ${found.join(', ')}` : ''}`,
-      {
-        fix: `stop the 0.1 workers, then run ${[...legacy]
-          .sort()
-          .map(
-            (prefix) =>
-              `npx ${fireOnceCommand('migrate', undefined, [], { ...(redisArg === undefined ? {} : { redis: redisArg }), prefix, namespace: DEFAULT_NAMESPACE })}`,
-          )
-          .join('; ')} (docs/upgrading.md)`,
-      },
+    warnings.push(
+      `keys of 0.1 (protocol v2) under ${[...legacy].sort().join(', ')}, which 0.2 never reads${found.length > 0 ? `; guard prefixes: ${found.join(', ')}` : ''}`,
+    );
+    fixes.push(
+      `stop the 0.1 workers, then run ${[...legacy]
+        .sort()
+        .map(
+          (prefix) =>
+            `npx ${fireOnceCommand('migrate', undefined, [], { ...(redisArg === undefined ? {} : { redis: redisArg }), prefix, namespace: DEFAULT_NAMESPACE })}`,
+        )
+        .join('; ')} (docs/upgrading.md)`,
     );
   }
-  if (!counts.has(expected)) {
-    return verdict('prefixes', 'warn', `no key under --prefix ${expected} in ${coverage}${found.length > 0 ? `; found ${found.join(', ')}` : ''}`, {
-      fix: `pass the keyPrefix the workers use as --prefix (it also scopes the ACL check)${otherDatabases(primaries, url)}`,
-    });
+  // A prefix with keys of 0.1 only has none of this layout until it is migrated.
+  if (!counts.has(expected) && !legacy.has(expected)) {
+    warnings.push(`no key under --prefix ${expected} in ${coverage}${found.length > 0 && legacy.size === 0 ? `; found ${found.join(', ')}` : ''}`);
+    fixes.push(`pass the keyPrefix the workers use as --prefix (it also scopes the ACL check)${otherDatabases(primaries, url)}`);
   }
+  if (warnings.length > 0) return verdict('prefixes', 'warn', warnings.join('; and '), { fix: fixes.join('; and ') });
   return verdict('prefixes', 'ok', `${coverage}; guard prefixes: ${found.join(', ')}`);
 }
 

@@ -26,6 +26,23 @@ describe('fire-once doctor on a standalone Redis', () => {
     expect(prefixes.fix).toBe(`stop the 0.1 workers, then run npx fire-once migrate --redis ${server.url} --prefix old (docs/upgrading.md)`);
   });
 
+  it("keys of 0.1 that migrate leaves (another Redis type, a job's external key) are not flagged, and a mistyped --prefix is warned of beside 0.1 keys", async () => {
+    const { server, admin } = await spawn(...SAFE_ARGS);
+    await admin.rpush('old:{chat-3}:artifact:summary', 'x'); // a list, not a 0.1 artifact: migrate skips it
+    await admin.set('old:{chat-3}:external:summary', 'written by the job');
+    await new FireOnceGuard({ redis: admin, keyPrefix: 'app' }).acquire({ scope: 's', step: 'send', jobType: 'send' });
+    const quiet = verdictsOf(await doctorJson(server.url, ['--prefix', 'app']), 'prefixes')[0];
+    expect(quiet).toMatchObject({ status: 'ok' });
+
+    await admin.hset('old:{chat-4}:artifact:summary', 'p', 'x', 'h', '');
+    const both = verdictsOf(await doctorJson(server.url, ['--prefix', 'ap']), 'prefixes')[0];
+    expect(both).toMatchObject({
+      status: 'warn',
+      message: expect.stringMatching(/^keys of 0\.1 \(protocol v2\) under old, .*; and no key under --prefix ap in /),
+    });
+    expect(both.fix).toMatch(/^stop the 0\.1 workers, then run npx fire-once migrate .*; and pass the keyPrefix the workers use as --prefix/);
+  });
+
   it("the workers' keys in another database: the prefixes warning names that database and the --redis that reaches it", async () => {
     const { server } = await spawn(...SAFE_ARGS);
     const db3 = new Redis(`${server.url}/3`);
