@@ -56,8 +56,16 @@ const NAMED_AT_MOST = 10;
  * external keys are the job's own and are never touched.
  */
 export async function migrate(redis: RedisClient, keys: FireOnceKeys, remove: boolean): Promise<MigrateResult> {
-  await refuseOtherProtocol(redis, keys);
+  const marked = await refuseOtherProtocol(redis, keys);
   const found = await v2KeysOf(redis, keys.prefix);
+  // A prefix with no key of 0.1 and no marker is one nothing was ever written under: most likely
+  // a mistyped one. Marking it would leave a key there and report success.
+  if (found.length === 0 && !marked) {
+    throw new CliError(
+      `no key of 0.1 under prefix ${JSON.stringify(keys.prefix)} (${keys.prefix}:{*), and it is not marked protocol ${PROTOCOL_VERSION}: nothing to migrate (is the prefix right?); migrate wrote nothing`,
+      EXIT.notFound,
+    );
+  }
   const skipped: SkippedKey[] = [];
   const inFlight: { key: string; ttlMs: number }[] = [];
   const artifacts: V2Key[] = [];
@@ -99,14 +107,17 @@ export async function migrate(redis: RedisClient, keys: FireOnceKeys, remove: bo
   return { ...result, done: true };
 }
 
-/** Exit 5, before anything is written, if the prefix's marker names another protocol version. */
-async function refuseOtherProtocol(redis: RedisClient, keys: FireOnceKeys): Promise<void> {
+/**
+ * Exit 5, before anything is written, if the prefix's marker names another protocol version;
+ * whether it is marked with this one.
+ */
+async function refuseOtherProtocol(redis: RedisClient, keys: FireOnceKeys): Promise<boolean> {
   const marker = keys.protocolMarker();
   const found = await unlessWrongType(() => redis.get(marker));
   if (found === undefined) {
     throw new CliError(`${marker} is not a string: it is no protocol marker this library writes; migrate changed nothing`, EXIT.unexpectedData);
   }
-  if (found === null || found === String(PROTOCOL_VERSION)) return;
+  if (found === null || found === String(PROTOCOL_VERSION)) return found !== null;
   throw new CliError(
     `key prefix ${JSON.stringify(keys.prefix)} is written with fire-once protocol ${quoted(found)} (${marker}), not 2 or ${PROTOCOL_VERSION}: ` +
       `migrate moves protocol 2 to ${PROTOCOL_VERSION} and changed nothing`,

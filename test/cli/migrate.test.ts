@@ -85,6 +85,21 @@ describe('fire-once migrate: protocol v2 keys into v3', () => {
     expect(left).toEqual([]);
   });
 
+  it('exits 4 and writes nothing under a prefix that holds no key of 0.1 and no marker (a mistyped one); once migrated, runs again with exit 0', async () => {
+    const prefix = testPrefix('migrate-typo');
+    prefixes.push(prefix);
+    const typo = await cli(`${prefix}-typo`);
+    expect(typo.code).toBe(4);
+    expect(typo.stderr).toContain(`no key of 0.1 under prefix "${prefix}-typo"`);
+    expect(await scanKeys(redis, `${prefix}-typo:*`)).toEqual([]);
+
+    await v2Dispatch(prefix, 'done', 'summarise', Buffer.from('x'));
+    expect((await cli(prefix, '--delete')).code).toBe(0);
+    expect(await scanKeys(redis, `${prefix}:{*`)).toEqual([]);
+    const again = await cli(prefix);
+    expect([again.code, again.stderr]).toEqual([0, '']);
+  });
+
   it('refuses (exit 5) and copies nothing while a v2 dispatch is in flight', async () => {
     const prefix = testPrefix('migrate-busy');
     prefixes.push(prefix);
