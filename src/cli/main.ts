@@ -122,11 +122,14 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
         // No log at all is not "no duplicate": a mistyped prefix or namespace must not make a cron check pass either.
         return { report: built, logExists: built.events > 0 || (await redis.exists(keys.log())) === 1 };
       });
-      io.out(`${opts.json ? JSON.stringify(report, null, 2) : formatReport(report, opts.limit)}\n`);
-      if (!logExists) {
-        io.err(
-          `no dispatch log at ${keys.log()}: nothing was ever recorded under this prefix and namespace (are they right, and the dispatchLog option on?)\n`,
-        );
+      const missing = logExists
+        ? undefined
+        : `no dispatch log at ${keys.log()}: nothing was ever recorded under this prefix and namespace (are they right, and the dispatchLog option on?)`;
+      // In --json too, so that a script reading the report alone cannot take a missing log for a clean one.
+      const printed = missing === undefined ? report : { ...report, error: missing, exitCode: EXIT.notFound };
+      io.out(`${opts.json ? JSON.stringify(printed, null, 2) : formatReport(report, opts.limit)}\n`);
+      if (missing !== undefined) {
+        io.err(`${missing}\n`);
         setCode(EXIT.notFound);
       } else {
         setCode(report.duplicates.length > 0 ? EXIT.duplicates : EXIT.ok);

@@ -11,7 +11,11 @@ export function formatReport(report: Report, scopeLimit = DEFAULT_SCOPE_LIMIT): 
   const filter = report.jobType === undefined ? '' : `, job type ${quoted(report.jobType)}`;
   lines.push(`dispatch log of namespace ${quoted(report.namespace)} (${report.stream}), ${report.from} to ${report.to}${filter}: ${report.events} event(s)`);
   if (report.events === 0) {
-    lines.push('no decisions recorded in this window (are the prefix and namespace right, and the dispatchLog option on?)');
+    lines.push(
+      report.jobType === undefined
+        ? 'no decisions recorded in this window (are the prefix and namespace right, and the dispatchLog option on?)'
+        : `no decisions of job type ${quoted(report.jobType)} recorded in this window (is --job-type right? Without it the report counts every job type)`,
+    );
     return lines.join('\n');
   }
   const columns = report.decisions;

@@ -248,11 +248,22 @@ describe('fire-once CLI against a real Redis', () => {
         `no dispatch log at ${guard.keys.log()}: nothing was ever recorded under this prefix and namespace (are they right, and the dispatchLog option on?)\n`,
       );
       expect(missing.code).toBe(4);
+      // --json says so in the report too, for a script that reads it and not the exit code.
+      const missingJson = await cli(['report', '--prefix', prefix, '--json']);
+      expect([missingJson.code, json<{ events: number; error: string; exitCode: number }>(missingJson.stdout)]).toEqual([
+        4,
+        expect.objectContaining({ events: 0, error: expect.stringMatching(/^no dispatch log at /), exitCode: 4 }),
+      ]);
       await redis.xadd(guard.keys.log(), '1-1', 'decision', 'dispatched'); // long before the window
       const empty = await cli(['report', '--prefix', prefix]);
       expect(empty.stdout).toContain('0 event(s)');
+      expect(empty.stdout).toContain('are the prefix and namespace right');
       expect(empty.stderr).toBe('');
       expect(empty.code).toBe(0);
+      expect(json<object>((await cli(['report', '--prefix', prefix, '--json'])).stdout)).not.toHaveProperty('error');
+      // A --job-type that matches nothing is named in the hint.
+      const typo = await cli(['report', '--prefix', prefix, '--job-type', 'sumary']);
+      expect([typo.code, typo.stdout]).toEqual([0, expect.stringContaining('no decisions of job type "sumary" recorded in this window (is --job-type right?')]);
     });
   });
 
