@@ -61,9 +61,17 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
   const jsonError = (message: string, exitCode: ExitCode) => {
     if (!printed && json) io.out(`${JSON.stringify({ error: message, exitCode })}\n`);
   };
+  // `fire-once reprot --help` would print the top-level help and exit 0, as if the command were
+  // fine: with an unknown command, --help is left out, so that commander names the command.
+  const known =
+    args[0] === undefined ||
+    args[0].startsWith('-') ||
+    args[0] === 'help' ||
+    program.commands.some((c) => c.name() === args[0] || c.aliases().includes(args[0]));
+  const parsed = known ? [...argv] : [...argv.slice(0, 2), ...args.filter((a, i) => (end !== -1 && i > end) || (a !== '--help' && a !== '-h'))];
   try {
     checkOptionValues(program, args);
-    await program.parseAsync([...argv]);
+    await program.parseAsync(parsed);
     return code;
   } catch (err) {
     if (err instanceof CommanderError) {

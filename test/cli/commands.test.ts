@@ -812,10 +812,16 @@ describe('fire-once CLI against a real Redis', () => {
       expect(twice.code).toBe(2);
     });
 
-    it('exits 0 on --help, which lists the exit codes', async () => {
+    it('exits 0 on --help, which lists the exit codes; an unknown command with --help is named, exit 2, not answered with the help', async () => {
       const help = await runCli(['--help']);
       expect(help.code).toBe(0);
       expect(help.stdout).toContain('Exit codes:');
+      const typo = await runCli(['reprot', '--help']);
+      expect([typo.code, typo.stdout, typo.stderr.replace(/\s+/g, ' ')]).toEqual([
+        2,
+        '',
+        "error: unknown command 'reprot' (Did you mean report?) (run with --help for usage) ",
+      ]);
     });
 
     it("lists in --help the exit codes of docs/operating.md's table, with what sends a command to each", async () => {
