@@ -27,6 +27,7 @@ import { runDoctor } from './doctor/doctor';
 import { formatDoctor } from './doctor/format';
 import { refuseEvictingRedis } from './eviction-check';
 import { checkOptionValues } from './argv-check';
+import { printable } from './printable';
 import { CliError, EXIT, type ExitCode } from './exit-codes';
 import { inspect } from './inspect';
 import { formatInspection } from './inspect-format';
@@ -277,7 +278,10 @@ async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisCl
     if (err instanceof FireOnceProtocolError)
       throw new CliError(`under ${options.prefix}:v3: ${err.message}; nothing was changed`, EXIT.unexpectedData, { cause: err });
     if (isWrongType(err)) {
-      const message = `a key under ${options.prefix}:v3 holds a Redis type this library never writes there (${(err as Error).message}); nothing was changed`;
+      const keys = keysOfCommand(err);
+      const which =
+        keys.length === 1 ? `the key ${printable(keys[0])}` : keys.length > 1 ? `one of ${keys.map(printable).join(', ')}` : `a key under ${options.prefix}:v3`;
+      const message = `${which} holds a Redis type this library never writes there (${(err as Error).message}); nothing was changed`;
       throw new CliError(message, EXIT.unexpectedData, { cause: err });
     }
     if (isRedisError(err)) throw redisFailure(connection.url, options.prefix, err);
@@ -285,6 +289,15 @@ async function withRedis<T>(options: CommonOptions, io: Io, run: (redis: RedisCl
   } finally {
     redis.disconnect();
   }
+}
+
+/** The keys of the command a Redis error answered, as ioredis records it on the error (`command`). */
+function keysOfCommand(err: unknown): string[] {
+  const command = (err as { command?: { name?: unknown; args?: unknown } }).command;
+  if (!Array.isArray(command?.args)) return [];
+  const args = command.args.map(String);
+  if (command.name === 'evalsha' || command.name === 'eval') return args.slice(2, 2 + Number(args[1]));
+  return args.slice(0, 1);
 }
 
 function packageVersion(): string {

@@ -742,7 +742,7 @@ describe('fire-once CLI against a real Redis', () => {
       expect(code).toBe(0);
     });
 
-    it('exits 8 (unexpected data), not 3 (Redis failed), when the dispatch log key holds another Redis type', async () => {
+    it('exits 8 (unexpected data), not 3 (Redis failed), naming the key, when the dispatch log key holds another Redis type', async () => {
       const { prefix, guard } = fresh('cli-foreign-log');
       const lease = await guard.acquire({ scope: 's', step: 'summarise', jobType: 'summary' });
       if (lease.kind !== 'acquired') throw new Error(lease.kind);
@@ -750,7 +750,7 @@ describe('fire-once CLI against a real Redis', () => {
       await redis.hset(guard.keys.log(), 'f', 'v');
       for (const args of [['report'], ['inspect', 's']]) {
         const run = await cli([...args, '--prefix', prefix]);
-        expect(run.stderr).toContain(`a key under ${prefix}:v3 holds a Redis type this library never writes there`);
+        expect(run.stderr).toContain(`the key ${guard.keys.log()} holds a Redis type this library never writes there`);
         expect(run.code).toBe(8);
       }
       expect(await redis.hgetall(guard.keys.log())).toEqual({ f: 'v' });
