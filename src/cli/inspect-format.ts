@@ -1,12 +1,17 @@
 import type { ArtifactView, Inspection, TtlLeft } from './inspect';
-import { printable, quoted } from './printable';
+import { CONTROL_CHARACTER, printable, quoted } from './printable';
+import { shellQuote } from './shell';
 import { formatMs, table } from './table';
 
 /** The human form of an inspection: one small table per lock and per artifact. */
 export function formatInspection(view: Inspection): string {
-  const lines = [`scope ${quoted(view.scope)} in namespace ${quoted(view.namespace)} under prefix ${view.prefix} (Redis time ${view.serverTime})`];
+  // A scope with a control character is shown escaped, which a shell does not read back: give the form it does.
+  const inShell = CONTROL_CHARACTER.test(view.scope) ? ` (in a shell: ${shellQuote(view.scope)})` : '';
+  const lines = [`scope ${quoted(view.scope)}${inShell} in namespace ${quoted(view.namespace)} under prefix ${view.prefix} (Redis time ${view.serverTime})`];
   if (view.locks.length === 0 && view.artifacts.length === 0 && view.otherKeys.length === 0) {
-    lines.push('nothing stored for this scope: no lock, parked waiter or artifact');
+    lines.push(
+      'nothing stored for this scope: no lock, parked waiter or artifact (if there should be, check the scope, --prefix and --namespace: fire-once doctor lists the prefixes and namespaces it finds)',
+    );
     return lines.join('\n');
   }
   for (const lock of view.locks) {

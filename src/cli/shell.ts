@@ -12,7 +12,7 @@ const PLAIN = /^[A-Za-z0-9._/:-]+$/;
  * `$'…'` with octal escapes, which bash, zsh, ksh and POSIX.1-2024 shells read (an older dash
  * reads it as another, literal, string: the command then finds nothing to act on).
  */
-function shellQuote(arg: string): string {
+export function shellQuote(arg: string): string {
   if (PLAIN.test(arg)) return arg;
   if (!CONTROL_CHARACTER.test(arg)) return `'${arg.replace(/'/g, `'\\''`)}'`;
   let out = '';

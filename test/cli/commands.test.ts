@@ -327,11 +327,26 @@ describe('fire-once CLI against a real Redis', () => {
       expect(human.stdout).toContain('321 bytes');
     });
 
-    it('says so when nothing is stored for the scope', async () => {
+    it('says so when nothing is stored for the scope, and where to look for a mistyped prefix or namespace', async () => {
       const { prefix } = fresh('cli-inspect-none');
       const run = await cli(['inspect', 'session-nobody', '--prefix', prefix]);
       expect(run.code).toBe(0);
-      expect(run.stdout).toContain('nothing stored for this scope');
+      expect(run.stdout).toContain(
+        'nothing stored for this scope: no lock, parked waiter or artifact (if there should be, check the scope, --prefix and --namespace: fire-once doctor',
+      );
+    });
+
+    it('gives a scope with a control character in a form a shell reads back, beside the escaped one', async () => {
+      const { prefix, guard } = fresh('cli-inspect-control');
+      const scope = 'a:b{c}d\ne';
+      const first = await guard.acquire({ scope, step: 'summarise', jobType: 'summary' });
+      if (first.kind !== 'acquired') throw new Error(first.kind);
+      await guard.commit(first.lease, Buffer.from('r'));
+      const run = await cli(['inspect', scope, '--prefix', prefix]);
+      const form = /^scope "a:b\{c\}d\\ne" \(in a shell: (\$'[^']*')\) in namespace/.exec(run.stdout)?.[1];
+      if (form === undefined) throw new Error(`no shell form in:\n${run.stdout}`);
+      expect(execFileSync('bash', ['-c', `printf '%s' ${form}`], { encoding: 'utf8' })).toBe(scope);
+      expect(run.stdout).toContain('artifact of job type "summary": present');
     });
   });
 
