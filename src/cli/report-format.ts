@@ -5,6 +5,17 @@ import { table } from './table';
 /** How many scopes the human report lists unless told otherwise. */
 export const DEFAULT_SCOPE_LIMIT = 20;
 
+/** Longest scope the `by scope` table shows whole: a 512-byte ID would make every row that wide. */
+export const SCOPE_COLUMN_WIDTH = 60;
+
+/** `text` with its middle cut out (`…`) so that it is at most `width` characters, both ends kept. */
+function shortened(text: string, width: number): string {
+  const chars = [...text];
+  if (chars.length <= width) return text;
+  const head = Math.ceil((width - 1) / 2);
+  return `${chars.slice(0, head).join('')}…${chars.slice(chars.length - (width - 1 - head)).join('')}`;
+}
+
 /** The human form of a report: counts by job type, by scope, then every duplicate in full. */
 export function formatReport(report: Report, scopeLimit = DEFAULT_SCOPE_LIMIT): string {
   const lines: string[] = [];
@@ -31,11 +42,16 @@ export function formatReport(report: Report, scopeLimit = DEFAULT_SCOPE_LIMIT): 
 
   const shown = scopeLimit > 0 ? report.byScope.slice(0, scopeLimit) : report.byScope;
   const more = report.byScope.length - shown.length;
-  lines.push('', `by scope (${report.byScope.length}${more > 0 ? `, the ${shown.length} with most dispatches shown; --limit 0 for all` : ''})`);
+  const cut = shown.some((r) => [...r.scope].length > SCOPE_COLUMN_WIDTH);
+  const notes = [
+    ...(more > 0 ? [`the ${shown.length} with most dispatches shown; --limit 0 for all`] : []),
+    ...(cut ? [`scopes over ${SCOPE_COLUMN_WIDTH} characters cut in the middle (…); --json gives them whole`] : []),
+  ];
+  lines.push('', `by scope (${report.byScope.length}${notes.map((n) => `, ${n}`).join('')})`);
   lines.push(
     table(
       ['job type', 'scope', ...columns, 'total'],
-      shown.map((r) => [r.jobType || '(none)', r.scope, ...cells(r.counts), r.total]),
+      shown.map((r) => [r.jobType || '(none)', shortened(r.scope, SCOPE_COLUMN_WIDTH), ...cells(r.counts), r.total]),
     ),
   );
 
