@@ -83,7 +83,14 @@ export function parseSince(text: string, nowMs: number): number {
     if (ms < 0) throw bad('is before 1970-01-01T00:00:00Z, where the dispatch log begins; use "all" for the whole log');
     return ms;
   }
-  return Math.max(0, nowMs - parseDuration('--since', text));
+  try {
+    return Math.max(0, nowMs - parseDuration('--since', text));
+  } catch {
+    throw new CliError(
+      `--since must be a duration back from now (90s, 15m, 1h, 7d), an ISO 8601 time (2026-12-07T09:00Z) or "all" (got ${JSON.stringify(text)})`,
+      EXIT.usage,
+    );
+  }
 }
 
 /**

@@ -642,7 +642,10 @@ describe('fire-once CLI against a real Redis', () => {
     it.each<[string[], RegExp]>([
       [['bogus'], /unknown command 'bogus'/],
       [[], /Usage: fire-once/],
-      [['report', '--since', 'yesterday'], /--since must be a duration/],
+      [
+        ['report', '--since', 'yesterday'],
+        /--since must be a duration back from now \(90s, 15m, 1h, 7d\), an ISO 8601 time \(2026-12-07T09:00Z\) or "all" \(got "yesterday"\)/,
+      ],
       [['report', '--prefix', 'bad prefix'], /--prefix must be/],
       [['release', 's'], /required option '--step <step>'/],
       [['invalidate', 's'], /required option '--job-type <jobType>'/],
