@@ -63,11 +63,12 @@ function ttlText(ttl: TtlLeft | undefined): string {
 }
 
 function ageText(artifact: ArtifactView): string {
+  const wrong = artifact.artifactTtlWrong ? '; --artifact-ttl is shorter than its TTL left, or it has none, so it was not written with that TTL' : '';
   if (artifact.ageMs === undefined) {
     return artifact.kind === 'artifact'
-      ? 'unknown (no committed entry in the dispatch log; pass --artifact-ttl to derive it from the TTL left)'
+      ? `unknown (no committed entry in the dispatch log${wrong || '; pass --artifact-ttl to derive it from the TTL left'})`
       : 'unknown (written by your job, not by the guard)';
   }
   const from = artifact.ageFrom === 'artifact-ttl' ? 'from --artifact-ttl minus TTL left' : 'since its committed entry in the dispatch log';
-  return `${formatMs(artifact.ageMs)} (${from})`;
+  return `${formatMs(artifact.ageMs)} (${from}${wrong})`;
 }

@@ -53,6 +53,8 @@ export interface ArtifactView {
   readonly ageMs?: number;
   /** `'artifact-ttl'`: `--artifact-ttl` minus TTL left. `'dispatch-log'`: since its last `committed` entry. */
   readonly ageFrom?: 'artifact-ttl' | 'dispatch-log';
+  /** `--artifact-ttl` was given but is shorter than the TTL left (or the key has none): the artifact was not written with it. */
+  readonly artifactTtlWrong?: true;
 }
 
 /** Everything `fire-once inspect` prints, as `--json` prints it. */
@@ -151,8 +153,9 @@ async function readArtifact(redis: RedisClient, keys: FireOnceKeys, query: Inspe
   if (query.artifactTtlMs !== undefined && ttlMs !== null && ttlMs <= query.artifactTtlMs) {
     return { ...view, ageMs: query.artifactTtlMs - ttlMs, ageFrom: 'artifact-ttl' };
   }
+  const checked: ArtifactView = query.artifactTtlMs === undefined ? view : { ...view, artifactTtlWrong: true };
   const committed = await findLatest(redis, keys.log(), { decision: 'committed', scope: query.scope, jobType });
-  return committed === undefined ? view : { ...view, ageMs: Math.max(0, nowMs - committed.atMs), ageFrom: 'dispatch-log' };
+  return committed === undefined ? checked : { ...checked, ageMs: Math.max(0, nowMs - committed.atMs), ageFrom: 'dispatch-log' };
 }
 
 async function readExternal(redis: RedisClient, key: string, jobType: string): Promise<ArtifactView> {

@@ -319,6 +319,16 @@ describe('fire-once CLI against a real Redis', () => {
       const longest = await cli(['inspect', 'chat:7', '--prefix', prefix, '--job-type', 'summary', '--artifact-ttl', '365d', '--json']);
       expect(longest.code).toBe(0);
       expect(json<{ artifacts: { ageFrom: string }[] }>(longest.stdout).artifacts[0]!.ageFrom).toBe('artifact-ttl');
+      // One shorter than the TTL left cannot be the one it was written with: said, not silently passed over.
+      const short = await cli(['inspect', 'chat:7', '--prefix', prefix, '--job-type', 'summary', '--artifact-ttl', '1m']);
+      expect(short.stdout).toMatch(
+        / \(since its committed entry in the dispatch log; --artifact-ttl is shorter than its TTL left, or it has none, so it was not written with that TTL\)/,
+      );
+      expect(
+        json<{ artifacts: { artifactTtlWrong?: boolean }[] }>(
+          (await cli(['inspect', 'chat:7', '--prefix', prefix, '--job-type', 'summary', '--artifact-ttl', '1m', '--json'])).stdout,
+        ).artifacts[0]!.artifactTtlWrong,
+      ).toBe(true);
 
       const human = await cli(['inspect', 'chat:7', '--prefix', prefix]);
       expect(human.stdout).toContain('lock of step "summarise": held');
