@@ -22,6 +22,7 @@ export function formatInspection(view: Inspection): string {
       rows.push(['holder', lock.holder || '(not recorded)']);
       if (lock.tokenHash) rows.push(['token hash', lock.tokenHash]);
       if (lock.fencingToken !== undefined) rows.push(['fencing token', String(lock.fencingToken)]);
+      if (lock.heldMs !== undefined) rows.push(['held for', `${formatMs(lock.heldMs)} (Redis's clock now, minus the fencing token)`]);
       rows.push(['TTL left', ttlText(lock.ttlMs)]);
     }
     if (lock.parkedWaiters > 0) rows.push(['parked waiters', String(lock.parkedWaiters)]);

@@ -32,6 +32,8 @@ export interface LockView {
   readonly argsHash?: string;
   readonly fencingToken?: number;
   readonly ttlMs?: TtlLeft;
+  /** Time since it was taken, by Redis's clock: now minus its fencing token. */
+  readonly heldMs?: number;
   /** Waiters parked on the lock (their task tokens are never printed). */
   readonly parkedWaiters: number;
 }
@@ -73,6 +75,14 @@ export interface Inspection {
   readonly otherKeys: readonly { readonly key: string; readonly type: string; readonly ttlMs: TtlLeft }[];
 }
 
+/**
+ * The lock with how long it has been held: its fencing token is Redis's clock (µs) when it was
+ * taken, and `nowMs` Redis's clock now, so no host clock enters it.
+ */
+function heldFor(lock: LockView, nowMs: number): LockView {
+  return lock.fencingToken === undefined ? lock : { ...lock, heldMs: Math.max(0, nowMs - Math.floor(lock.fencingToken / 1_000)) };
+}
+
 /** Read the scope's locks, parked waiters and artifacts in one namespace; writes nothing. */
 export async function inspect(redis: RedisClient, keys: FireOnceKeys, query: InspectQuery): Promise<Inspection> {
   const nowMs = await serverTimeMs(redis);
@@ -80,7 +90,7 @@ export async function inspect(redis: RedisClient, keys: FireOnceKeys, query: Ins
   let jobTypes = query.jobType === undefined ? [] : [query.jobType];
   let others: string[] = [];
   if (query.step === undefined && query.jobType === undefined) ({ steps, jobTypes, others } = await discover(redis, keys, query.scope));
-  const locks = await Promise.all(steps.map(async (step) => (await readLock(redis, keys, query.scope, step)).view));
+  const locks = await Promise.all(steps.map(async (step) => heldFor((await readLock(redis, keys, query.scope, step)).view, nowMs)));
   const artifacts: ArtifactView[] = [];
   for (const jobType of jobTypes) {
     artifacts.push(await readArtifact(redis, keys, query, jobType, nowMs));

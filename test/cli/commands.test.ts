@@ -291,7 +291,7 @@ describe('fire-once CLI against a real Redis', () => {
       const run = await cli(['inspect', 'chat:7', '--prefix', prefix, '--json']);
       expect(run.stderr).toBe('');
       expect(run.code).toBe(0);
-      const view = json<{ namespace: string; locks: Record<string, unknown>[]; artifacts: Record<string, unknown>[] }>(run.stdout);
+      const view = json<{ namespace: string; serverTime: string; locks: Record<string, unknown>[]; artifacts: Record<string, unknown>[] }>(run.stdout);
       expect(view.namespace).toBe('default');
       expect(view.locks).toEqual([
         expect.objectContaining({
@@ -306,6 +306,8 @@ describe('fire-once CLI against a real Redis', () => {
       ]);
       expect(view.locks[0].ttlMs).toBeGreaterThan(0);
       expect(view.locks[0].ttlMs).toBeLessThanOrEqual(60_000);
+      // Held for: Redis's clock at the inspect minus the fencing token (Redis's clock at the acquire).
+      expect(view.locks[0].heldMs).toBe(Math.max(0, Date.parse(view.serverTime) - Math.floor(outcome.lease.fencingToken / 1_000)));
       expect(view.artifacts).toEqual([expect.objectContaining({ jobType: 'summary', kind: 'artifact', present: true, bytes: 321, ageFrom: 'dispatch-log' })]);
       expect(view.artifacts[0].ttlMs).toBeLessThanOrEqual(3_600_000);
       expect(JSON.stringify(view)).not.toContain(outcome.lease.token); // the token itself is never shown
@@ -333,6 +335,7 @@ describe('fire-once CLI against a real Redis', () => {
       const human = await cli(['inspect', 'chat:7', '--prefix', prefix]);
       expect(human.stdout).toContain('lock of step "summarise": held');
       expect(human.stdout).toContain('wf-1 run-1 1');
+      expect(human.stdout).toMatch(/│ held for +│ [\d.]+ (ms|s) \(Redis's clock now, minus the fencing token\)/);
       expect(human.stdout).toContain('artifact of job type "summary": present');
       expect(human.stdout).toContain('321 bytes');
     });
