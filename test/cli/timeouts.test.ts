@@ -1,4 +1,4 @@
-import { createHook } from 'node:async_hooks';
+import { AsyncLocalStorage, createHook } from 'node:async_hooks';
 import { createServer, type Server, type Socket } from 'node:net';
 import { connect } from '../../src/cli/connect';
 import { main } from '../../src/cli/main';
@@ -9,11 +9,18 @@ import { main } from '../../src/cli/main';
 // disconnectTimeout, the defect, is a pending timer once the command has returned.
 jest.setTimeout(120_000);
 
-/** Run `body` and resolve the timers it started that are still pending once it has settled. */
+/**
+ * Run `body` and resolve the timers it started that are still pending once it has settled. Only
+ * timers started in `body`'s own async context count: one that an earlier test file's client
+ * starts meanwhile, in the same jest worker, is not this body's.
+ */
 async function timersLeftBy<T>(body: () => Promise<T>): Promise<{ result: PromiseSettledResult<T>; left: number }> {
   const started = new Set<{ _destroyed?: boolean; _idleTimeout?: number; hasRef(): boolean }>();
-  const hook = createHook({ init: (_id, type, _trigger, resource) => void (type === 'Timeout' && started.add(resource as never)) }).enable();
-  const [result] = await Promise.allSettled([body()]);
+  const ours = new AsyncLocalStorage<true>();
+  const hook = createHook({
+    init: (_id, type, _trigger, resource) => void (type === 'Timeout' && ours.getStore() === true && started.add(resource as never)),
+  }).enable();
+  const [result] = await Promise.allSettled([ours.run(true, body)]);
   hook.disable();
   await settle();
   // A timer of a few ms (a destroy on the next tick) is no wait; ioredis' default disconnectTimeout is 2 s.
