@@ -64,6 +64,13 @@ export function formatMigrate(result: MigrateResult): string {
       ...skipped,
     ].join('\n');
   }
+  if (result.markedOnly) {
+    return [
+      `no key of 0.1 under ${result.prefix}:{*: nothing to copy`,
+      `prefix ${result.prefix} is now marked protocol 3 (${result.prefix}:protocol), as workers whose Redis user may not write the marker need; if the prefix is mistyped, delete that key`,
+      ...skipped,
+    ].join('\n');
+  }
   return [
     `copied ${result.copied} v2 result(s) into namespace ${quoted(result.namespace)}${result.kept > 0 ? ` (${result.kept} already stored in v3, kept)` : ''}`,
     `prefix ${result.prefix} is marked protocol 3`,

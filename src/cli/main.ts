@@ -315,8 +315,7 @@ Exit codes:
       release/invalidate without --force (nothing changed)
   3   Redis unreachable, refused the credentials or an ACL permission, or timed out
       (doctor lists the permissions missing)
-  4   nothing to act on: no such lock (release), artifact (invalidate), dispatch log (report)
-      or key of 0.1 (migrate, under a prefix not marked protocol 3)
+  4   nothing to act on: no such lock (release), artifact (invalidate) or dispatch log (report)
   5   refused: release found the lock changed hands; migrate found v2 dispatches in
       flight or a prefix written by another protocol version
   6   refused: Redis can evict the guard's keys (maxmemory-policy is not noeviction, or

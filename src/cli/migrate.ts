@@ -36,6 +36,11 @@ export interface MigrateResult {
   /** v2-shaped keys that are not what v2 writes there: neither copied nor deleted. */
   readonly skipped: readonly SkippedKey[];
   readonly done: boolean;
+  /**
+   * No key of 0.1 was found and the prefix had no marker: `migrate` only marked it, as an admin
+   * does for workers whose Redis user may not write the marker, or for a mistyped prefix.
+   */
+  readonly markedOnly: boolean;
 }
 
 const V2_KEY = /^\{([^{}]+)\}:(artifact|lock|fence|external):([^:]+)$/;
@@ -58,14 +63,6 @@ const NAMED_AT_MOST = 10;
 export async function migrate(redis: RedisClient, keys: FireOnceKeys, remove: boolean): Promise<MigrateResult> {
   const marked = await refuseOtherProtocol(redis, keys);
   const found = await v2KeysOf(redis, keys.prefix);
-  // A prefix with no key of 0.1 and no marker is one nothing was ever written under: most likely
-  // a mistyped one. Marking it would leave a key there and report success.
-  if (found.length === 0 && !marked) {
-    throw new CliError(
-      `no key of 0.1 under prefix ${JSON.stringify(keys.prefix)} (${keys.prefix}:{*), and it is not marked protocol ${PROTOCOL_VERSION}: nothing to migrate (is the prefix right?); migrate wrote nothing`,
-      EXIT.notFound,
-    );
-  }
   const skipped: SkippedKey[] = [];
   const inFlight: { key: string; ttlMs: number }[] = [];
   const artifacts: V2Key[] = [];
@@ -78,7 +75,8 @@ export async function migrate(redis: RedisClient, keys: FireOnceKeys, remove: bo
     else if (k.kind === 'artifact') artifacts.push(k);
     else deletable.push(k.key);
   }
-  const result = { prefix: keys.prefix, namespace: keys.namespace, copied: 0, kept: 0, inFlight, deleted: 0, skipped, done: false };
+  const markedOnly = found.length === 0 && !marked;
+  const result = { prefix: keys.prefix, namespace: keys.namespace, copied: 0, kept: 0, inFlight, deleted: 0, skipped, done: false, markedOnly };
   if (inFlight.length > 0) return result;
 
   for (const artifact of artifacts) {

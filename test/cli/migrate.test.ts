@@ -85,19 +85,19 @@ describe('fire-once migrate: protocol v2 keys into v3', () => {
     expect(left).toEqual([]);
   });
 
-  it('exits 4 and writes nothing under a prefix that holds no key of 0.1 and no marker (a mistyped one); once migrated, runs again with exit 0', async () => {
-    const prefix = testPrefix('migrate-typo');
+  it('under a prefix with no key of 0.1 and no marker, only marks it, and says so (the admin step for workers that may not write the marker, or a mistyped prefix)', async () => {
+    const prefix = testPrefix('migrate-fresh');
     prefixes.push(prefix);
-    const typo = await cli(`${prefix}-typo`);
-    expect(typo.code).toBe(4);
-    expect(typo.stderr).toContain(`no key of 0.1 under prefix "${prefix}-typo"`);
-    expect(await scanKeys(redis, `${prefix}-typo:*`)).toEqual([]);
-
-    await v2Dispatch(prefix, 'done', 'summarise', Buffer.from('x'));
-    expect((await cli(prefix, '--delete')).code).toBe(0);
-    expect(await scanKeys(redis, `${prefix}:{*`)).toEqual([]);
-    const again = await cli(prefix);
-    expect([again.code, again.stderr]).toEqual([0, '']);
+    const fresh = await cli(prefix);
+    expect([fresh.code, fresh.stderr]).toEqual([0, '']);
+    expect(fresh.stdout).toBe(
+      `no key of 0.1 under ${prefix}:{*: nothing to copy\nprefix ${prefix} is now marked protocol 3 (${prefix}:protocol), as workers whose Redis user may not write the marker need; if the prefix is mistyped, delete that key\n`,
+    );
+    expect(await scanKeys(redis, `${prefix}:*`)).toEqual([`${prefix}:protocol`]);
+    expect(await redis.get(`${prefix}:protocol`)).toBe('3');
+    // Once marked, a run again is an ordinary one, with nothing to copy.
+    const again = await cli(prefix, '--json');
+    expect(JSON.parse(again.stdout)).toMatchObject({ copied: 0, done: true, markedOnly: false });
   });
 
   it('refuses (exit 5) and copies nothing while a v2 dispatch is in flight', async () => {
