@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
+import { CLI_NEEDS } from '../../src/cli/doctor/acl-check';
 import { FireOnceGuard } from '../../src';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { runCli } from './run-cli';
@@ -55,9 +56,33 @@ describe('fire-once release and invalidate as an ACL user', () => {
     return u.toString();
   }
 
-  it('with the grant docs/operating.md names, release --force and invalidate --force both act', async () => {
+  it("docs/operating.md's grant is doctor's acl-cli list on the prefix's keys and channels, and no category", () => {
+    expect(documentedGrant('P')).toEqual(['~P:*', '&P:*', ...Object.keys(CLI_NEEDS).map((command) => `+${command}`)]);
+  });
+
+  it('with the grant docs/operating.md names, report and inspect read, release --force and invalidate --force both act, and no command without keys that could harm the server is granted', async () => {
     const { prefix, lockKey, artifactKey } = await fresh('cli-acl-grant');
     const url = await userWith(`cli-acl-grant-${prefix}`, documentedGrant(prefix));
+    for (const args of [['report'], ['inspect', 's']]) {
+      const read = await runCli([...args, '--prefix', prefix, '--redis', url]);
+      expect([read.code, read.stderr]).toEqual([args[0] === 'report' ? 4 : 0, args[0] === 'report' ? expect.stringMatching(/^no dispatch log at /) : '']);
+    }
+    const operator = new Redis(url);
+    try {
+      for (const command of [
+        ['FLUSHALL'],
+        ['FLUSHDB'],
+        ['SWAPDB', '0', '1'],
+        ['CLIENT', 'LIST'],
+        ['CLIENT', 'KILL', 'ID', '1'],
+        ['CONFIG', 'GET', 'maxmemory'],
+        ['KEYS', '*'],
+      ]) {
+        await expect(operator.call(command[0], ...command.slice(1))).rejects.toThrow(/^NOPERM/);
+      }
+    } finally {
+      operator.disconnect();
+    }
     const released = await runCli(['release', 's', '--step', 'summarise', '--prefix', prefix, '--force', '--redis', url]);
     expect(released.stderr).toBe('');
     expect(released.code).toBe(0);

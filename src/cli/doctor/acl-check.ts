@@ -60,8 +60,11 @@ export const CLUSTER_NEEDS: Readonly<Record<string, Need>> = {
   asking: () => ['ASKING'],
 };
 
-/** What the `fire-once` commands send (report, inspect, release, invalidate), on top of connecting. */
-const CLI_NEEDS: Readonly<Record<string, Need>> = {
+/**
+ * What the `fire-once` commands send (report, inspect, release, invalidate), on top of connecting:
+ * docs/operating.md's CLI grant lists these, no more (a test keeps the two the same).
+ */
+export const CLI_NEEDS: Readonly<Record<string, Need>> = {
   info: () => ['INFO', 'memory'],
   time: () => ['TIME'],
   evalsha: (p) => ['EVALSHA', '0'.repeat(40), '1', p.log],
@@ -116,7 +119,8 @@ export async function checkAcl(node: DoctorNode, keys: FireOnceKeys, aclUser: st
   const cluster = node.info.get('cluster_enabled') === '1';
   const workerNeeds = { ...WORKER_NEEDS, ...(replicas > 0 ? REPLICA_NEEDS : {}), ...(cluster ? CLUSTER_NEEDS : {}) };
   // The verdict on `who` (a worker, the CLI): `missingStatus` when the user lacks any of its `needs`.
-  const verdictOf = async (check: CheckName, needs: Readonly<Record<string, Need>>, missingStatus: Status, who: string): Promise<Verdict> => {
+  // `ownUser`: what is missing goes to a user of its own, not to this one (a worker's).
+  const verdictOf = async (check: CheckName, needs: Readonly<Record<string, Need>>, missingStatus: Status, who: string, ownUser = false): Promise<Verdict> => {
     const names = Object.keys(needs);
     const allowed = await permitted(
       node.client,
@@ -140,12 +144,17 @@ export async function checkAcl(node: DoctorNode, keys: FireOnceKeys, aclUser: st
         ? `a worker as this user cannot guard (it refuses to start or fails closed)${waitNote}${clusterNote}`
         : 'these commands will fail with NOPERM';
     const grants = missing.map((m) => `+${m}`).join(' ');
-    return verdict(check, missingStatus, `user ${user} may not run ${grants} on ${where}, which ${who} needs: ${consequence}`, {
-      ...at,
-      fix: `ACL SETUSER ${user} ${grants} (${patterns})`,
-    });
+    const fix = ownUser
+      ? `give the CLI a user of its own rather than widen ${user}, a worker's (SCAN lists every key name on the server): ACL SETUSER fire-once-cli on >password ~${prefix}:* &${prefix}:* ${Object.keys(
+          CLI_NEEDS,
+        )
+          .map((m) => `+${m}`)
+          .join(' ')} (docs/operating.md)`
+      : `ACL SETUSER ${user} ${grants} (${patterns})`;
+    return verdict(check, missingStatus, `user ${user} may not run ${grants} on ${where}, which ${who} needs: ${consequence}`, { ...at, fix });
   };
-  return [await verdictOf('acl-worker', workerNeeds, 'fail', 'a worker'), await verdictOf('acl-cli', CLI_NEEDS, 'warn', 'the fire-once CLI')];
+  const worker = await verdictOf('acl-worker', workerNeeds, 'fail', 'a worker');
+  return [worker, await verdictOf('acl-cli', CLI_NEEDS, 'warn', 'the fire-once CLI', worker.status === 'ok')];
 }
 
 /**
