@@ -67,7 +67,7 @@ export async function connect(connection: ConnectOptions): Promise<RedisClient> 
       slotsRefreshTimeout: timeoutMs,
       redisOptions: { ...nodeOptions(timeoutMs), username, password, tls },
     });
-    return { client: cluster, ready: cluster.connect().then(() => cluster.ping()) };
+    return { client: cluster, ready: cluster.connect().then(() => pinged(cluster)) };
   });
 }
 
@@ -151,7 +151,7 @@ export function connectPeer(seed: Redis, address: { readonly host: string; reado
  * the user is logged in and only lacks +ping (a worker's least-privilege user does, and `doctor`
  * must be able to run as it); the command that needs a denied permission reports it.
  */
-async function pinged(client: Redis): Promise<void> {
+async function pinged(client: Redis | Cluster): Promise<void> {
   await client.ping().catch((err: Error) => {
     if (!/^NOPERM/.test(err.message)) throw err;
   });

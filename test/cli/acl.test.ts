@@ -1,24 +1,15 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { CLI_NEEDS } from '../../src/cli/doctor/acl-check';
 import { FireOnceGuard } from '../../src';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { runCli } from './run-cli';
+import { documentedCliGrant } from '../security/acl-rules';
 
 // `release --force` and `invalidate --force` as a Redis ACL user: what docs/operating.md tells an
 // operator to grant must be enough, and a user that lacks a permission their scripts need must
 // find everything as it was (exit 3), never a lock or artifact deleted with nothing recorded.
 // Spawns CLI processes; slow on a loaded 2-core machine.
 jest.setTimeout(300_000);
-
-/** The ACL rules docs/operating.md says the CLI's test grants, read from the doc itself. */
-function documentedGrant(prefix: string): string[] {
-  const doc = readFileSync(join(__dirname, '..', '..', 'docs', 'operating.md'), 'utf8');
-  const grant = /The test grants `([^`]+)`/.exec(doc);
-  if (grant === null) throw new Error('docs/operating.md no longer says what the test grants');
-  return grant[1].replace(/<prefix>/g, prefix).split(/\s+/);
-}
 
 describe('fire-once release and invalidate as an ACL user', () => {
   let redis: Redis;
@@ -57,12 +48,12 @@ describe('fire-once release and invalidate as an ACL user', () => {
   }
 
   it("docs/operating.md's grant is doctor's acl-cli list on the prefix's keys and channels, and no category", () => {
-    expect(documentedGrant('P')).toEqual(['~P:*', '&P:*', ...Object.keys(CLI_NEEDS).map((command) => `+${command}`)]);
+    expect(documentedCliGrant('P')).toEqual(['~P:*', '&P:*', ...Object.keys(CLI_NEEDS).map((command) => `+${command}`)]);
   });
 
   it('with the grant docs/operating.md names, report and inspect read, release --force and invalidate --force both act, and no command without keys that could harm the server is granted', async () => {
     const { prefix, lockKey, artifactKey } = await fresh('cli-acl-grant');
-    const url = await userWith(`cli-acl-grant-${prefix}`, documentedGrant(prefix));
+    const url = await userWith(`cli-acl-grant-${prefix}`, documentedCliGrant(prefix));
     for (const args of [['report'], ['inspect', 's']]) {
       const read = await runCli([...args, '--prefix', prefix, '--redis', url]);
       expect([read.code, read.stderr]).toEqual([args[0] === 'report' ? 4 : 0, args[0] === 'report' ? expect.stringMatching(/^no dispatch log at /) : '']);

@@ -8,6 +8,7 @@ import { holderId } from '../../src/core';
 import { appendEvent } from '../../src/cli/log';
 import { startRedisCluster } from '../../sample-workflows/services';
 import { runCli } from '../cli/run-cli';
+import { documentedCliGrant } from '../security/acl-rules';
 import { testPrefix } from '../support/redis';
 import { makeCertificate } from '../support/tls';
 import { connectCluster, deletePrefixOnCluster, keySlot, masters } from '../support/cluster/cluster';
@@ -109,6 +110,25 @@ describe.each(transports)('the fire-once CLI on a Redis Cluster over %s, given o
       const run = await runCli([command, ...(command === 'inspect' ? [scope] : []), '--redis', `${url}/1`, '--prefix', prefix], under.env);
       expect(run.stderr).toMatch(/names database 1, but a Redis Cluster has database 0 only/);
       expect(run.code).toBe(2);
+    }
+  });
+
+  it("as the CLI's user that docs/operating.md grants, with the Cluster commands, created on every node: inspect and report read across nodes", async () => {
+    const user = `cli-${prefix}`;
+    const nodes = cluster.nodes('all');
+    for (const node of nodes)
+      await node.call('ACL', 'SETUSER', user, 'reset', 'on', '>cli-pw', ...documentedCliGrant(prefix), '+cluster|slots', '+cluster|info');
+    try {
+      const as = new URL(url);
+      as.username = user;
+      as.password = 'cli-pw';
+      const inspected = await runCli(['inspect', scope, '--json', '--redis', as.toString(), '--prefix', prefix], under.env);
+      expect([inspected.code, inspected.stderr]).toEqual([0, '']);
+      expect((JSON.parse(inspected.stdout) as { locks: { present: boolean }[] }).locks).toEqual([expect.objectContaining({ present: true })]);
+      const reported = await runCli(['report', '--json', '--redis', as.toString(), '--prefix', prefix], under.env);
+      expect([reported.code, reported.stderr]).toEqual([1, '']); // the duplicate of the report test above
+    } finally {
+      for (const node of nodes) await node.call('ACL', 'DELUSER', user);
     }
   });
 

@@ -12,6 +12,14 @@ export function documentedAclLine(user = ACL_USER, doc = 'reliability.md'): stri
   return documentedLine(`ACL SETUSER ${user} reset `, doc);
 }
 
+/** The rules docs/operating.md says the CLI's test grants its user (`--redis` row), for `prefix`. */
+export function documentedCliGrant(prefix: string): string[] {
+  const doc = readFileSync(join(__dirname, '..', '..', 'docs', 'operating.md'), 'utf8');
+  const grant = /The test grants `([^`]+)`/.exec(doc);
+  if (grant === null) throw new Error('docs/operating.md no longer says what the test grants');
+  return grant[1].replace(/<prefix>/g, prefix).split(/\s+/);
+}
+
 /** The commands docs/reliability.md's second line adds for a Redis Cluster (`+cluster|slots` …), without the `+`. */
 export function clusterGrants(): string[] {
   return documentedLine(`ACL SETUSER ${ACL_USER} +`, 'reliability.md')
