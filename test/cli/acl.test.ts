@@ -58,6 +58,13 @@ describe('fire-once release and invalidate as an ACL user', () => {
       const read = await runCli([...args, '--prefix', prefix, '--redis', url]);
       expect([read.code, read.stderr]).toEqual([args[0] === 'report' ? 4 : 0, args[0] === 'report' ? expect.stringMatching(/^no dispatch log at /) : '']);
     }
+    // migrate reads 0.1's hashes: a 0.1 artifact under a prefix of its own (the grant's pattern).
+    const legacy = `${prefix}:legacy`;
+    prefixes.push(legacy);
+    await redis.hset(`${legacy}:{chat-1}:artifact:summary`, 'p', 'result', 'h', '');
+    const legacyUrl = await userWith(`cli-acl-legacy-${prefix}`, documentedCliGrant(legacy));
+    const migrated = await runCli(['migrate', '--prefix', legacy, '--redis', legacyUrl, '--json']);
+    expect([migrated.code, migrated.stderr, JSON.parse(migrated.stdout || '{}').copied]).toEqual([0, '', 1]);
     const operator = new Redis(url);
     try {
       for (const command of [

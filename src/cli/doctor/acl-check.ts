@@ -61,8 +61,9 @@ export const CLUSTER_NEEDS: Readonly<Record<string, Need>> = {
 };
 
 /**
- * What the `fire-once` commands send (report, inspect, release, invalidate), on top of connecting:
- * docs/operating.md's CLI grant lists these, no more (a test keeps the two the same).
+ * What the `fire-once` commands send (report, inspect, release, invalidate, and migrate, which
+ * reads 0.1's hashes), on top of connecting: docs/operating.md's CLI grant lists these, no more (a
+ * test keeps the two the same). On a Cluster node, {@link CLUSTER_CLI_NEEDS} too.
  */
 export const CLI_NEEDS: Readonly<Record<string, Need>> = {
   info: () => ['INFO', 'memory'],
@@ -75,6 +76,8 @@ export const CLI_NEEDS: Readonly<Record<string, Need>> = {
   exists: (p) => ['EXISTS', p.key],
   get: (p) => ['GET', p.key],
   set: (p) => ['SET', p.key, 'v'],
+  hget: (p) => ['HGET', p.key, 'p'],
+  hmget: (p) => ['HMGET', p.key, 'p'],
   strlen: (p) => ['STRLEN', p.key],
   llen: (p) => ['LLEN', p.key],
   del: (p) => ['DEL', p.key],
@@ -82,6 +85,12 @@ export const CLI_NEEDS: Readonly<Record<string, Need>> = {
   xrevrange: (p) => ['XREVRANGE', p.log, '+', '-', 'COUNT', '1'],
   xadd: (p) => ['XADD', p.log, '*', 'f', 'v'],
   publish: (p) => ['PUBLISH', p.channel, 'x'],
+};
+
+/** What the CLI's ioredis `Cluster` sends on top of {@link CLI_NEEDS}: the slot map and its ready check. */
+const CLUSTER_CLI_NEEDS: Readonly<Record<string, Need>> = {
+  'cluster|slots': CLUSTER_NEEDS['cluster|slots'],
+  'cluster|info': CLUSTER_NEEDS['cluster|info'],
 };
 
 // Asks the server, as the calling user, whether each command (with its keys and channels) would
@@ -145,16 +154,13 @@ export async function checkAcl(node: DoctorNode, keys: FireOnceKeys, aclUser: st
         : 'these commands will fail with NOPERM';
     const grants = missing.map((m) => `+${m}`).join(' ');
     const fix = ownUser
-      ? `give the CLI a user of its own rather than widen ${user}, a worker's (SCAN lists every key name on the server): ACL SETUSER fire-once-cli on >password ~${prefix}:* &${prefix}:* ${Object.keys(
-          CLI_NEEDS,
-        )
-          .map((m) => `+${m}`)
-          .join(' ')} (docs/operating.md)`
+      ? `give the CLI a user of its own rather than widen ${user}, a worker's (SCAN lists every key name on the server): ACL SETUSER fire-once-cli reset on >CHANGE-ME ~${prefix}:* &${prefix}:* ${names.map((m) => `+${m}`).join(' ')}${cluster ? ', on every node' : ''} (docs/operating.md)`
       : `ACL SETUSER ${user} ${grants} (${patterns})`;
     return verdict(check, missingStatus, `user ${user} may not run ${grants} on ${where}, which ${who} needs: ${consequence}`, { ...at, fix });
   };
   const worker = await verdictOf('acl-worker', workerNeeds, 'fail', 'a worker');
-  return [worker, await verdictOf('acl-cli', CLI_NEEDS, 'warn', 'the fire-once CLI', worker.status === 'ok')];
+  const cliNeeds = { ...CLI_NEEDS, ...(cluster ? CLUSTER_CLI_NEEDS : {}) };
+  return [worker, await verdictOf('acl-cli', cliNeeds, 'warn', 'the fire-once CLI', worker.status === 'ok')];
 }
 
 /**

@@ -49,7 +49,7 @@ describe('fire-once doctor and ACL users', () => {
     expect(verdictsOf(report, 'acl-cli')[0]).toMatchObject({
       message: expect.stringMatching(new RegExp(`^user ${ACL_USER} may not run \\+scan \\+type .*\\+llen \\+xrange \\+xrevrange on ${prefix}:\\*`)),
       // Not a widening of the worker's user, whom SCAN would show every key name on the server.
-      fix: `give the CLI a user of its own rather than widen ${ACL_USER}, a worker's (SCAN lists every key name on the server): ACL SETUSER fire-once-cli on >password ~${prefix}:* &${prefix}:* ${Object.keys(
+      fix: `give the CLI a user of its own rather than widen ${ACL_USER}, a worker's (SCAN lists every key name on the server): ACL SETUSER fire-once-cli reset on >CHANGE-ME ~${prefix}:* &${prefix}:* ${Object.keys(
         CLI_NEEDS,
       )
         .map((m) => `+${m}`)
