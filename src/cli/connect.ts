@@ -77,23 +77,24 @@ export async function connect(connection: ConnectOptions): Promise<RedisClient> 
  */
 export function connectNode({ url, timeoutMs, source = '--redis' }: ConnectOptions): Promise<Redis> {
   const notAUrl = () => new CliError(`${source} must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
+  // An `@` the parser did not take as the end of the user and password (a password holding `/`,
+  // `?` or `#`) leaves them in the host, port, path, query or fragment, which the messages below
+  // quote: refuse it here, with everything before the last `@` as `***`.
+  const cutShort = () =>
+    /^rediss?:\/\//i.test(url)
+      ? new CliError(
+          `${source}: its user name or password holds a / ? or # (${redactUrl(url)}), which ends the host part of a URL: percent-encode it (%2F, %3F, %23)`,
+          EXIT.usage,
+        )
+      : notAUrl();
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw notAUrl();
+    throw url.includes('@') ? cutShort() : notAUrl();
   }
-  // An `@` the parser did not take as the end of the user and password (no `scheme://`, a password
-  // holding `/`, `?` or `#`) leaves them in the host, path, query or fragment, which the messages
-  // below quote: refuse it here, with everything before the last `@` as `***`.
-  if (url.includes('@') && parsed.username === '' && parsed.password === '') throw notAUrl();
   if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') throw notAUrl();
-  if (credentialsCutShort(parsed)) {
-    throw new CliError(
-      `${source}: its user name or password holds a / ? or # (${redactUrl(url)}), which ends the host part of a URL: percent-encode it (%2F, %3F, %23)`,
-      EXIT.usage,
-    );
-  }
+  if (url.includes('@') && ((parsed.username === '' && parsed.password === '') || credentialsCutShort(parsed))) throw cutShort();
   // ioredis decodes them with decodeURIComponent, which throws on a % that starts no escape.
   if (![parsed.username, parsed.password].every(decodable)) {
     throw new CliError(`${source}: its user name or password holds a % that starts no escape (${redactUrl(url)}): write a % as %25`, EXIT.usage);

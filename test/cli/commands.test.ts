@@ -835,6 +835,8 @@ describe('fire-once CLI against a real Redis', () => {
         const run = await runCli(['report', '--redis', bad]);
         expect(run.stderr).not.toContain('s3cret-u');
         expect(run.stderr).not.toContain('internal error');
+        // With its scheme:// intact, the fix is named: percent-encode the character.
+        if (bad.startsWith('redis://')) expect(run.stderr).toMatch(/percent-encode it|write a % as %25/);
         expect(run.code).toBe(2);
       }
       const twice = await runCli(['inspect', 's', '--redis', 'redis://admin:s3cret-u@h:1', '--redis', 'redis://admin:s3cret-u@h:2']);
