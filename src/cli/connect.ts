@@ -79,9 +79,10 @@ export function connectNode({ url, timeoutMs, source = '--redis' }: ConnectOptio
   const notAUrl = () => new CliError(`${source} must be a redis:// or rediss:// URL (got ${JSON.stringify(redactUrl(url))})`, EXIT.usage);
   // An `@` the parser did not take as the end of the user and password (a password holding `/`,
   // `?` or `#`) leaves them in the host, port, path, query or fragment, which the messages below
-  // quote: refuse it here, with everything before the last `@` as `***`.
+  // quote: refuse it here, with everything before the last `@` as `***`, naming the fix when a
+  // `/`, `?` or `#` stands between `scheme://` and that `@`.
   const cutShort = () =>
-    /^rediss?:\/\//i.test(url)
+    /^rediss?:\/\/[^]*[/?#][^]*@/i.test(url)
       ? new CliError(
           `${source}: its user name or password holds a / ? or # (${redactUrl(url)}), which ends the host part of a URL: percent-encode it (%2F, %3F, %23)`,
           EXIT.usage,
