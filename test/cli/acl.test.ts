@@ -65,6 +65,11 @@ describe('fire-once release and invalidate as an ACL user', () => {
     const legacyUrl = await userWith(`cli-acl-legacy-${prefix}`, documentedCliGrant(legacy));
     const migrated = await runCli(['migrate', '--prefix', legacy, '--redis', legacyUrl, '--json']);
     expect([migrated.code, migrated.stderr, JSON.parse(migrated.stdout || '{}').copied]).toEqual([0, '', 1]);
+    // A URL that names a database: the grant with +select, as docs/operating.md says (without it, exit 3).
+    const inDb1 = new URL(await userWith(`cli-acl-db-${prefix}`, [...documentedCliGrant(prefix), '+select']));
+    inDb1.pathname = '/1';
+    const selected = await runCli(['inspect', 's', '--prefix', prefix, '--redis', inDb1.toString()]);
+    expect([selected.code, selected.stderr]).toEqual([0, '']);
     const operator = new Redis(url);
     try {
       for (const command of [
