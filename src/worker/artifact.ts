@@ -55,6 +55,19 @@ export async function decodeArtifact(bytes: Buffer, codecs: readonly PayloadCode
   return decoded[0];
 }
 
+/**
+ * The stored result as a fast-forward returns it. A payload converter that cannot read it (say a
+ * fleet mid-way through a converter change) gives {@link FireOnceCorruptArtifact}, naming the
+ * converter's error class only: its message may quote the stored value.
+ */
+export function storedResultOf(payload: Payload, converter: PayloadConverter, context: FireOnceErrorContext): unknown {
+  try {
+    return resultOf(payload, converter);
+  } catch (err) {
+    throw new FireOnceCorruptArtifact(`stored artifact could not be read by the payload converter (${converterFailure(err)})`, context);
+  }
+}
+
 /** Converters already probed, and whether each hands a `RawValue`'s payload through untouched. */
 const passesRawValues = new WeakMap<PayloadConverter, boolean>();
 

@@ -1,6 +1,6 @@
 import { FireOnceError, FireOnceKeyConflict } from '../core/errors';
 import type { DispatchTarget } from '../core/target';
-import { decodeArtifact, resultOf } from './artifact';
+import { decodeArtifact, storedResultOf } from './artifact';
 import { dispatch } from './dispatch';
 import { cacheFor, type GuardedCall } from './guarded-call';
 import { onHeld } from './in-flight';
@@ -72,7 +72,7 @@ async function fastForward(
   ctx.log.debug('fire-once: artifact found, fast-forward', { key: found.artifactKey, scope: target.scope, jobType: target.jobType });
   if (target.externalArtifactKey !== undefined) return undefined;
   const context = { key: found.artifactKey, scope: target.scope, jobType: target.jobType };
-  return resultOf(await decodeArtifact(found.artifact, setup.payloadCodecs, context), setup.payloadConverter);
+  return storedResultOf(await decodeArtifact(found.artifact, setup.payloadCodecs, context), setup.payloadConverter, context);
 }
 
 async function noteConflicts<T>(observer: Observer, fn: () => Promise<T>): Promise<T> {

@@ -1,4 +1,4 @@
-import { ApplicationFailure, RawValue, defaultPayloadConverter, type Payload, type PayloadCodec } from '@temporalio/common';
+import { ApplicationFailure, RawValue, defaultPayloadConverter, type Payload, type PayloadCodec, type PayloadConverter } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { Redis } from 'ioredis';
 import { FireOnceConfigError, FireOnceGuard, FireOncePlugin, fireOnce, fireOnceContext } from '../../src';
@@ -179,6 +179,26 @@ describe('production semantics (MockActivityEnvironment, real Redis)', () => {
     const err = await run(activities, 'job', ['s'], { payloadCodecs: [failing] }).catch((e: unknown) => e);
     expect((err as ApplicationFailure).type).toBe('FireOnceCorruptArtifact');
     expect(await count()).toBe(1);
+  });
+
+  it("fails with FireOnceCorruptArtifact, dispatching nothing and quoting nothing, when the worker's payload converter cannot read the artifact", async () => {
+    // A plain JSON converter (not a composite one), as a fleet mid-way through a converter change
+    // may run beside workers that stored the result with the SDK default.
+    const plainJson: PayloadConverter = {
+      toPayload: (value: unknown) => ({ metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from(JSON.stringify(value)) }),
+      fromPayload: <T>(payload: Payload) => JSON.parse(Buffer.from(payload.data ?? []).toString()) as T,
+    };
+    const stored = Buffer.from('api-key-SECRET-1234');
+    const activities = { job: fireOnce(async (s: string) => (await redis.incr(counterKey()), s === 's' ? new Uint8Array(stored) : s), { scope: ([s]) => s }) };
+    await run(activities, 'job', ['s']);
+    const artifact = await redis.getBuffer(guard.keys.artifact('s', 'job'));
+    const err = (await run(activities, 'job', ['s'], { payloadConverter: plainJson }).catch((e: unknown) => e)) as ApplicationFailure;
+    expect(err.type).toBe('FireOnceCorruptArtifact');
+    expect(err.nonRetryable).toBe(true);
+    expect(err.message).toMatch(/payload converter \(SyntaxError\)/);
+    expect(JSON.stringify([err.message, err.details, err.stack, (err.cause as Error | undefined)?.message])).not.toContain('SECRET');
+    expect(await count()).toBe(1);
+    expect(await redis.getBuffer(guard.keys.artifact('s', 'job'))).toEqual(artifact); // left as it was
   });
 
   it('delivers a result over maxArtifactBytes without storing it, and holds the lock instead', async () => {
