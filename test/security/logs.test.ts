@@ -96,8 +96,10 @@ describe('security: no payloads in logs or errors', () => {
   /** The secret and every raw lock token are absent; on failure, show where they leaked. */
   async function expectNothingLeaked() {
     const text = await observable();
-    const tokens = await Promise.all((await scanKeys(redis, `${prefix}:*:lock:*`)).map((key) => lockToken(redis, key)));
-    const leaks = [secret, ...tokens.filter((t): t is string => Boolean(t))].flatMap((needle) =>
+    const tokens = (await Promise.all((await scanKeys(redis, `${prefix}:v3:*:l:*`)).map((key) => lockToken(redis, key)))).filter((t): t is string =>
+      Boolean(t),
+    );
+    const leaks = [secret, ...tokens].flatMap((needle) =>
       text
         .split('\n')
         .filter((line) => line.includes(needle))
@@ -105,6 +107,7 @@ describe('security: no payloads in logs or errors', () => {
     );
     expect(leaks).toEqual([]);
     expect(logger.entries.length).toBeGreaterThan(0); // the guard did log, so the check has teeth
+    return tokens;
   }
 
   it('success path and fast-forward: no secret, no lock token', async () => {
@@ -156,7 +159,7 @@ describe('security: no payloads in logs or errors', () => {
     );
     expect((await run('job', args('s'))).error).toBeUndefined();
     expect(logger.text()).toMatch(/FireOnceArtifactTooLarge/);
-    await expectNothingLeaked();
+    expect(await expectNothingLeaked()).toHaveLength(1); // the held lock's token, searched for too
   });
 
   it('lease lost mid-dispatch (FireOnceLockLost): no secret, no lock token', async () => {
