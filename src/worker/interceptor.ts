@@ -8,6 +8,7 @@ import { checkKnownKeys } from '../core/options';
 import { ParkingLot } from '../core/parking';
 import type { WakeHub } from '../core/wake';
 import { checkActivityOptions, type FireOnceOptions } from './activity-options';
+import type { WorkerConverter } from './converter';
 import { toApplicationFailure } from './failures';
 import { fireOnceOptionsFor, isGuarded, markGuarded, markUnguarded } from './fire-once';
 import type { InterceptorSetup } from './guarded-call';
@@ -100,7 +101,7 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
   checkParts(config);
   const defaults = resolveActivityDefaults(config, WHERE);
   const parking = new ParkingLot(config.guard);
-  const setup: InterceptorSetup = {
+  let setup: InterceptorSetup = {
     guard: config.guard,
     defaults,
     payloadConverter: config.payloadConverter ?? defaultPayloadConverter,
@@ -139,7 +140,21 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
     return { inbound };
   };
   fireOnceFactories.add(factory);
+  converterSetters.set(factory, ({ payloadConverter, payloadCodecs }) => (setup = { ...setup, payloadConverter, payloadCodecs }));
   return factory;
+}
+
+/** How each factory's payload converter and codecs are replaced by those of the worker that runs it. */
+const converterSetters = new WeakMap<ActivityInterceptorsFactory, (converter: WorkerConverter) => void>();
+
+/**
+ * Give the fire-once interceptor among a worker's `factories` the payload converter and codecs the
+ * worker loaded. The plugin makes its interceptor in `configureWorker`, before the plugins listed
+ * after it may set the worker's `dataConverter`; what the worker runs with is known only once it
+ * runs, and results must be stored and returned through exactly that.
+ */
+export function useWorkerConverter(factories: readonly ActivityInterceptorsFactory[], converter: WorkerConverter): void {
+  for (const factory of factories) converterSetters.get(factory)?.(converter);
 }
 
 /** What each part the interceptor is handed must be, and a method that shows it is one. */

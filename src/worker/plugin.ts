@@ -11,7 +11,7 @@ import { isCluster } from '../core/scripts';
 import { WakeHub } from '../core/wake';
 import { loadWorkerConverter } from './converter';
 import { fireOnceActivityMap } from './fire-once';
-import { createFireOnceActivityInterceptor, isFireOnceInterceptor } from './interceptor';
+import { createFireOnceActivityInterceptor, isFireOnceInterceptor, useWorkerConverter } from './interceptor';
 import { ParkedWatch } from './parked-watch';
 import { guardOptionsOf, resolvePluginOptions, ttlWarnings, type FireOncePluginOptions, type ResolvedPluginOptions } from './options';
 import { checkPluginRedis } from './redis-check';
@@ -143,6 +143,9 @@ export class FireOncePlugin extends SimplePlugin {
   override async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
     this.runningWorkers++;
     try {
+      // The converter and codecs the worker loaded, a later plugin's included (configureWorker saw only the earlier ones').
+      const loaded = (worker as Partial<Worker>).options?.loadedDataConverter;
+      if (loaded !== undefined) useWorkerConverter(worker.options.interceptors.activity ?? [], loaded);
       await this.start();
       // A worker of a namespace the plugin had not seen when the first worker started: its
       // invalidations too, before it takes a task (the channels already subscribed are kept).

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection, Worker, type WorkerPlugin } from '@temporalio/worker';
 import type { Redis } from 'ioredis';
 import type { DataConverter } from '@temporalio/common';
 import { FireOncePlugin, fireOnce } from '../../src';
@@ -35,7 +35,12 @@ describe('payload converters and codecs on a real worker', () => {
   const plain = { payloadConverterPath: require.resolve('./fixtures/converters/money') };
   const composite = { payloadConverterPath: require.resolve('./fixtures/converters/composite') };
 
-  async function runScenario(localCache: boolean, dataConverter: DataConverter = plain, workflow: 'priceRun' | 'parkedPriceRun' = 'priceRun') {
+  async function runScenario(
+    localCache: boolean,
+    dataConverter: DataConverter = plain,
+    workflow: 'priceRun' | 'parkedPriceRun' = 'priceRun',
+    givenBy: 'worker options' | 'a later plugin' = 'worker options',
+  ) {
     const taskQueue = `fire-once-conv-${randomUUID()}`;
     const counter = `${prefix}:dispatches:${randomUUID()}`;
     const activities = {
@@ -51,8 +56,8 @@ describe('payload converters and codecs on a real worker', () => {
       taskQueue,
       workflowsPath: require.resolve('./fixtures/converters/workflows'),
       activities,
-      dataConverter,
-      plugins: [plugin],
+      // A plugin listed after the fire-once plugin may set the converter: the worker uses it.
+      ...(givenBy === 'worker options' ? { dataConverter, plugins: [plugin] } : { plugins: [plugin, dataConverterPlugin(dataConverter)] }),
     });
     const client = new Client({ connection, dataConverter });
     const scope = `session-${randomUUID()}`;
@@ -92,6 +97,13 @@ describe('payload converters and codecs on a real worker', () => {
     expect(stored.some((b) => b.includes('1234 EUR'))).toBe(false); // what the converter alone would store
   });
 
+  it('uses the converter and codec that a plugin listed after it sets, as the worker does: the Money itself, and the artifact encrypted at rest', async () => {
+    const { seen, dispatches, artifactKey } = await runScenario(false, { ...plain, payloadCodecs: [new AesGcmCodec()] }, 'priceRun', 'a later plugin');
+    expect(dispatches).toBe(1);
+    for (const s of seen) expect(s).toEqual({ isMoney: true, text: '12.34 EUR' });
+    expect((await storedBytes(artifactKey)).some((b) => b.includes('1234 EUR'))).toBe(false);
+  });
+
   it.each<[string, DataConverter]>([
     ['a plain PayloadConverter', plain],
     ['an AES-GCM codec', { ...composite, payloadCodecs: [new AesGcmCodec()] }],
@@ -101,6 +113,11 @@ describe('payload converters and codecs on a real worker', () => {
     expect(parked).toBe(1); // the run started while the job was in flight parked, and the commit completed it
     for (const s of seen) expect(s).toEqual({ isMoney: true, text: '12.34 EUR' });
   });
+
+  /** A worker plugin that sets the worker's data converter, as an encryption plugin may. */
+  function dataConverterPlugin(dataConverter: DataConverter): WorkerPlugin {
+    return { name: 'data-converter', configureWorker: (options) => ({ ...options, dataConverter }) };
+  }
 
   /** Every byte string stored at `key`, whatever its type (the storage layout is not this test's business). */
   async function storedBytes(key: string): Promise<Buffer[]> {
