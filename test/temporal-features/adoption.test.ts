@@ -112,6 +112,21 @@ describe('Temporal features: adopting and removing the plugin', () => {
     expect(changed).toBeInstanceOf(DeterminismViolationError);
   });
 
+  it('replay: a child whose commands depend on the scope it inherited replays with the plugin, not without it', async () => {
+    const fx = context();
+    const { ctx } = fx;
+    const scope = newScope('branch');
+    const child = await onWorker(fx, 'plugin', {}, async () => {
+      const handle = await ctx.start('scopeBranchParentRun', [scope]);
+      expect(await handle.result()).toBe(scope); // the child inherited it, so it started no timer
+      const childHandle = harness.client.workflow.getHandle(`${handle.workflowId}-child`);
+      return { workflowId: childHandle.workflowId, history: await childHandle.fetchHistory() };
+    });
+    expect(await replay(pluginReplay(ctx), [child])).toEqual([undefined]);
+    // Without the plugin the inherited scope is undefined, the code starts a timer the history lacks.
+    expect((await replay({ workflowsPath }, [child]))[0]).toBeInstanceOf(DeterminismViolationError);
+  });
+
   it('an open workflow adopted mid-flight: what it schedules after adoption is guarded', async () => {
     const fx = context();
     const { ctx } = fx;
