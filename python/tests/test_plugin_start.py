@@ -101,3 +101,20 @@ async def test_workers_starting_together_share_a_refusal_and_the_next_start_chec
             pass
         again = await _policy_reads(admin)
     assert refused[0] - before[0] == 1 and again[0] - refused[0] == 1
+
+
+async def test_a_worker_refused_at_start_inside_async_with_raises_the_refusal_and_does_not_hang(temporal_env: Any, prefix: str) -> None:
+    """``async with Worker(...)`` waits in its exit for the worker's shutdown, which the SDK marks
+    complete only once the worker ran: a start the plugin refuses must mark it too, or the exit
+    waits for ever (as a refused ``run()`` never did)."""
+    async with _servers() as (admin, guard):
+        await admin.config_set("maxmemory-policy", "allkeys-lru")
+        plugin = FireOncePlugin(guard, key_prefix=prefix)
+        worker = _workers(temporal_env, plugin, guard, prefix)[0]
+
+        async def enter_and_wait() -> None:
+            async with worker:
+                await asyncio.sleep(30)  # cancelled by the refusal, as the SDK cancels the body on a fatal start error
+
+        with pytest.raises(FireOnceConfigError, match="has maxmemory-policy allkeys-lru"):
+            await asyncio.wait_for(enter_and_wait(), timeout=20)

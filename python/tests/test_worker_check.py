@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 
 import pytest
 import redis
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from temporal_fire_once.core import (
     Acquired,
@@ -84,6 +84,19 @@ async def test_the_documented_worker_user_granted_select_starts_in_its_database_
         admin.execute_command("ACL", "SETUSER", user, *(substitutes.get(rule, rule) for rule in line.split(" ")[3:]), "+select")
     url = urlparse(redis_url)
     assert await _start(f"redis://{user}:pw@{url.netloc}/3", connect, prefix=prefix) == (None, 1)
+
+
+async def test_a_cluster_client_of_a_server_not_in_cluster_mode_is_refused_typed_naming_it(redis_url: str) -> None:
+    client: RedisCluster = RedisCluster.from_url(redis_url)
+    try:
+        with pytest.raises(FireOnceConfigError) as refused:
+            await check_worker_redis(client, allow_evicting_redis=True)
+    finally:
+        await client.aclose()
+    assert refused.value.message == (
+        f"the client is a RedisCluster, but Redis at {urlparse(redis_url).netloc} is not in cluster mode (it refuses CLUSTER SLOTS): "
+        "give the plugin a redis.asyncio.Redis"
+    )
 
 
 @pytest.mark.parametrize("allow_evicting_redis", [False, True])

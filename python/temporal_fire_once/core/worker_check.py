@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from redis.asyncio import RedisCluster
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
 
 from .errors import FireOnceConfigError, FireOnceStoreUnavailable
 from .eviction import EvictionPolicy, check_eviction_policy, check_start_arguments, primaries
@@ -33,12 +33,23 @@ async def check_worker_redis(redis: RedisClient, *, allow_evicting_redis: bool =
         guard = FireOnceGuard(redis)
     """
     check_start_arguments(redis, allow_evicting_redis, timeout_ms)
-    # The database first: redis-py selects it on each new connection, and a refusal fails every
-    # command after, which the other checks would blame on what they read.
-    await check_selected_database(redis, timeout_ms)
-    # Then a sentinel: it has no eviction policy to read, and that check would blame that instead.
-    await refuse_sentinel_client(redis, timeout_ms)
-    return await check_eviction_policy(redis, allow_evicting_redis=allow_evicting_redis, timeout_ms=timeout_ms)
+    try:
+        # The database first: redis-py selects it on each new connection, and a refusal fails every
+        # command after, which the other checks would blame on what they read.
+        await check_selected_database(redis, timeout_ms)
+        # Then a sentinel: it has no eviction policy to read, and that check would blame that instead.
+        await refuse_sentinel_client(redis, timeout_ms)
+        return await check_eviction_policy(redis, allow_evicting_redis=allow_evicting_redis, timeout_ms=timeout_ms)
+    except RedisClusterException as err:
+        # redis-py's own exception (no RedisError), raised as the client first reads the slots.
+        if not isinstance(redis, RedisCluster) or _NOT_A_CLUSTER not in str(err):
+            raise
+        nodes = ", ".join(redis.nodes_manager.startup_nodes)
+        raise FireOnceConfigError(f"the client is a RedisCluster, but Redis at {nodes} is not in cluster mode (it refuses CLUSTER SLOTS): give the plugin a redis.asyncio.Redis") from err
+
+
+# What redis-py's RedisCluster says when the node it asks for the slots is no Cluster node.
+_NOT_A_CLUSTER = "Cluster mode is not enabled"
 
 
 async def check_selected_database(redis: RedisClient, timeout_ms: int) -> None:

@@ -158,8 +158,12 @@ class FireOncePlugin(SimplePlugin):
         self._running += 1
         ran = False  # a worker refused at start logged nothing, and may be a stand-in
         try:
-            await self._check_redis()
-            await self.guard.claim_protocol()
+            try:
+                await self._check_redis()
+                await self.guard.claim_protocol()
+            except BaseException:
+                _mark_never_started(worker)
+                raise
             ran = True
             await next(worker)
         finally:
@@ -194,6 +198,16 @@ class FireOncePlugin(SimplePlugin):
         if check.cancelled() or check.exception() is not None:  # exception() also marks it retrieved
             if self._redis_check is check:
                 self._redis_check = None
+
+
+def _mark_never_started(worker: Worker) -> None:
+    """Mark a worker refused before it started as shut down, as the SDK marks one whose own start
+    check fails (``Worker._run``): ``shutdown()``, and so ``async with Worker``'s exit, wait for that
+    mark, which only a worker that ran sets, and would wait for ever. The SDK gives a plugin no
+    public way to set it; a stand-in without it is left as it is."""
+    event = getattr(worker, "_shutdown_complete_event", None)
+    if isinstance(event, asyncio.Event):
+        event.set()
 
 
 def _pass_through(runner: WorkflowRunner | None) -> WorkflowRunner:
