@@ -18,7 +18,7 @@ export async function checkSelectedDatabase(redis: RedisClient, timeoutMs: numbe
   if (isCluster(redis)) return;
   const db = selectedDatabase(redis);
   if (!db) return;
-  const refusal = await withinTimeout(timeoutMs, { what: `database ${db} was selected`, noun: `database ${db}` }, () =>
+  const refusal = await withinTimeout(redis, timeoutMs, { what: `database ${db} was selected`, noun: `database ${db}` }, () =>
     redis.select(db).then(
       () => undefined,
       (err: unknown) => {

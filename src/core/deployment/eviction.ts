@@ -87,7 +87,7 @@ export function resolveEvictionCheck(where: string, redis: unknown, options: unk
  * ```
  */
 export async function readEvictionPolicies(redis: RedisClient, timeoutMs = 5_000): Promise<EvictionPolicy[]> {
-  return withinTimeout(timeoutMs, { what: 'its eviction policy was read', noun: "Redis's eviction policy" }, async () => {
+  return withinTimeout(redis, timeoutMs, { what: 'its eviction policy was read', noun: "Redis's eviction policy" }, async () => {
     const primaries = await primariesOf(redis);
     return Promise.all(
       primaries.map(async ({ address, client }): Promise<EvictionPolicy> => {

@@ -53,7 +53,9 @@ export function describeMasters(masters: readonly MonitoredMaster[]): string {
  */
 export async function refuseSentinelClient(redis: RedisClient, timeoutMs: number): Promise<void> {
   if (isCluster(redis) || (redis.options.sentinels?.length ?? 0) > 0) return;
-  const masters = await withinTimeout(timeoutMs, { what: 'its role was read', noun: "Redis's role" }, () => sentinelMasters(redis));
+  const masters = await withinTimeout(redis, timeoutMs, { what: 'the start checks asked whether it is a Sentinel', noun: "Redis's role" }, () =>
+    sentinelMasters(redis),
+  );
   if (masters === undefined) return;
   throw new FireOnceConfigError(
     `Redis at ${addressOf(redis)} is a Sentinel, which holds no keys and runs no scripts: give ioredis the sentinels and the master's name ` +
