@@ -1,5 +1,5 @@
 import { SimplePlugin } from '@temporalio/plugin';
-import { Runtime, type Worker, type WorkerOptions } from '@temporalio/worker';
+import { Runtime, type BundleOptions, type Worker, type WorkerOptions } from '@temporalio/worker';
 import { ArtifactCache } from '../core/artifact-cache';
 import { DispatchLog, redisTimeMicros } from '../core/dispatch-log';
 import { FireOnceConfigError } from '../core/errors';
@@ -9,6 +9,7 @@ import { ParkingLot } from '../core/parking';
 import { claimProtocol } from '../core/protocol';
 import { isCluster } from '../core/scripts';
 import { WakeHub } from '../core/wake';
+import { refuseWorkerEntries } from './bundle-check';
 import { loadWorkerConverter } from './converter';
 import { fireOnceActivityMap } from './fire-once';
 import { createFireOnceActivityInterceptor, isFireOnceInterceptor, useWorkerConverter } from './interceptor';
@@ -96,6 +97,13 @@ export class FireOncePlugin extends SimplePlugin {
     this.cache = resolved.localCache ? new ArtifactCache(resolved.localCache) : undefined;
     this.dispatchLog = resolved.dispatchLog ? new DispatchLog(resolved.redis, this.guard.keys, resolved.dispatchLogMaxLen) : undefined;
     for (const warning of ttlWarnings(resolved)) process.emitWarning(warning, { code: 'FIRE_ONCE_TTL' });
+  }
+
+  /** Adds the workflow interceptor module, and refuses workflow code that imports the worker side. */
+  override configureBundler(options: BundleOptions): BundleOptions {
+    const configured = super.configureBundler(options);
+    const hook = configured.webpackConfigHook;
+    return { ...configured, webpackConfigHook: (config) => refuseWorkerEntries(hook ? hook(config) : config) };
   }
 
   /** Adds the interceptors; guarded activities are found by name among `options.activities`. */

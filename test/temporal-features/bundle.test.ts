@@ -57,4 +57,28 @@ describe('Temporal features: a prebuilt workflow bundle', () => {
       expect((activity?.cause as ApplicationFailure).type).toBe('FireOnceMissingScope');
       expect(await ctx.count('dispatchJob', scope)).toBe(0);
     }));
+
+  it.each(['temporal-fire-once', 'temporal-fire-once/core'])(
+    "workflow code that imports '%s', the worker side, fails the bundle naming the import and 'temporal-fire-once/workflow'",
+    async (entry) => {
+      // Beside the repository's node_modules, so that everything else the file imports resolves.
+      const own = mkdtempSync(join(__dirname, 'fixtures', '.wrong-entry-'));
+      try {
+        const workflowsPath = join(own, 'workflows.ts');
+        writeFileSync(
+          workflowsPath,
+          `import * as fireOnce from '${entry}';\nexport async function wrongEntry(): Promise<number> { return Object.keys(fireOnce).length; }\n`,
+        );
+        const logged: string[] = [];
+        const logger = new DefaultLogger('ERROR', ({ message }) => void logged.push(message));
+        const plugin = new FireOncePlugin({ redis: harness.redis });
+        await expect(bundleWorkflowCode({ workflowsPath, plugins: [plugin], logger })).rejects.toThrow(/Webpack finished with errors/);
+        expect(logged.join('\n')).toContain(
+          `workflows.ts imports '${entry}', the worker side of temporal-fire-once, which needs Node and Redis: workflow code imports setDispatchScope and getDispatchScope from 'temporal-fire-once/workflow'`,
+        );
+      } finally {
+        rmSync(own, { recursive: true, force: true });
+      }
+    },
+  );
 });
