@@ -153,7 +153,7 @@ export class FireOncePlugin extends SimplePlugin {
     try {
       // The converter and codecs the worker loaded, a later plugin's included (configureWorker saw only the earlier ones').
       const loaded = (worker as Partial<Worker>).options?.loadedDataConverter;
-      if (loaded !== undefined) useWorkerConverter(worker.options.interceptors.activity ?? [], loaded);
+      if (loaded !== undefined) useWorkerConverter(worker.options.interceptors?.activity ?? [], loaded);
       await this.start();
       // A worker of a namespace the plugin had not seen when the first worker started: its
       // invalidations too, before it takes a task (the channels already subscribed are kept).

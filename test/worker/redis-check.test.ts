@@ -107,6 +107,10 @@ describe('FireOncePlugin refuses an evicting Redis at worker start', () => {
     await new FireOncePlugin({ redis: client(safe.url), allowEvictingRedis: true }).runWorker({} as Worker, next);
     expect(next).toHaveBeenCalledTimes(2);
     expect(warn).not.toHaveBeenCalled();
+    // A stand-in another plugin or a test hands on, with a loaded converter but no interceptors.
+    const standIn = { options: { loadedDataConverter: { payloadConverter: {}, payloadCodecs: [] } } } as unknown as Worker;
+    await new FireOncePlugin({ redis: client(safe.url) }).runWorker(standIn, next);
+    expect(next).toHaveBeenCalledTimes(3);
   });
 
   it('a client naming a database the server does not have: runWorker rejects with FireOnceConfigError, where ioredis went on in database 0', async () => {
