@@ -16,7 +16,7 @@ from temporalio.worker import Worker
 
 from temporal_fire_once import FireOnceConfigError, FireOnceKeys, FireOncePlugin
 
-from .conftest import collect_garbage, redis_server
+from .conftest import collect_garbage, redis_server, until
 from .pyactivities import make_activities
 from .pyworkflows import GuardedCall
 
@@ -118,3 +118,22 @@ async def test_a_worker_refused_at_start_inside_async_with_raises_the_refusal_an
 
         with pytest.raises(FireOnceConfigError, match="has maxmemory-policy allkeys-lru"):
             await asyncio.wait_for(enter_and_wait(), timeout=20)
+
+
+async def test_a_worker_refused_at_start_and_run_again_once_redis_is_fixed_runs_and_its_shutdown_waits_for_it(temporal_env: Any, prefix: str) -> None:
+    """The mark a refused start leaves (so that ``async with`` can end) is taken back when the same
+    worker is run again: otherwise it runs while ``is_shutdown`` says it stopped, and ``shutdown()``
+    returns at once, before its activities end."""
+    async with _servers() as (admin, guard):
+        await admin.config_set("maxmemory-policy", "allkeys-lru")
+        plugin = FireOncePlugin(guard, key_prefix=prefix)
+        worker = _workers(temporal_env, plugin, guard, prefix)[0]
+        with pytest.raises(FireOnceConfigError, match="has maxmemory-policy allkeys-lru"):
+            await worker.run()
+        await admin.config_set("maxmemory-policy", "noeviction")
+        run = asyncio.ensure_future(worker.run())
+        await until(lambda: worker.is_running, "the worker runs")
+        assert not worker.is_shutdown
+        await asyncio.wait_for(worker.shutdown(), timeout=20)
+        assert run.done()
+        await run

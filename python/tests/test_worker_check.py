@@ -94,8 +94,8 @@ async def test_a_cluster_client_of_a_server_not_in_cluster_mode_is_refused_typed
     finally:
         await client.aclose()
     assert refused.value.message == (
-        f"the client is a RedisCluster, but Redis at {urlparse(redis_url).netloc} is not in cluster mode (it refuses CLUSTER SLOTS): "
-        "give the plugin a redis.asyncio.Redis"
+        f"the client is a RedisCluster, but Redis at {urlparse(redis_url).netloc} refuses CLUSTER SLOTS: it is not in cluster mode (give the plugin a "
+        "redis.asyncio.Redis), or the user may not run it (grant +cluster|slots, as docs/reliability.md's Cluster line does)"
     )
 
 

@@ -41,11 +41,15 @@ async def check_worker_redis(redis: RedisClient, *, allow_evicting_redis: bool =
         await refuse_sentinel_client(redis, timeout_ms)
         return await check_eviction_policy(redis, allow_evicting_redis=allow_evicting_redis, timeout_ms=timeout_ms)
     except RedisClusterException as err:
-        # redis-py's own exception (no RedisError), raised as the client first reads the slots.
+        # redis-py's own exception (no RedisError), raised as the client first reads the slots; it says
+        # the same of any error CLUSTER SLOTS answers, a NOPERM included.
         if not isinstance(redis, RedisCluster) or _NOT_A_CLUSTER not in str(err):
             raise
         nodes = ", ".join(redis.nodes_manager.startup_nodes)
-        raise FireOnceConfigError(f"the client is a RedisCluster, but Redis at {nodes} is not in cluster mode (it refuses CLUSTER SLOTS): give the plugin a redis.asyncio.Redis") from err
+        raise FireOnceConfigError(
+            f"the client is a RedisCluster, but Redis at {nodes} refuses CLUSTER SLOTS: it is not in cluster mode (give the plugin a "
+            "redis.asyncio.Redis), or the user may not run it (grant +cluster|slots, as docs/reliability.md's Cluster line does)"
+        ) from err
 
 
 # What redis-py's RedisCluster says when the node it asks for the slots is no Cluster node.

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import logging
 import warnings
+import weakref
 from typing import Awaitable, Callable
 
 from temporalio.plugin import SimplePlugin
@@ -155,6 +156,7 @@ class FireOncePlugin(SimplePlugin):
         be closed once ``async with Worker`` has exited or ``run()`` has returned; close the wake
         hub once no worker of this plugin runs: several may share it. A ``Replayer`` does none of
         this (``SimplePlugin.run_replayer`` only replays)."""
+        _unmark_never_started(worker)  # refused before, and run again
         self._running += 1
         ran = False  # a worker refused at start logged nothing, and may be a stand-in
         try:
@@ -208,6 +210,19 @@ def _mark_never_started(worker: Worker) -> None:
     event = getattr(worker, "_shutdown_complete_event", None)
     if isinstance(event, asyncio.Event):
         event.set()
+        _marked.add(worker)
+
+
+def _unmark_never_started(worker: Worker) -> None:
+    """Take the mark back from a worker refused before and run again, so that its ``shutdown()``
+    waits for the run again."""
+    if worker in _marked:
+        _marked.discard(worker)
+        getattr(worker, "_shutdown_complete_event").clear()
+
+
+# The workers _mark_never_started marked, until they are run again.
+_marked: weakref.WeakSet[Worker] = weakref.WeakSet()
 
 
 def _pass_through(runner: WorkflowRunner | None) -> WorkflowRunner:
