@@ -73,7 +73,9 @@ export function setDispatchScope(scope: string): void {
 }
 
 /**
- * The dispatch scope set in this workflow, or `undefined`.
+ * The dispatch scope set in (or inherited by) this workflow, or `undefined`. Outside a workflow it
+ * throws the non-retryable `FireOnceConfigError`, as `setDispatchScope` does: a guarded activity
+ * reads its scope from `fireOnceContext().scope`.
  *
  * @example
  * ```ts
@@ -85,5 +87,10 @@ export function setDispatchScope(scope: string): void {
  * ```
  */
 export function getDispatchScope(): string | undefined {
+  if (!inWorkflowContext()) {
+    // The process's own global holds no workflow's scope: `undefined` here would read as "none set".
+    const message = "getDispatchScope() must be called in a workflow: a guarded activity's dispatch reads its scope from fireOnceContext().scope";
+    throw ApplicationFailure.create({ type: 'FireOnceConfigError', message, nonRetryable: true });
+  }
   return (globalThis as ScopeHolder)[SLOT];
 }
