@@ -287,9 +287,27 @@ async def test_the_eviction_check_reads_info_first_and_refuses_a_policy_it_canno
         assert (allowed.policy, allowed.safe) == ("volatile-lru", False)
         for conn in (admin, info_only, blind):
             await conn.aclose()
-    dead = Redis(port=free_port(), socket_connect_timeout=0.5)
-    with pytest.raises(FireOnceStoreUnavailable, match="Redis did not answer within 1000 ms while its eviction policy was read"):
-        await check_eviction_policy(dead, timeout_ms=1_000)
+    await dead_redis_is_named(check_eviction_policy, "its eviction policy was read")
+
+
+async def test_every_start_check_that_times_out_names_the_node_it_asked() -> None:
+    from temporal_fire_once.core.sentinel import refuse_sentinel_client
+    from temporal_fire_once.core.worker_check import check_selected_database
+
+    await dead_redis_is_named(refuse_sentinel_client, "the start checks asked whether it is a Sentinel")
+    await dead_redis_is_named(check_selected_database, "database 3 was selected", db=3)
+
+
+async def dead_redis_is_named(check: Callable[..., Awaitable[object]], while_: str, db: int = 0) -> None:
+    """``check`` of a Redis that never answers names its address, not only "Redis"."""
+    from temporal_fire_once.core import FireOnceStoreUnavailable
+
+    from .conftest import free_port
+
+    port = free_port()
+    dead = Redis(port=port, db=db, socket_connect_timeout=0.5)
+    with pytest.raises(FireOnceStoreUnavailable, match=rf"^Redis at localhost:{port} did not answer within 1000 ms while {re.escape(while_)}$"):
+        await check(dead, timeout_ms=1_000)
     await dead.aclose()
 
 

@@ -51,7 +51,7 @@ async def read_eviction_policies(redis: RedisClient, timeout_ms: int = 5_000) ->
         async with asyncio.timeout(timeout_ms / 1000):
             return list(await asyncio.gather(*(_read_policy(redis, address, target) for address, target in await primaries(redis))))
     except TimeoutError as err:
-        raise FireOnceStoreUnavailable(f"Redis did not answer within {timeout_ms} ms while its eviction policy was read") from err
+        raise not_answered(redis, timeout_ms, "its eviction policy was read") from err
     except (RedisError, OSError) as err:
         reply = replied(err)
         if reply.startswith(("WRONGPASS", "NOAUTH", "ERR invalid password")):  # the last: Redis 5
@@ -114,6 +114,18 @@ def describe_eviction_risk(unsafe: list[EvictionPolicy]) -> str:
     )
 
 
+def not_answered(redis: RedisClient, timeout_ms: int, while_: str) -> FireOnceStoreUnavailable:
+    """``FireOnceStoreUnavailable`` "Redis at <address> did not answer within … ms while …", for a
+    start check that timed out: it names the node from the client's own settings, asking nothing."""
+    if isinstance(redis, RedisCluster):
+        where = "The Redis Cluster"
+    elif isinstance(redis.connection_pool, SentinelConnectionPool):
+        where = f'The master "{redis.connection_pool.service_name}" of Sentinel'
+    else:
+        where = f"Redis at {_address(redis.connection_pool.connection_kwargs)}"
+    return FireOnceStoreUnavailable(f"{where} did not answer within {timeout_ms} ms while {while_}")
+
+
 async def primaries(redis: RedisClient) -> list[tuple[str, dict[str, Any]]]:
     """Each node whose settings decide what happens to the guard's keys, with the arguments that
     send a command to it alone: the one node of a ``Redis``, or every master of a Cluster. The
@@ -124,8 +136,12 @@ async def primaries(redis: RedisClient) -> list[tuple[str, dict[str, Any]]]:
     pool = redis.connection_pool
     if isinstance(pool, SentinelConnectionPool):
         return [(f'the master "{pool.service_name}" of Sentinel', {})]
-    kwargs = pool.connection_kwargs
-    return [(str(kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"), {})]
+    return [(_address(pool.connection_kwargs), {})]
+
+
+def _address(kwargs: dict[str, Any]) -> str:
+    """``host:port`` (or the socket path) of a plain client's connection settings."""
+    return str(kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}")
 
 
 async def _read_policy(redis: RedisClient, address: str, target: dict[str, Any]) -> EvictionPolicy:

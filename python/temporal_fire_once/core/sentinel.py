@@ -14,7 +14,7 @@ from redis.asyncio.sentinel import SentinelConnectionPool
 from redis.exceptions import RedisError
 
 from .errors import FireOnceConfigError, FireOnceStoreUnavailable
-from .eviction import primaries
+from .eviction import not_answered, primaries
 from .scripts import RedisClient
 from .store_calls import replied
 
@@ -66,7 +66,7 @@ async def refuse_sentinel_client(redis: RedisClient, timeout_ms: int) -> None:
         async with asyncio.timeout(timeout_ms / 1000):
             masters = await sentinel_masters(redis)
     except TimeoutError as err:
-        raise FireOnceStoreUnavailable(f"Redis did not answer within {timeout_ms} ms while its role was read") from err
+        raise not_answered(redis, timeout_ms, "the start checks asked whether it is a Sentinel") from err
     except OSError as err:
         raise FireOnceStoreUnavailable(f"could not read Redis's role: {replied(err)}") from err
     if masters is None:

@@ -10,7 +10,7 @@ from redis.asyncio import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
 
 from .errors import FireOnceConfigError, FireOnceStoreUnavailable
-from .eviction import EvictionPolicy, check_eviction_policy, check_start_arguments, primaries
+from .eviction import EvictionPolicy, check_eviction_policy, check_start_arguments, not_answered, primaries
 from .scripts import RedisClient
 from .sentinel import refuse_sentinel_client
 from .store_calls import replied
@@ -71,7 +71,7 @@ async def check_selected_database(redis: RedisClient, timeout_ms: int) -> None:
         async with asyncio.timeout(timeout_ms / 1000):
             await redis.time()
     except TimeoutError as err:
-        raise FireOnceStoreUnavailable(f"Redis did not answer within {timeout_ms} ms while database {db} was selected") from err
+        raise not_answered(redis, timeout_ms, f"database {db} was selected") from err
     except ResponseError as err:
         (address, _), *_ = await primaries(redis)
         raise FireOnceConfigError(
