@@ -1,4 +1,4 @@
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import ts from 'typescript';
 
@@ -8,10 +8,10 @@ import ts from 'typescript';
 const ROOT = join(__dirname, '..', '..');
 const ENTRIES = { 'temporal-fire-once': 'src/index.ts', 'temporal-fire-once/core': 'src/core.ts', 'temporal-fire-once/workflow': 'src/workflow/index.ts' };
 
-function program(files: string[], paths: Record<string, string[]> = {}): ts.Program {
+function program(files: string[], paths: Record<string, string[]> = {}, module = ts.ModuleKind.CommonJS): ts.Program {
   return ts.createProgram(files, {
     target: ts.ScriptTarget.ES2022,
-    module: ts.ModuleKind.CommonJS,
+    module,
     moduleResolution: ts.ModuleResolutionKind.Node10,
     lib: ['lib.es2022.d.ts', 'lib.es2024.string.d.ts', 'lib.esnext.decorators.d.ts'],
     strict: true,
@@ -77,12 +77,59 @@ describe('public API documentation', () => {
       });
     }
     expect(files.length).toBeGreaterThan(10);
-    const paths = Object.fromEntries(Object.entries(ENTRIES).map(([name, file]) => [name, [file]]));
-    const diagnostics = ts.getPreEmitDiagnostics(program(files, paths)).filter((d) => d.file && d.file.fileName.startsWith(dir));
-    const messages = diagnostics.map((d) => {
-      const { line } = d.file!.getLineAndCharacterOfPosition(d.start ?? 0);
-      return `${relative(dir, d.file!.fileName)}:${line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`;
-    });
-    expect(messages).toEqual([]);
+    expect(typeErrors(dir, files)).toEqual([]);
+  });
+
+  // The README's and the docs' TypeScript blocks are what users paste: each type-checks as a module
+  // of its own (top-level await allowed), against the real source. What a block leaves to the
+  // reader (its activities, your Redis client, your store) is declared once in SNIPPET_GLOBALS; a
+  // block whose first line is a file name (`// worker.ts`) is written under that name, so the
+  // README's workflows.ts imports the types of its worker.ts.
+  it('every TypeScript block of README.md and docs/ type-checks against the source', () => {
+    const dir = join(ROOT, '.tmp', 'snippets');
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'globals.d.ts'), SNIPPET_GLOBALS);
+    const files = [join(dir, 'globals.d.ts')];
+    const docsFiles = ['README.md', ...readdirSync(join(ROOT, 'docs')).map((f) => `docs/${f}`)].filter((f) => f.endsWith('.md'));
+    for (const doc of docsFiles) {
+      [...readFileSync(join(ROOT, doc), 'utf8').matchAll(/^```(?:ts|typescript)\n([\s\S]*?)^```$/gm)].forEach((block, i) => {
+        const named = /^\/\/ ([\w-]+)\.ts\n/.exec(block[1]);
+        const out = join(dir, named ? `${named[1]}.ts` : `${doc.replace(/[/.]/g, '_')}_${i + 1}.ts`);
+        writeFileSync(out, `${block[1]}\nexport {};\n`);
+        files.push(out);
+      });
+    }
+    expect(files.length).toBeGreaterThan(10);
+    expect(typeErrors(dir, files, ts.ModuleKind.ES2022)).toEqual([]);
   });
 });
+
+const SNIPPET_GLOBALS = `
+declare function callTheSlowModel(sessionId: string): Promise<string>;
+declare function sendPush(text: string): Promise<void>;
+declare const temporalAddress: string;
+declare const apiKey: string;
+declare const namespace: string;
+declare const workflowsPath: string;
+declare const activities: Record<string, (...args: never[]) => Promise<unknown>>;
+declare const redis: import('ioredis').Redis;
+declare const plugin: import('temporal-fire-once').FireOncePlugin;
+declare const fireOnce: typeof import('temporal-fire-once').fireOnce;
+declare const fireOnceContext: typeof import('temporal-fire-once').fireOnceContext;
+declare const bundleWorkflowCode: typeof import('@temporalio/worker').bundleWorkflowCode;
+interface Doc { readonly id: string }
+interface Report { readonly id: string }
+declare const reports: { build(id: string): Promise<Report> };
+declare const store: { put(doc: Doc, options: { fencingToken: number; signal: AbortSignal }): Promise<void> };
+`;
+
+/** The type errors of `files` (modules under `dir`, importing the package by its own names). */
+function typeErrors(dir: string, files: string[], module?: ts.ModuleKind): string[] {
+  const paths = Object.fromEntries(Object.entries(ENTRIES).map(([name, file]) => [name, [file]]));
+  const diagnostics = ts.getPreEmitDiagnostics(program(files, paths, module)).filter((d) => d.file && d.file.fileName.startsWith(dir));
+  return diagnostics.map((d) => {
+    const { line } = d.file!.getLineAndCharacterOfPosition(d.start ?? 0);
+    return `${relative(dir, d.file!.fileName)}:${line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`;
+  });
+}
