@@ -94,9 +94,8 @@ function markFireOnce<F extends AnyFunction>(fn: F, options: FireOnceOptions): F
           ? `the fire-once function ${JSON.stringify(fn.name || 'anonymous')} was called inside activity ${JSON.stringify(ctx.info.activityType)}, which is not marked fire-once: ` +
               'a guard runs around the activity a workflow schedules, so call it from the workflow, or mark that activity itself. Refusing to dispatch unguarded'
           : seen === 'unlisted'
-            ? `${activity} the fire-once interceptor of this worker did not find it among the worker's activities when the worker was configured: ` +
-              'a plugin listed after FireOncePlugin (or given to the NativeConnection) added it; list FireOncePlugin after that plugin, ' +
-              'or give the activity in WorkerOptions.activities. Refusing to dispatch unguarded'
+            ? `${activity} the fire-once interceptor of this worker was not given it: build the interceptor's map with fireOnceActivityMap ` +
+              "from every activity the worker registers, a plugin's included (FireOncePlugin reads them as the worker runs). Refusing to dispatch unguarded"
             : `${activity} this worker has no FireOncePlugin (or fire-once activity interceptor): refusing to dispatch unguarded`,
         { activityType: ctx.info.activityType },
       );

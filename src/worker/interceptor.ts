@@ -101,6 +101,7 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
   checkParts(config);
   const defaults = resolveActivityDefaults(config, WHERE);
   const parking = new ParkingLot(config.guard);
+  let activities: ReadonlyMap<string, FireOnceOptions> = config.activities;
   let setup: InterceptorSetup = {
     guard: config.guard,
     defaults,
@@ -114,9 +115,9 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
     workerStopping: config.workerStopping,
   };
   const factory: ActivityInterceptorsFactory = (ctx) => {
-    const options = fireOnceOptionsFor(config.activities, ctx.info.activityType);
+    const options = fireOnceOptionsFor(activities, ctx.info.activityType);
     if (options === undefined) {
-      markUnguarded(ctx, config.activities); // so that a fire-once function called in it says why it is refused
+      markUnguarded(ctx, activities); // so that a fire-once function called in it says why it is refused
       return {};
     }
     const inbound: ActivityInboundCallsInterceptor = {
@@ -140,21 +141,32 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
     return { inbound };
   };
   fireOnceFactories.add(factory);
-  converterSetters.set(factory, ({ payloadConverter, payloadCodecs }) => (setup = { ...setup, payloadConverter, payloadCodecs }));
+  workerSetters.set(factory, (worker) => {
+    activities = worker.activities ?? activities;
+    setup = { ...setup, payloadConverter: worker.converter.payloadConverter, payloadCodecs: worker.converter.payloadCodecs };
+  });
   return factory;
 }
 
-/** How each factory's payload converter and codecs are replaced by those of the worker that runs it. */
-const converterSetters = new WeakMap<ActivityInterceptorsFactory, (converter: WorkerConverter) => void>();
+/** What a worker runs with, known only once it runs: its activities and its converter. */
+export interface RunningWorker {
+  /** The guarded ones among them (`fireOnceActivityMap`); `undefined` keeps the map the interceptor was made with. */
+  readonly activities: ReadonlyMap<string, FireOnceOptions> | undefined;
+  readonly converter: WorkerConverter;
+}
+
+/** How each factory's activity map, payload converter and codecs are replaced by those of the worker that runs it. */
+const workerSetters = new WeakMap<ActivityInterceptorsFactory, (worker: RunningWorker) => void>();
 
 /**
- * Give the fire-once interceptor among a worker's `factories` the payload converter and codecs the
- * worker loaded. The plugin makes its interceptor in `configureWorker`, before the plugins listed
- * after it may set the worker's `dataConverter`; what the worker runs with is known only once it
- * runs, and results must be stored and returned through exactly that.
+ * Give the fire-once interceptor among a worker's `factories` the guarded activities and the
+ * payload converter and codecs the worker runs with. The plugin makes its interceptor in
+ * `configureWorker`, before the plugins listed after it may add activities or set the worker's
+ * `dataConverter`: those are known only once the worker runs, and every guarded activity must be
+ * guarded, and every result stored and returned, through exactly those.
  */
-export function useWorkerConverter(factories: readonly ActivityInterceptorsFactory[], converter: WorkerConverter): void {
-  for (const factory of factories) converterSetters.get(factory)?.(converter);
+export function useRunningWorker(factories: readonly ActivityInterceptorsFactory[], worker: RunningWorker): void {
+  for (const factory of factories) workerSetters.get(factory)?.(worker);
 }
 
 /** What each part the interceptor is handed must be, and a method that shows it is one. */

@@ -12,7 +12,7 @@ import { WakeHub } from '../core/wake';
 import { refuseWorkerEntries } from './bundle-check';
 import { loadWorkerConverter } from './converter';
 import { fireOnceActivityMap } from './fire-once';
-import { createFireOnceActivityInterceptor, isFireOnceInterceptor, useWorkerConverter } from './interceptor';
+import { createFireOnceActivityInterceptor, isFireOnceInterceptor, useRunningWorker } from './interceptor';
 import { ParkedWatch } from './parked-watch';
 import { guardOptionsOf, resolvePluginOptions, ttlWarnings, type FireOncePluginOptions, type ResolvedPluginOptions } from './options';
 import { checkPluginRedis } from './redis-check';
@@ -151,9 +151,12 @@ export class FireOncePlugin extends SimplePlugin {
   override async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
     this.runningWorkers++;
     try {
-      // The converter and codecs the worker loaded, a later plugin's included (configureWorker saw only the earlier ones').
-      const loaded = (worker as Partial<Worker>).options?.loadedDataConverter;
-      if (loaded !== undefined) useWorkerConverter(worker.options.interceptors?.activity ?? [], loaded);
+      // The activities and converter the worker runs with, a later plugin's included (configureWorker saw only the earlier ones').
+      const options = (worker as Partial<Worker>).options;
+      if (options?.loadedDataConverter !== undefined) {
+        const activities = options.activities instanceof Map ? fireOnceActivityMap(Object.fromEntries(options.activities)) : undefined;
+        useRunningWorker(options.interceptors?.activity ?? [], { activities, converter: options.loadedDataConverter });
+      }
       await this.start();
       // A worker of a namespace the plugin had not seen when the first worker started: its
       // invalidations too, before it takes a task (the channels already subscribed are kept).

@@ -1,6 +1,6 @@
 import { ScheduleOverlapPolicy } from '@temporalio/client';
 import type { JobResult } from './fixtures/activities';
-import { Worker } from '@temporalio/worker';
+import { Worker, type WorkerPlugin } from '@temporalio/worker';
 import { FireOncePlugin } from '../../src';
 import { guardedActivities } from './fixtures/activities';
 import { dispatchSignal, dispatchUpdate, finishSignal, type signalledRun } from './fixtures/workflows';
@@ -66,6 +66,26 @@ describe('Temporal features: the guarded job dispatches once', () => {
       oneResult(await twoRunsThenOne(ctx, 'localRun', scope, 500), scope);
       expect(await ctx.count('dispatchJob', scope)).toBe(1);
     }));
+
+  it('plugins: guarded activities that a plugin listed after FireOncePlugin adds are guarded; 2 concurrent runs and a later one share one dispatch', async () => {
+    // The plugin maps the guarded activities when it configures the worker, before the plugins
+    // listed after it add theirs; it reads the worker's own activities again as the worker runs.
+    const { ctx, base } = context();
+    const plugin = new FireOncePlugin({ redis: ctx.redis, keyPrefix: ctx.prefix, pollIntervalMs: 50 });
+    const addsActivities: WorkerPlugin = {
+      name: 'adds-activities',
+      configureWorker: (options) => ({ ...options, activities: { ...(options.activities ?? {}), ...guardedActivities(ctx.redis, ctx.prefix) } }),
+    };
+    const worker = await Worker.create({
+      connection: base.connection,
+      taskQueue: ctx.taskQueue,
+      workflowBundle: base.workflowBundle,
+      plugins: [plugin, addsActivities],
+    });
+    const scope = newScope('later-plugin');
+    oneResult(await worker.runUntil(twoRunsThenOne(ctx, 'dispatchRun', scope, 500)), scope);
+    expect(await ctx.count('dispatchJob', scope)).toBe(1);
+  });
 
   it('signals and updates: 3 signals and 2 updates each schedule the job; one dispatch serves all 5', () =>
     withWorker(async (ctx) => {

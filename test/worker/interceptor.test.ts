@@ -323,9 +323,9 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     expect(await count()).toBe(0);
   });
 
-  it("names the cause when the worker's fire-once interceptor did not list the activity: a plugin after FireOncePlugin added it", async () => {
-    // The plugin maps the guarded activities when it configures the worker; a plugin listed after
-    // it (or given to the NativeConnection) adds its activities later, unseen.
+  it("names the cause when the worker's fire-once interceptor did not list the activity: one wired by hand with a map without it", async () => {
+    // The plugin reads the worker's activities as the worker runs, a later plugin's included
+    // (workflow-features.test.ts); an interceptor wired by hand has only the map it was given.
     const activities = { job: guarded(async () => 'x') };
     const factory = createFireOnceActivityInterceptor({ guard, activities: fireOnceActivityMap({}), onInFlight: 'wait', pollIntervalMs: 20 });
     const env = new MockActivityEnvironment(
@@ -335,8 +335,8 @@ describe('fire-once activity interceptor (MockActivityEnvironment)', () => {
     const err = await env.run(activities.job, 's').catch((e: unknown) => e);
     expect([(err as ApplicationFailure).type, (err as ApplicationFailure).nonRetryable]).toEqual(['FireOnceConfigError', true]);
     expect((err as ApplicationFailure).message).toBe(
-      'activity "job" is marked fire-once, but the fire-once interceptor of this worker did not find it among the worker\'s activities when the worker was configured: ' +
-        'a plugin listed after FireOncePlugin (or given to the NativeConnection) added it; list FireOncePlugin after that plugin, or give the activity in WorkerOptions.activities. Refusing to dispatch unguarded',
+      'activity "job" is marked fire-once, but the fire-once interceptor of this worker was not given it: build the interceptor\'s map with fireOnceActivityMap ' +
+        "from every activity the worker registers, a plugin's included (FireOncePlugin reads them as the worker runs). Refusing to dispatch unguarded",
     );
     expect(await count()).toBe(0);
   });
