@@ -793,6 +793,45 @@ async def test_a_worker_refuses_to_start_on_a_redis_that_can_evict_unless_allow_
     assert "maxmemory-policy allkeys-lru" in caplog.text and "starting anyway because allow_evicting_redis is True" in caplog.text
 
 
+async def test_a_commit_redis_refuses_for_memory_delivers_the_result_and_holds_the_lock_for_lock_ttl_ms(
+    temporal_env: Any, client: Redis, prefix: str
+) -> None:
+    """Left to its lease (1 s here, 30 s by default), the lock ran out with no artifact behind it,
+    and the next run of the step dispatched the job again. It is held for ``lock_ttl_ms`` now, as
+    when a result is too large to store."""
+    from temporalio import activity
+
+    from temporal_fire_once import fire_once
+
+    from .conftest import redis_server
+
+    with redis_server() as url:  # its own server: the test fills it
+        guard_redis = Redis.from_url(url)
+        await guard_redis.config_set("maxmemory-policy", "noeviction")
+
+        @fire_once(lease_ms=1_000)
+        @activity.defn(name="crossJob")
+        async def fills_redis(counter_id: str, ms: int) -> str:
+            await client.incr(counter_key(prefix, counter_id))  # counted on the session's Redis
+            await guard_redis.config_set("maxmemory", 1)  # Redis is full by the time the job ends
+            return "done"
+
+        queue = f"py-{uuid.uuid4().hex[:8]}"
+        plugin = FireOncePlugin(guard_redis, key_prefix=prefix, lock_ttl_ms=600_000)
+        worker = Worker(temporal_env.client, task_queue=queue, workflows=[GuardedCall], activities=[fills_redis], plugins=[plugin])
+        try:
+            async with worker:
+                result = await temporal_env.client.execute_workflow(GuardedCall.run, args=["s-oom", "crossJob", ["oom", 0]], id=f"{queue}-1", task_queue=queue)
+            assert result == "done"
+            keys = FireOnceKeys(prefix)
+            assert await guard_redis.exists(keys.artifact("s-oom", "crossJob")) == 0
+            assert await guard_redis.pttl(keys.lock("s-oom", "crossJob")) > 60_000
+        finally:
+            await guard_redis.config_set("maxmemory", 0)
+            await guard_redis.aclose()
+    assert await client.get(counter_key(prefix, "oom")) == b"1"
+
+
 @pytest.mark.parametrize(("auth", "code"), [(":wrong@", "WRONGPASS"), ("", "NOAUTH")])
 async def test_a_worker_given_credentials_redis_refuses_fails_to_start_naming_them_not_an_eviction_risk(
     temporal_env: Any, client: Redis, prefix: str, auth: str, code: str

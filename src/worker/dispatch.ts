@@ -141,12 +141,15 @@ async function commitResult(
     await committed(await setup.guard.commit(lease, bytes, { artifactTtlMs }), false);
   } catch (err) {
     // The job ran and its result is in hand: deliver it. Later invocations stay held off only as
-    // long as the lock lives; after that, with no artifact, they would dispatch again.
+    // long as the lock lives; after that, with no artifact, they would dispatch again. So a commit
+    // Redis refused (OOM under noeviction, say: the lock's TTL can still be set then) holds the
+    // lock for lockTtlMs, as a result too large to store does; one that timed out may land yet.
     followLate(call, err, 'commit', 'the artifact', {
       landed: (settled) => void committed(settled as Committed, true),
       timedOut: 'result delivered; whether the artifact is stored is unknown until Redis answers, and the lock is left to its TTL',
-      failed: 'could not store the artifact; result delivered, lock left to its TTL',
+      failed: 'could not store the artifact; result delivered, lock held for lockTtlMs',
     });
+    if (!(err instanceof FireOnceStoreUnavailable && err.late !== undefined)) await hold(call, lease, log, renewal, handResult);
   }
   return resultOf(payload, setup.payloadConverter);
 }

@@ -157,6 +157,34 @@ describe('bad input: Redis', () => {
     expect(await admin.exists(guard.keys.artifact('s', 'job'))).toBe(0);
   });
 
+  it("out of memory at a worker's commit → the result is delivered, and the lock is held for lockTtlMs, not left to its lease", async () => {
+    // With the lock left to its lease (2 s here, 30 s by default), the next run of the step found
+    // neither lock nor artifact once it ran out, and dispatched the job again.
+    const srv = await server(['--maxmemory-policy', 'noeviction']);
+    const admin = client(srv.url);
+    const guard = new FireOnceGuard({ redis: admin, keyPrefix: prefix, storeTimeoutMs: 1_000, lockTtlMs: 600_000 });
+    const fillsRedis = {
+      job: fireOnce(
+        async (scope: string) => {
+          await counter.hit();
+          await admin.config('SET', 'maxmemory', '1'); // Redis is full by the time the job ends
+          return `ran for ${scope}`;
+        },
+        { scope: ([scope]) => scope },
+      ),
+    };
+    try {
+      const { value, error } = await settle(runActivity({ config: { guard, leaseMs: 2_000 }, activities: fillsRedis, activityType: 'job', args: ['s'] }));
+      expect({ value: decoded(value), error }).toEqual({ value: 'ran for s', error: undefined });
+      expect(await admin.exists(guard.keys.artifact('s', 'job'))).toBe(0);
+      expect(await admin.pttl(guard.keys.lock('s', 'job'))).toBeGreaterThan(60_000);
+    } finally {
+      await admin.config('SET', 'maxmemory', '0');
+    }
+    expect((await guard.acquire({ scope: 's', step: 'job', jobType: 'job' })).kind).toBe('held');
+    expect(await counter.total()).toBe(1);
+  });
+
   it('out of memory when acquire follows a committed step whose artifact is gone → FireOnceStoreUnavailable, nothing written', async () => {
     const srv = await server(['--maxmemory-policy', 'noeviction']);
     const admin = client(srv.url);

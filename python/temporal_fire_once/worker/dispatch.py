@@ -189,7 +189,12 @@ async def _commit(call: CallSetup, lease: Lease, renewal: Renewal | None, result
     try:
         settled = await call.guard.commit(lease, data, call.options.artifact_ttl_ms)
     except Exception as err:
-        _logger.error("fire-once: could not store the artifact; result delivered, lock left to its TTL: %s", err)
+        # Left to its lease, the lock would run out with no artifact behind it, and the next run of
+        # the step would dispatch again: hold it for lock_ttl_ms, as a result too large to store
+        # is. A commit that timed out and landed all the same has deleted the lock: the hold then
+        # finds it gone and changes nothing.
+        _logger.error("fire-once: could not store the artifact; result delivered, lock held for lock_ttl_ms: %s", err)
+        await _hold(call, lease, renewal, hand_result)
         return result
     if not settled.stored:
         call.decision("commit-refused", lease=lease)
