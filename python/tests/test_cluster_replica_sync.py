@@ -90,6 +90,20 @@ async def test_an_acquire_whose_slot_moves_before_its_confirm_is_undone_where_it
         assert not owner.exists(lock_key), "the unreplicated lock should be undone on the master it moved to"
 
 
+async def test_auto_waits_on_each_master_for_its_own_replicas(cluster: RedisCluster, nodes: SpawnedCluster) -> None:
+    """The first master has a replica and the others none, as after a failover whose old master has
+    not come back. ``'auto'`` waited for the fewest any master had: none, so no write waited at all."""
+    auto = FireOnceGuard(cluster, GuardOptions(key_prefix=f"pyr-auto-{uuid.uuid4().hex[:8]}", replica_sync="auto"))
+    first, second = nodes.masters[0], nodes.masters[1]
+    before = [_wait_calls(first), _wait_calls(second)]
+    taken = await auto.acquire(_scope_on(cluster, auto, first))
+    assert isinstance(taken, Acquired), taken
+    assert (await auto.commit(taken.lease, b"result")).stored
+    assert isinstance(await auto.acquire(_scope_on(cluster, auto, second)), Acquired)
+    # The acquire's confirm and the commit on the first master; nothing to wait for on the second.
+    assert [_wait_calls(first) - before[0], _wait_calls(second) - before[1]] == [2, 0]
+
+
 async def _lease_on_first(cluster: RedisCluster, guard: FireOnceGuard, nodes: SpawnedCluster) -> Lease:
     outcome = await guard.acquire(_scope_on(cluster, guard, nodes.masters[0]))
     assert isinstance(outcome, Acquired), outcome

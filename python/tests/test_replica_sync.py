@@ -189,7 +189,7 @@ async def test_a_first_count_turned_away_by_the_client_is_tried_again_and_a_refu
     real = replica_sync.count_replicas
     failures: list[Exception] = []
 
-    async def turned_away(redis: Any) -> int:
+    async def turned_away(redis: Any) -> replica_sync.ReplicaCounts:
         if failures:
             raise failures.pop()
         return await real(redis)

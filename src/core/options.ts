@@ -135,7 +135,7 @@ function idOption(kind: 'namespace', defaultValue: string): OptionSpec<string> {
 
 /**
  * How the guard makes sure its writes reached the replicas, as the `replicaSync` option takes it:
- * - `'auto'`: wait for every replica the primary has (the fewest any Cluster master has), counted
+ * - `'auto'`: wait for every replica the primary has (on a Cluster, the master that serves the key), counted
  *   with `INFO replication` at the first write and again each minute; none attached, no wait.
  * - `{ replicas, timeoutMs }`: wait for that many replicas (or `'auto'`, as above), for at most
  *   `timeoutMs` (default 200, or half of `storeTimeoutMs` when that is 400 or less); it must be
@@ -249,7 +249,8 @@ export interface FireOnceGuardOptions {
    * renewal, and sent after an acquire that took the lock (a fast-forward writes nothing, and waits for nothing). An acquire the replicas did not acknowledge in time is undone and fails
    * with the retryable `FireOnceStoreUnavailable`, so nothing is dispatched on a lock a failover
    * could lose; a renewal counts as failed; a commit's result is still delivered. `'auto'` waits
-   * for every replica attached (none: no wait); `{ replicas, timeoutMs }` for a fixed count
+   * for every replica attached to the master that serves the key, each Cluster master counted on
+   * its own (none: no wait); `{ replicas, timeoutMs }` for a fixed count
    * (`timeoutMs` default 200, or half of a `storeTimeoutMs` shorter than 400); `false` never waits.
    * @defaultValue `'auto'`
    */

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import calculateSlot from 'cluster-key-slot';
 import { connectionTo, isConnectionClosed, redirectOf, throughMigration, tryAgainPace } from './cluster-redirect';
 import { primariesOf } from './deployment/nodes';
 import type { ReplicaSyncSetting } from './options';
@@ -69,8 +70,8 @@ interface OneWrite<A extends readonly Arg[], R> {
  */
 export class ReplicaSync {
   /** The last count, once known: read synchronously, so a guard without replicas adds no await. */
-  private known: number | undefined;
-  private counting: Promise<number> | undefined;
+  private known: ReplicaCounts | undefined;
+  private counting: Promise<ReplicaCounts> | undefined;
   private countedAt = 0;
   /** Scripts this guard has sent whole, by SHA1: Redis has them cached until a restart or a SCRIPT FLUSH. */
   private readonly loaded = new Set<string>();
@@ -83,7 +84,7 @@ export class ReplicaSync {
   ) {}
 
   write<A extends readonly Arg[], R>(script: LuaScript<A, R>, keys: readonly string[], args: A, buffers = false): Promise<Written<R>> {
-    const wanted = this.wanted();
+    const wanted = this.wanted(keys[0]);
     const alone = () => throughMigration(this.redis, this.storeTimeoutMs, () => script(this.redis, keys, args, buffers));
     if (wanted === 0) return alone().then((reply) => ({ reply, wanted, acked: 0 }));
     return Promise.resolve(wanted).then(async (count) => {
@@ -110,7 +111,7 @@ export class ReplicaSync {
    * replicas to wait for.
    */
   confirm(lock: TakenLock): Promise<Confirmed> | undefined {
-    const wanted = this.wanted();
+    const wanted = this.wanted(lock.lockKey);
     if (wanted === 0) return undefined;
     return Promise.resolve(wanted).then(async (count): Promise<Confirmed> => {
       if (count === 0) return { wanted: count, acked: 0 };
@@ -190,8 +191,13 @@ export class ReplicaSync {
     throw new Error(`the slot of ${write.keys[0]} is moving (${last.message}): the write did not run where its WAIT could count it`);
   }
 
-  /** How many replicas a write must reach now: a number once counted, a promise while counting. */
-  private wanted(): Promise<number> | number {
+  /**
+   * How many replicas a write of `key` must reach now: a number once counted, a promise while
+   * counting. With `'auto'`, the replicas of the master that serves `key`: on a Cluster each
+   * master is counted on its own, so one without a replica (a failover's new master, until the old
+   * one comes back) leaves the others waiting for theirs.
+   */
+  private wanted(key: string): Promise<number> | number {
     const { replicas } = this.setting;
     if (replicas !== 'auto') return replicas;
     if (this.counting === undefined || Date.now() - this.countedAt > RECOUNT_EVERY_MS) {
@@ -200,7 +206,7 @@ export class ReplicaSync {
       // away) fails the write closed, and the next write counts again: writing with no WAIT could
       // leave a lock or a result that replicas never got, for a failover to lose.
       this.counting = countReplicas(this.redis).then(
-        (count) => (this.known = count),
+        (counts) => (this.known = counts),
         (err: unknown) => {
           if (this.known !== undefined) return this.known;
           this.counting = undefined;
@@ -208,8 +214,28 @@ export class ReplicaSync {
         },
       );
     }
-    return this.known ?? this.counting;
+    return this.known !== undefined ? this.countFor(this.known, key) : this.counting.then((counts) => this.countFor(counts, key));
   }
+
+  /**
+   * The replicas of the master that serves `key`, by the client's slot map. A master counted
+   * under no address the map names (the map changed since): the most any master has, so that a
+   * WAIT asks too much rather than too little (it then fails closed), and a recount at once.
+   */
+  private countFor(counts: ReplicaCounts, key: string): number {
+    if (!isCluster(this.redis)) return counts.most;
+    const master = (this.redis.slots[calculateSlot(key)] as readonly string[] | undefined)?.[0];
+    const count = master === undefined ? undefined : counts.byMaster.get(master);
+    if (count !== undefined) return count;
+    this.countedAt = 0;
+    return counts.most;
+  }
+}
+
+/** The online replicas of each master, by its `host:port` as the client's slot map names it, and the most any has. */
+interface ReplicaCounts {
+  readonly byMaster: ReadonlyMap<string, number>;
+  readonly most: number;
 }
 
 /** Why a write fails when `'auto'` could not count the replicas it must wait for. */
@@ -218,14 +244,17 @@ function uncounted(reason: string): string {
 }
 
 /**
- * The replicas streaming from the primary (`state=online` in `INFO replication`), or the fewest
- * any Cluster master has. A replica still in its first sync cannot acknowledge anything yet.
+ * The replicas streaming from the primary, or from each Cluster master (`state=online` in `INFO
+ * replication`). A replica still in its first sync cannot acknowledge anything yet.
  */
-async function countReplicas(redis: RedisClient): Promise<number> {
+async function countReplicas(redis: RedisClient): Promise<ReplicaCounts> {
   const counts = await Promise.all(
-    (await primariesOf(redis)).map(async ({ client }) => (await client.info('replication')).match(/^slave\d+:.*state=online/gm)?.length ?? 0),
+    (await primariesOf(redis)).map(async ({ client }): Promise<[string, number]> => {
+      const online = (await client.info('replication')).match(/^slave\d+:.*state=online/gm)?.length ?? 0;
+      return [`${client.options.host}:${client.options.port}`, online];
+    }),
   );
-  return Math.min(...counts);
+  return { byMaster: new Map(counts), most: Math.max(...counts.map(([, online]) => online)) };
 }
 
 const shas = new Map<string, string>();

@@ -93,6 +93,22 @@ describe('replica sync on a Cluster whose slot moves between calls', () => {
     expect((err as Error).message).toMatch(/^the lock was lost before the replicas acknowledged it .*: nothing was dispatched$/);
   });
 
+  it("'auto' waits on each master for its own replicas: a master with none leaves the others waiting for theirs", async () => {
+    // The first master has a replica and the others none, as after a failover whose old master has
+    // not come back. 'auto' waited for the fewest any master had: none, so no write waited at all.
+    const auto = new FireOnceGuard({ redis: cluster, keyPrefix: testPrefix('crs-auto'), lockTtlMs: 60_000, replicaSync: 'auto' });
+    const [onFirst, onSecond] = [await targetOn(cluster, auto, first), await targetOn(cluster, auto, second)];
+    const waits = () => Promise.all([first, second].map((address) => commandCalls(nodes, address, 'wait')));
+    const before = await waits();
+    const taken = await auto.acquire(onFirst.target);
+    if (taken.kind !== 'acquired') throw new Error(`expected acquired, got ${taken.kind}`);
+    expect(await auto.commit(taken.lease, Buffer.from('result'))).toEqual({ ours: true, stored: true, waiters: [] });
+    expect((await auto.acquire(onSecond.target)).kind).toBe('acquired');
+    const after = await waits();
+    // The acquire's confirm and the commit on the first master; nothing to wait for on the second.
+    expect([after[0] - before[0], after[1] - before[1]]).toEqual([2, 0]);
+  });
+
   it('a renewal and a commit after their slot moved wait on the new master, and the commit stands', async () => {
     const { lease, slot } = await leaseOnFirst();
     await migrateSlot(nodes, slot, first, second);

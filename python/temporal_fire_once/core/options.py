@@ -20,7 +20,7 @@ REPLICA_SYNC_TIMEOUT_MS = 200
 ReplicaSyncOption = Union[Literal["auto", False], Mapping[str, object]]
 """How the guard makes sure its writes reached the replicas, as ``replica_sync`` takes it:
 
-- ``'auto'``: wait for every replica the primary has (the fewest any Cluster master has), counted
+- ``'auto'``: wait for every replica the primary has (on a Cluster, the master that serves the key), counted
   with ``INFO replication`` at the first write and again each minute; none attached, no wait.
 - ``{'replicas': n or 'auto', 'timeout_ms': ms}``: wait for that many replicas (or ``'auto'``, as
   above), for at most ``timeout_ms`` (default 200, or half of ``store_timeout_ms`` when that is

@@ -72,15 +72,15 @@ class ReplicaSync:
         self.setting = setting
         self._store_timeout_ms = store_timeout_ms
         self._store_timeout_s = store_timeout_ms / 1000  # bounds each write and its WAIT together
-        self._known: int | None = None  # the last count, once known
-        self._counting: asyncio.Future[int] | None = None
+        self._known: ReplicaCounts | None = None  # the last count, once known
+        self._counting: asyncio.Future[ReplicaCounts] | None = None
         self._counted_at = 0.0
 
     async def write(self, script: LuaScript, keys: Sequence[str], args: Sequence[ScriptArg]) -> Written:
         """Run ``script``, then ``WAIT`` on its connection. The script's reply stands whatever
         ``WAIT`` answers (a commit wrote, a release deleted, waiters were taken); a script error
         is raised."""
-        wanted = await self._wanted()
+        wanted = await self._wanted(keys[0])
         if wanted == 0:
             return Written(await through_migration(self.redis, self._store_timeout_ms, lambda: script(self.redis, keys, args)), 0, 0)
         reply, acked = await self._with_wait(script, keys, args, wanted)
@@ -95,7 +95,7 @@ class ReplicaSync:
         renewal's script) and ``WAIT`` behind that, so the replicas that acknowledge have the lock.
         ``None`` without replicas to wait for; a ``WAIT`` error is raised, as the lock must then be
         undone. A lock found gone already comes back with reply 0, acknowledged by none."""
-        wanted = await self._wanted()
+        wanted = await self._wanted(lock_key)
         if wanted == 0:
             return None
         reply, acked = await self._with_wait(EXTEND, [lock_key, waiters_key], [token, lock_ttl_ms, waiters_ttl_ms], wanted)
@@ -167,9 +167,11 @@ class ReplicaSync:
                 break
         return replies
 
-    async def _wanted(self) -> int:
-        """How many replicas a write must reach now. ``'auto'`` counts them at the first write and
-        each minute after; a failed recount keeps the last count. A first count that fails (INFO
+    async def _wanted(self, key: str) -> int:
+        """How many replicas a write of ``key`` must reach now. ``'auto'`` counts them at the first
+        write and each minute after, on a Cluster each master on its own, so one without a replica (a
+        failover's new master, until the old one comes back) leaves the others waiting for theirs;
+        a failed recount keeps the last count. A first count that fails (INFO
         denied, a node away) fails the write closed, and the next write counts again: writing with
         no ``WAIT`` could leave a lock or a result that replicas never got, for a failover to lose."""
         replicas = self.setting.replicas
@@ -178,12 +180,24 @@ class ReplicaSync:
         if self._counting is None or time.monotonic() - self._counted_at > RECOUNT_EVERY_S:
             self._counted_at = time.monotonic()
             self._counting = asyncio.ensure_future(self._count())
-        if self._known is not None:
-            return self._known
         # Shielded: a caller that times out must not cancel the count other callers wait for.
-        return await asyncio.shield(self._counting)
+        return self._count_for(self._known if self._known is not None else await asyncio.shield(self._counting), key)
 
-    async def _count(self) -> int:
+    def _count_for(self, counts: ReplicaCounts, key: str) -> int:
+        """The replicas of the master that serves ``key``, by the client's slot map. A master
+        counted under no name the map gives (the map changed since): the most any master has, so
+        that a ``WAIT`` asks too much rather than too little (it then fails closed), and a recount
+        at once."""
+        if not isinstance(self.redis, RedisCluster):
+            return counts.most
+        node = self.redis.get_node_from_key(key)
+        count = None if node is None else counts.by_master.get(node.name)
+        if count is not None:
+            return count
+        self._counted_at = 0.0
+        return counts.most
+
+    async def _count(self) -> ReplicaCounts:
         tries = 0
         while True:
             try:
@@ -210,12 +224,23 @@ COUNT_TRIES = 3
 COUNT_RETRY_DELAY_S = 0.05
 
 
-async def count_replicas(redis: RedisClient) -> int:
-    """The replicas streaming from the primary (``state=online`` in ``INFO replication``), or the
-    fewest any Cluster master has. A replica still in its first sync cannot acknowledge anything yet."""
+@dataclass(frozen=True)
+class ReplicaCounts:
+    """The online replicas of each master, by its ``host:port`` as the client's slot map names it,
+    and the most any has."""
+
+    by_master: dict[str, int]
+    most: int
+
+
+async def count_replicas(redis: RedisClient) -> ReplicaCounts:
+    """The replicas streaming from the primary, or from each Cluster master (``state=online`` in
+    ``INFO replication``). A replica still in its first sync cannot acknowledge anything yet."""
 
     async def online(target: dict[str, Any]) -> int:
         info = await redis.info("replication", **target)
         return sum(1 for name, value in info.items() if _ONLINE_REPLICA.fullmatch(name) and isinstance(value, dict) and value.get("state") == "online")
 
-    return min(await asyncio.gather(*(online(target) for _, target in await primaries(redis))))
+    nodes = await primaries(redis)
+    counts = await asyncio.gather(*(online(target) for _, target in nodes))
+    return ReplicaCounts(dict(zip((address for address, _ in nodes), counts)), max(counts))
