@@ -232,11 +232,32 @@ export function isRedisError(err: unknown): boolean {
  */
 export function redisFailure(url: string, prefix: string, err: unknown): CliError {
   const message = (err as Error).message;
-  const refused = /NOPERM|can't run this command|no permissions to access/.test(message);
+  const refused = /NOPERM|can't run this command|no permissions to access|can't publish to the channel/.test(message);
   const fix = refused
     ? `; the user lacks a permission the CLI needs: grant what docs/operating.md names, or run fire-once doctor --prefix ${prefix} to list it`
     : '';
   return new CliError(`Redis at ${redactUrl(url)} failed: ${message}${fix}`, EXIT.redis, { cause: err });
+}
+
+/**
+ * Run `remove`, a delete of `key`. Redis may have run it although its answer came too late (past
+ * `--timeout`) or the connection failed under it: then `key` is read again, and if it is gone (or,
+ * for a lock, holds another value than `value`) the delete counts as done, so that the caller
+ * records it in the dispatch log. If it is still there, the error stands, saying the delete may run
+ * yet.
+ */
+export async function deleted(redis: RedisClient, key: string, value: string | undefined, remove: () => Promise<unknown>): Promise<unknown> {
+  try {
+    return await remove();
+  } catch (err) {
+    const unanswered =
+      err instanceof FireOnceStoreUnavailable || (isRedisError(err) && /Command timed out|Connection is closed|ECONNRESET|EPIPE/.test((err as Error).message));
+    if (!unanswered) throw err;
+    const gone = await (value === undefined ? redis.exists(key).then((n) => n === 0) : redis.get(key).then((now) => now !== value)).catch(() => false);
+    if (gone) return undefined;
+    (err as Error).message += `: the delete of ${key} may still run when Redis answers; check with fire-once inspect`;
+    throw err;
+  }
 }
 
 function describeError(err: unknown): string {

@@ -134,7 +134,9 @@ export async function readLock(
   const [type, pttl, parkedWaiters] = await Promise.all([redis.type(key), redis.pttl(key), redis.llen(keys.waiters(scope, step)).catch(() => 0)]);
   if (type === 'none') return { view: { step, key, present: false, parkedWaiters } };
   if (type !== 'string') return { view: { step, key, present: true, foreign: `a ${type}`, ttlMs: ttl(pttl), parkedWaiters } };
-  const value = (await redis.get(key)) ?? '';
+  const value = await redis.get(key);
+  // Gone since TYPE answered (it expired, or was released): absent, not an unreadable string.
+  if (value === null) return { view: { step, key, present: false, parkedWaiters } };
   const lock = parseLock(value);
   if (lock === undefined) return { view: { step, key, present: true, foreign: 'an unreadable string', ttlMs: ttl(pttl), parkedWaiters } };
   const view: LockView = {

@@ -218,7 +218,11 @@ function buildProgram(io: Io, setCode: (code: ExitCode) => void): Command {
     )
     .option('--redis <url>', 'Redis URL (default: $REDIS_URL, else redis://127.0.0.1:6379); any node of a Cluster')
     .option('--prefix <keyPrefix>', "the workers' keyPrefix: scopes the ACL check and the prefix listing", DEFAULT_PREFIX)
-    .option('--namespace <namespace>', 'the Temporal namespace whose keys, channels and log the ACL check probes (a user per namespace)', DEFAULT_NAMESPACE)
+    .option(
+      '--namespace <namespace>',
+      'the namespace the workers file keys under (their keyNamespace, else their Temporal namespace) whose keys, channels and log the ACL check probes (a user per namespace)',
+      DEFAULT_NAMESPACE,
+    )
     .option('--acl-user <user>', "check this user's permissions with ACL DRYRUN (needs an admin connection) instead of the connected user's")
     .addOption(
       new Option('--scan-budget <n>', 'look at most at this many keys for prefixes')
@@ -257,7 +261,11 @@ function common(command: Command): Command {
   return command
     .option('--redis <url>', 'Redis URL: redis://[user:password@]host:port[/db], rediss:// for TLS (default: $REDIS_URL, else redis://127.0.0.1:6379)')
     .option('--prefix <keyPrefix>', "the workers' keyPrefix", DEFAULT_PREFIX)
-    .option('--namespace <namespace>', 'the Temporal namespace whose keys and dispatch log to read (each namespace has its own)', DEFAULT_NAMESPACE)
+    .option(
+      '--namespace <namespace>',
+      'the namespace the workers file keys under (their keyNamespace, else their Temporal namespace) whose keys and dispatch log to read (each has its own)',
+      DEFAULT_NAMESPACE,
+    )
     .option('--json', 'print JSON for scripts instead of tables')
     .option('--timeout <duration>', 'give up on Redis after this long, per command', '5s')
     .option('--allow-evicting-redis', "run even if Redis can evict the guard's keys (maxmemory-policy other than noeviction)");

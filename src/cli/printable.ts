@@ -1,9 +1,11 @@
 /**
  * Characters that can forge or hide output on a terminal or in a log: C0 and C1 controls (newline,
- * carriage return, ESC, CSI), DEL, line and paragraph separators, bidirectional overrides, and lone
- * surrogates. IDs come from Redis keys and log entries that anyone with write access can fill.
+ * carriage return, ESC, CSI), DEL, line and paragraph separators, lone surrogates, and every format
+ * character: bidirectional marks and overrides, and the invisible ones (zero-width spaces and
+ * joiners, a byte-order mark, a soft hyphen) that make `chat-7` and `chat-7\u200b` look alike. IDs
+ * come from Redis keys and log entries that anyone with write access can fill.
  */
-const CONTROL_CLASS = String.raw`\p{Cc}\p{Cs}\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069`;
+const CONTROL_CLASS = String.raw`\p{Cc}\p{Cf}\p{Cs}\u2028\u2029`;
 const CONTROLS = new RegExp(`[${CONTROL_CLASS}]`, 'gu');
 /** One character of {@link CONTROLS}, for a test without the global flag's state. */
 export const CONTROL_CHARACTER = new RegExp(`[${CONTROL_CLASS}]`, 'u');

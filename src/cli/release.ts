@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import type { FireOnceKeys } from '../core/keys';
 import { defineScript, type RedisClient } from '../core/scripts';
+import { deleted } from './connect';
 import { CliError, EXIT } from './exit-codes';
 import { readLock } from './inspect';
 import { appendEvent, loggedJobType } from './log';
@@ -58,7 +59,9 @@ export async function release(redis: RedisClient, keys: FireOnceKeys, scope: str
     released: false,
   };
   if (!force) return seen;
-  if ((await forceReleaseScript(redis, [key], [value, keys.wakeChannel(scope)])) !== 1) {
+  // Answered too late but run all the same (the lock is gone, or another now): 1, as if in time.
+  const released = await deleted(redis, key, value, () => forceReleaseScript(redis, [key], [value, keys.wakeChannel(scope)]));
+  if ((released ?? 1) !== 1) {
     throw new CliError(`the lock at ${key} changed hands (or expired) while it was being released; nothing deleted. Inspect it and try again`, EXIT.conflict);
   }
   try {

@@ -181,7 +181,7 @@ describe('fire-once CLI against a real Redis', () => {
     it('escapes control characters in the IDs it prints, so a scope cannot forge or hide lines; --json keeps them as they are', async () => {
       const { prefix, guard } = fresh('cli-report-forge');
       const forged = 'evil\n\nduplicates: none (no scope and step was dispatched more than once in this window)';
-      const ansi = 'clear\u001b[2J\u009b31m\u202eright-to-left';
+      const ansi = 'clear\u001b[2J\u009b31m\u202eright-to-left\u200b\ufeff\u00ad';
       for (const [scope, workflowId] of [
         [forged, 'wf-1'],
         [forged, 'wf-2\rwf-forged'],
@@ -193,9 +193,9 @@ describe('fire-once CLI against a real Redis', () => {
       expect(human.code).toBe(1);
       const lines = human.stdout.split('\n');
       expect(lines.filter((line) => line.startsWith('duplicates:'))).toEqual(['duplicates: 1 scope(s) dispatched more than once in this window']);
-      expect(human.stdout.replace(/\n/g, '')).not.toMatch(/[\p{Cc}\u202e]/u); // no control character but the line ends
+      expect(human.stdout.replace(/\n/g, '')).not.toMatch(/[\p{Cc}\p{Cf}]/u); // no control or format character but the line ends
       expect(human.stdout).toContain('evil\\n\\nduplicates: none');
-      expect(human.stdout).toContain('clear\\u001b[2J\\u009b31m\\u202eright-to-left');
+      expect(human.stdout).toContain('clear\\u001b[2J\\u009b31m\\u202eright-to-left\\u200b\\ufeff\\u00ad');
       expect(human.stdout).toContain('wf-2\\rwf-forged');
       expect(human.stdout).toContain('j\\tk');
       expect(human.stdout).toContain(`scope "evil\\n\\nduplicates: none`);

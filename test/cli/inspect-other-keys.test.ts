@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { FireOnceGuard } from '../../src';
+import { readLock } from '../../src/cli/inspect';
 import { connectRedis, deletePrefix, testPrefix } from '../support/redis';
 import { runCli } from './run-cli';
 
@@ -37,5 +38,21 @@ describe('fire-once inspect and keys of the scope that the guard does not write'
     const view = JSON.parse(run.stdout) as { otherKeys?: { key: string; type: string; ttlMs: number }[] };
     expect(view.otherKeys).toEqual([{ key: external, type: 'string', ttlMs: expect.any(Number) }]);
     expect(view.otherKeys?.[0].ttlMs).toBeLessThanOrEqual(3_600_000);
+  });
+
+  it('reads a lock that expires between its TYPE and its GET as absent, not as foreign data to delete by hand', async () => {
+    const guard = new FireOnceGuard({ redis, keyPrefix: prefix });
+    const outcome = await guard.acquire({ scope: 'session-10', step: 'report', jobType: 'report' });
+    if (outcome.kind !== 'acquired') throw new Error(`expected acquired, got ${outcome.kind}`);
+    // The lock runs out just after TYPE said "string": the GET finds nothing.
+    const expiring = new Proxy(redis, {
+      get(target, name) {
+        if (name === 'get') return async (key: string) => (await target.del(key), target.get(key));
+        const value = Reflect.get(target, name) as unknown;
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const { view, value } = await readLock(expiring, guard.keys, 'session-10', 'report');
+    expect({ present: view.present, foreign: view.foreign, value }).toEqual({ present: false, foreign: undefined, value: undefined });
   });
 });
