@@ -186,9 +186,8 @@ function checkParts(config: FireOnceInterceptorConfig): void {
   for (const [name, kind, method] of PARTS) {
     const part = config[name] as Record<string, unknown> | undefined;
     if (part !== undefined && typeof part?.[method] !== 'function') {
-      throw new FireOnceConfigError(
-        `${WHERE}: ${name} must be ${/^[AEIOU]/.test(kind) ? 'an' : 'a'} ${kind} (got ${describe(part)}); the plugin's boolean options have no hand-wired counterpart`,
-      );
+      const copied = typeof part === 'boolean' && name === 'dispatchLog' ? "; the plugin's dispatchLog: true has no hand-wired counterpart" : '';
+      throw new FireOnceConfigError(`${WHERE}: ${name} must be ${/^[AEIOU]/.test(kind) ? 'an' : 'a'} ${kind} (got ${describe(part)})${copied}`);
     }
   }
 }

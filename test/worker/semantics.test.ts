@@ -262,7 +262,7 @@ describe('production semantics (MockActivityEnvironment, real Redis)', () => {
 
   it('warns at plugin construction when a lease is too short for a renewal to land within storeTimeoutMs', () => {
     const warnings: string[] = [];
-    const spy = jest.spyOn(process, 'emitWarning').mockImplementation(((w: string) => void warnings.push(w)) as never);
+    const spy = jest.spyOn(process, 'emitWarning').mockImplementation(ttlWarningInto(warnings));
     try {
       new FireOncePlugin({ redis, leaseMs: 6_000, storeTimeoutMs: 5_000 });
       new FireOncePlugin({ redis, leaseMs: 7_500, storeTimeoutMs: 5_000 });
@@ -276,7 +276,7 @@ describe('production semantics (MockActivityEnvironment, real Redis)', () => {
 
   it("warns at plugin construction when a 'fixed' lock is shorter than storeTimeoutMs", () => {
     const warnings: string[] = [];
-    const spy = jest.spyOn(process, 'emitWarning').mockImplementation(((w: string) => void warnings.push(w)) as never);
+    const spy = jest.spyOn(process, 'emitWarning').mockImplementation(ttlWarningInto(warnings));
     try {
       new FireOncePlugin({ redis, lockMode: 'fixed', lockTtlMs: 1, artifactTtlMs: 60_000 });
       new FireOncePlugin({ redis, lockMode: 'fixed', lockTtlMs: 5_000, artifactTtlMs: 60_000 });
@@ -290,7 +290,7 @@ describe('production semantics (MockActivityEnvironment, real Redis)', () => {
 
   it('warns at plugin construction when artifacts would expire before their lock or the resume window', () => {
     const warnings: string[] = [];
-    const spy = jest.spyOn(process, 'emitWarning').mockImplementation(((w: string) => void warnings.push(w)) as never);
+    const spy = jest.spyOn(process, 'emitWarning').mockImplementation(ttlWarningInto(warnings));
     try {
       new FireOncePlugin({ redis, artifactTtlMs: 10_000, leaseMs: 20_000 });
       new FireOncePlugin({ redis, artifactTtlMs: 60_000, resumeWindowMs: 3_600_000 });
@@ -303,3 +303,8 @@ describe('production semantics (MockActivityEnvironment, real Redis)', () => {
     expect(warnings[1]).toMatch(/shorter than resumeWindowMs/);
   });
 });
+
+/** An `emitWarning` stand-in that keeps each warning's text, marked if it lacks its code (`FIRE_ONCE_TTL`, which users filter on). */
+function ttlWarningInto(warnings: string[]): never {
+  return ((w: string, o?: { code?: string }) => void warnings.push(o?.code === 'FIRE_ONCE_TTL' ? w : `without code FIRE_ONCE_TTL: ${w}`)) as never;
+}
