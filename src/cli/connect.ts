@@ -92,6 +92,8 @@ export function connectNode({ url, timeoutMs, source = '--redis' }: ConnectOptio
   try {
     parsed = new URL(url);
   } catch {
+    const port = /^rediss?:\/\/[^/@]*:(\d+)(?:[/?#]|$)/i.exec(url)?.[1];
+    if (port !== undefined && Number(port) > 65535) throw new CliError(`${source}: port ${port} is out of range (1 to 65535)`, EXIT.usage);
     throw url.includes('@') ? cutShort() : notAUrl();
   }
   if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') throw notAUrl();

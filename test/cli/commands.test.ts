@@ -956,6 +956,14 @@ describe('fire-once CLI against a real Redis', () => {
       expect(await redis.exists(held.lease.lockKey, shadow)).toBe(2);
     });
 
+    it('exits 2 naming the port when it is out of range, not calling the URL no redis:// URL', async () => {
+      for (const args of [['report'], ['doctor']]) {
+        const run = await runCli([...args, '--redis', 'redis://127.0.0.1:99999']);
+        expect(run.stderr).toContain('--redis: port 99999 is out of range (1 to 65535)');
+        expect(run.code).toBe(2);
+      }
+    });
+
     it('works as an ACL user limited to its prefix, from REDIS_URL', async () => {
       const { prefix, log } = fresh('cli-acl');
       await record(log, [
