@@ -104,6 +104,16 @@ async def test_auto_waits_on_each_master_for_its_own_replicas(cluster: RedisClus
     assert [_wait_calls(first) - before[0], _wait_calls(second) - before[1]] == [2, 0]
 
 
+async def test_auto_asks_the_master_a_write_was_redirected_to_for_its_own_replicas(cluster: RedisCluster, nodes: SpawnedCluster) -> None:
+    """The client's map still names the first master (one replica): the renewal is redirected to
+    the second (none), where a ``WAIT`` for the first master's 1 could only time out and fail it."""
+    auto = FireOnceGuard(cluster, GuardOptions(key_prefix=f"pyr-moved-{uuid.uuid4().hex[:8]}", replica_sync={"replicas": "auto", "timeout_ms": 1_000}))
+    taken = await auto.acquire(_scope_on(cluster, auto, nodes.masters[0]))
+    assert isinstance(taken, Acquired), taken
+    await asyncio.to_thread(migrate_slot, cluster.keyslot(taken.lease.lock_key), nodes.masters[0], nodes.masters[1], nodes.masters)
+    assert await auto.extend(taken.lease, 60_000) is True
+
+
 async def _lease_on_first(cluster: RedisCluster, guard: FireOnceGuard, nodes: SpawnedCluster) -> Lease:
     outcome = await guard.acquire(_scope_on(cluster, guard, nodes.masters[0]))
     assert isinstance(outcome, Acquired), outcome

@@ -243,21 +243,23 @@ export function redisFailure(url: string, prefix: string, err: unknown): CliErro
 
 /**
  * Run `remove`, a delete of `key`. Redis may have run it although its answer came too late (past
- * `--timeout`) or the connection failed under it: then `key` is read again, and if it is gone (or,
- * for a lock, holds another value than `value`) the delete counts as done, so that the caller
- * records it in the dispatch log. If it is still there, the error stands, saying the delete may run
- * yet.
+ * `--timeout`) or the connection failed under it: then `key` is read again, and if it is gone the
+ * delete counts as done, so that the caller records it in the dispatch log. If it is still there
+ * (for a lock, even with another value: a compare-and-delete refused deletes nothing), the error
+ * stands, saying the delete may have run or may still run. An error Redis answered (NOPERM, say)
+ * stands as it is: that delete never runs.
  */
-export async function deleted(redis: RedisClient, key: string, value: string | undefined, remove: () => Promise<unknown>): Promise<unknown> {
+export async function deleted(redis: RedisClient, key: string, remove: () => Promise<unknown>): Promise<unknown> {
   try {
     return await remove();
   } catch (err) {
     const unanswered =
-      err instanceof FireOnceStoreUnavailable || (isRedisError(err) && /Command timed out|Connection is closed|ECONNRESET|EPIPE/.test((err as Error).message));
+      err instanceof FireOnceStoreUnavailable
+        ? err.late !== undefined
+        : isRedisError(err) && /Command timed out|Connection is closed|ECONNRESET|EPIPE/.test((err as Error).message);
     if (!unanswered) throw err;
-    const gone = await (value === undefined ? redis.exists(key).then((n) => n === 0) : redis.get(key).then((now) => now !== value)).catch(() => false);
-    if (gone) return undefined;
-    (err as Error).message += `: the delete of ${key} may still run when Redis answers; check with fire-once inspect`;
+    if ((await redis.exists(key).catch(() => 1)) === 0) return undefined;
+    (err as Error).message += `: whether the delete of ${key} ran is unknown (it may still run when Redis answers); check with fire-once inspect`;
     throw err;
   }
 }

@@ -67,8 +67,8 @@ export async function invalidate(redis: RedisClient, keys: FireOnceKeys, scope: 
   // fast-forwards, so every dispatch with a lower fencing token came before the invalidation and
   // every later one after it, whichever entry reaches the log first (`fire-once report`).
   const redisTime = await redisTimeMicros(redis, artifactKey);
-  if (present.includes(artifactKey)) await deleted(redis, artifactKey, undefined, () => guard.invalidate(scope, jobType));
-  if (present.includes(externalKey)) await deleted(redis, externalKey, undefined, () => redis.del(externalKey));
+  if (present.includes(artifactKey)) await deleted(redis, artifactKey, () => guard.invalidate(scope, jobType));
+  if (present.includes(externalKey)) await deleted(redis, externalKey, () => redis.del(externalKey));
   try {
     const id = await appendEvent(redis, keys.log(), { decision: 'invalidated', namespace: keys.namespace, scope, step: '', jobType, redisTime });
     return { ...seen, deleted: true, logEntryId: id };

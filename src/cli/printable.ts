@@ -13,8 +13,9 @@ const CONTROLS_AND_BACKSLASH = new RegExp(String.raw`[\\${CONTROL_CLASS}]`, 'gu'
 
 const SHORT: Readonly<Record<string, string>> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
+/** `ch` as escapes, one per UTF-16 unit: a format character above U+FFFF (a tag character) takes two. */
 function escape(ch: string): string {
-  return SHORT[ch] ?? `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`;
+  return SHORT[ch] ?? Array.from({ length: ch.length }, (_, i) => `\\u${ch.charCodeAt(i).toString(16).padStart(4, '0')}`).join('');
 }
 
 /**

@@ -59,8 +59,8 @@ export async function release(redis: RedisClient, keys: FireOnceKeys, scope: str
     released: false,
   };
   if (!force) return seen;
-  // Answered too late but run all the same (the lock is gone, or another now): 1, as if in time.
-  const released = await deleted(redis, key, value, () => forceReleaseScript(redis, [key], [value, keys.wakeChannel(scope)]));
+  // Answered too late but run all the same (the lock is gone): 1, as if in time.
+  const released = await deleted(redis, key, () => forceReleaseScript(redis, [key], [value, keys.wakeChannel(scope)]));
   if ((released ?? 1) !== 1) {
     throw new CliError(`the lock at ${key} changed hands (or expired) while it was being released; nothing deleted. Inspect it and try again`, EXIT.conflict);
   }

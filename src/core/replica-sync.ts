@@ -4,6 +4,7 @@ import calculateSlot from 'cluster-key-slot';
 import { connectionTo, isConnectionClosed, redirectOf, throughMigration, tryAgainPace } from './cluster-redirect';
 import { primariesOf } from './deployment/nodes';
 import type { ReplicaSyncSetting } from './options';
+import type { Redis } from 'ioredis';
 import { extendScript, isCluster, type LuaScript, type RedisClient } from './scripts';
 
 /** A script's reply, and how many replicas acknowledged it when the guard waited for them. */
@@ -73,6 +74,8 @@ export class ReplicaSync {
   private known: ReplicaCounts | undefined;
   private counting: Promise<ReplicaCounts> | undefined;
   private countedAt = 0;
+  /** A count under way: a recount due meanwhile waits for it rather than send INFO to every master again. */
+  private countInFlight = false;
   /** Scripts this guard has sent whole, by SHA1: Redis has them cached until a restart or a SCRIPT FLUSH. */
   private readonly loaded = new Set<string>();
 
@@ -90,14 +93,14 @@ export class ReplicaSync {
     return Promise.resolve(wanted).then(async (count) => {
       if (count === 0) return { reply: await alone(), wanted: count, acked: 0 };
       const started = performance.now();
-      const write: OneWrite<A, R> = { script, keys, args, buffers, count };
+      let write: OneWrite<A, R> = { script, keys, args, buffers, count };
       let replies = await this.pair(this.redis, false, write);
-      if (isDetour(replies[0][0])) replies = await this.follow(replies[0][0] as Error, started, write);
+      if (isDetour(replies[0][0])) [replies, write] = await this.follow(replies[0][0] as Error, started, write);
       const [[scriptErr, reply], [waitErr, acked]] = replies;
       if (scriptErr) throw scriptErr;
       // The script ran: its reply stands (a commit wrote, a release deleted, waiters were taken).
-      if (waitErr) return { reply, wanted: count, acked: 0, waitError: waitErr };
-      return { reply, wanted: count, acked };
+      if (waitErr) return { reply, wanted: write.count, acked: 0, waitError: waitErr };
+      return { reply, wanted: write.count, acked };
     });
   }
 
@@ -118,7 +121,7 @@ export class ReplicaSync {
       const [[moved], [err, acked]] = (await this.redis.pipeline().pttl(lock.lockKey).wait(count, this.setting.timeoutMs).exec()) as Pair<number>;
       if (moved && redirectOf(moved)) {
         const args = [lock.token, lock.lockTtlMs, lock.waitersTtlMs, ''] as [string, number, number, ''];
-        const rearmed = await this.follow(moved, performance.now(), {
+        const [rearmed, sent] = await this.follow(moved, performance.now(), {
           script: extendScript,
           keys: [lock.lockKey, lock.waitersKey],
           args,
@@ -127,7 +130,7 @@ export class ReplicaSync {
         });
         const [[rearmErr, reply], [waitErr, rearmAcked]] = rearmed;
         if (rearmErr ?? waitErr) throw rearmErr ?? waitErr;
-        return reply === 1 ? { wanted: count, acked: rearmAcked } : { wanted: count, acked: 0, lost: true };
+        return reply === 1 ? { wanted: sent.count, acked: rearmAcked } : { wanted: sent.count, acked: 0, lost: true };
       }
       if (err) throw err;
       return { wanted: count, acked };
@@ -168,8 +171,10 @@ export class ReplicaSync {
    * connection to yet (one just added to the cluster, mid-migration), or a connection closed under
    * the pair, counts as such a try: the pair goes again to the slot's master by the client's map,
    * and once the slot has moved, the `MOVED` there has the client connect to its new master.
+   * With `'auto'`, the `WAIT` sent to another master asks for that master's replicas. Resolves the
+   * replies and the write as last sent (its `count` is the one the `WAIT` asked for).
    */
-  private async follow<A extends readonly Arg[], R>(detour: Error, started: number, write: OneWrite<A, R>): Promise<Pair<R>> {
+  private async follow<A extends readonly Arg[], R>(detour: Error, started: number, write: OneWrite<A, R>): Promise<[Pair<R>, OneWrite<A, R>]> {
     let [last, to, asking, redirects, tries]: [Error, RedisClient, boolean, number, number] = [detour, this.redis, false, 0, 0];
     while (isCluster(this.redis)) {
       const redirect = redirectOf(last);
@@ -178,14 +183,19 @@ export class ReplicaSync {
       if (node) {
         if (redirects++ === REDIRECTS) break;
         [to, asking] = [node, redirect.kind === 'ASK'];
+        // Another master: its own replicas are the ones to wait for.
+        if (this.setting.replicas === 'auto' && this.known !== undefined) write = { ...write, count: this.countAt(this.known, nodeAddress(node)) };
       } else {
         const { delay, tries: maxTries } = tryAgainPace(this.redis);
         if (tries++ === maxTries || performance.now() - started + delay + this.setting.timeoutMs >= this.storeTimeoutMs) break;
-        if (!isTryAgain(last)) [to, asking, redirects] = [this.redis, false, 0];
+        if (!isTryAgain(last)) {
+          [to, asking, redirects] = [this.redis, false, 0];
+          if (this.setting.replicas === 'auto' && this.known !== undefined) write = { ...write, count: this.countFor(this.known, write.keys[0]) };
+        }
         await sleep(delay);
       }
       const replies = await this.pair(to, asking, write);
-      if (!isDetour(replies[0][0])) return replies;
+      if (!isDetour(replies[0][0])) return [replies, write];
       last = replies[0][0] as Error;
     }
     throw new Error(`the slot of ${write.keys[0]} is moving (${last.message}): the write did not run where its WAIT could count it`);
@@ -200,14 +210,19 @@ export class ReplicaSync {
   private wanted(key: string): Promise<number> | number {
     const { replicas } = this.setting;
     if (replicas !== 'auto') return replicas;
-    if (this.counting === undefined || Date.now() - this.countedAt > RECOUNT_EVERY_MS) {
+    if (this.counting === undefined || (!this.countInFlight && Date.now() - this.countedAt > RECOUNT_EVERY_MS)) {
       this.countedAt = Date.now();
+      this.countInFlight = true;
       // A failed recount keeps the last count. A first count that fails (INFO denied, the node
       // away) fails the write closed, and the next write counts again: writing with no WAIT could
       // leave a lock or a result that replicas never got, for a failover to lose.
       this.counting = countReplicas(this.redis).then(
-        (counts) => (this.known = counts),
+        (counts) => {
+          this.countInFlight = false;
+          return (this.known = counts);
+        },
         (err: unknown) => {
+          this.countInFlight = false;
           if (this.known !== undefined) return this.known;
           this.counting = undefined;
           throw new Error(uncounted((err as Error).message));
@@ -224,12 +239,21 @@ export class ReplicaSync {
    */
   private countFor(counts: ReplicaCounts, key: string): number {
     if (!isCluster(this.redis)) return counts.most;
-    const master = (this.redis.slots[calculateSlot(key)] as readonly string[] | undefined)?.[0];
-    const count = master === undefined ? undefined : counts.byMaster.get(master);
+    return this.countAt(counts, (this.redis.slots[calculateSlot(key)] as readonly string[] | undefined)?.[0]);
+  }
+
+  /** The replicas of the master at `address` (`host:port`); one not counted: the most any has, and a recount. */
+  private countAt(counts: ReplicaCounts, address: string | undefined): number {
+    const count = address === undefined ? undefined : counts.byMaster.get(address);
     if (count !== undefined) return count;
     this.countedAt = 0;
     return counts.most;
   }
+}
+
+/** A node's `host:port`, as the client's slot map and {@link ReplicaCounts} name it. */
+function nodeAddress(node: Redis): string {
+  return `${node.options.host}:${node.options.port}`;
 }
 
 /** The online replicas of each master, by its `host:port` as the client's slot map names it, and the most any has. */
@@ -251,7 +275,7 @@ async function countReplicas(redis: RedisClient): Promise<ReplicaCounts> {
   const counts = await Promise.all(
     (await primariesOf(redis)).map(async ({ client }): Promise<[string, number]> => {
       const online = (await client.info('replication')).match(/^slave\d+:.*state=online/gm)?.length ?? 0;
-      return [`${client.options.host}:${client.options.port}`, online];
+      return [nodeAddress(client), online];
     }),
   );
   return { byMaster: new Map(counts), most: Math.max(...counts.map(([, online]) => online)) };

@@ -142,7 +142,12 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
   };
   fireOnceFactories.add(factory);
   workerSetters.set(factory, (worker) => {
-    activities = worker.activities ?? activities;
+    if (worker.activities !== undefined) {
+      // Those marked when the worker was configured stay guarded if a later plugin wrapped them
+      // (the wrappers carry no mark), beside the ones later plugins added.
+      for (const [name, options] of config.activities) if (!worker.activities.has(name)) worker.activities.set(name, options);
+      activities = worker.activities;
+    }
     setup = { ...setup, payloadConverter: worker.converter.payloadConverter, payloadCodecs: worker.converter.payloadCodecs };
   });
   return factory;
@@ -150,8 +155,11 @@ export function createFireOnceActivityInterceptor(config: FireOnceInterceptorCon
 
 /** What a worker runs with, known only once it runs: its activities and its converter. */
 export interface RunningWorker {
-  /** The guarded ones among them (`fireOnceActivityMap`); `undefined` keeps the map the interceptor was made with. */
-  readonly activities: ReadonlyMap<string, FireOnceOptions> | undefined;
+  /**
+   * The guarded ones among them (`fireOnceActivityMap`), to which those of the map the interceptor
+   * was made with are added; `undefined` keeps that map alone.
+   */
+  readonly activities: Map<string, FireOnceOptions> | undefined;
   readonly converter: WorkerConverter;
 }
 

@@ -181,7 +181,7 @@ describe('fire-once CLI against a real Redis', () => {
     it('escapes control characters in the IDs it prints, so a scope cannot forge or hide lines; --json keeps them as they are', async () => {
       const { prefix, guard } = fresh('cli-report-forge');
       const forged = 'evil\n\nduplicates: none (no scope and step was dispatched more than once in this window)';
-      const ansi = 'clear\u001b[2J\u009b31m\u202eright-to-left\u200b\ufeff\u00ad';
+      const ansi = 'clear\u001b[2J\u009b31m\u202eright-to-left\u200b\ufeff\u00ad\u{e0041}';
       for (const [scope, workflowId] of [
         [forged, 'wf-1'],
         [forged, 'wf-2\rwf-forged'],
@@ -195,7 +195,7 @@ describe('fire-once CLI against a real Redis', () => {
       expect(lines.filter((line) => line.startsWith('duplicates:'))).toEqual(['duplicates: 1 scope(s) dispatched more than once in this window']);
       expect(human.stdout.replace(/\n/g, '')).not.toMatch(/[\p{Cc}\p{Cf}]/u); // no control or format character but the line ends
       expect(human.stdout).toContain('evil\\n\\nduplicates: none');
-      expect(human.stdout).toContain('clear\\u001b[2J\\u009b31m\\u202eright-to-left\\u200b\\ufeff\\u00ad');
+      expect(human.stdout).toContain('clear\\u001b[2J\\u009b31m\\u202eright-to-left\\u200b\\ufeff\\u00ad\\udb40\\udc41'); // a tag character: both halves
       expect(human.stdout).toContain('wf-2\\rwf-forged');
       expect(human.stdout).toContain('j\\tk');
       expect(human.stdout).toContain(`scope "evil\\n\\nduplicates: none`);

@@ -1,3 +1,4 @@
+import { FireOnceStoreUnavailable } from '../../src';
 import { deleted } from '../../src/cli/connect';
 import { useGuardFixture } from '../support/redis';
 
@@ -12,29 +13,29 @@ describe('a CLI delete whose answer came too late', () => {
 
   it('counts as done when Redis ran it: the key is gone', async () => {
     await fx.redis.set(`${fx.prefix}:a`, 'artifact');
-    const ran = deleted(fx.redis, `${fx.prefix}:a`, undefined, async () => {
+    const ran = deleted(fx.redis, `${fx.prefix}:a`, async () => {
       await fx.redis.del(`${fx.prefix}:a`);
       throw timedOut();
     });
     await expect(ran).resolves.toBeUndefined();
   });
 
-  it('counts as done for a lock that holds another value than the one read (deleted, then taken again)', async () => {
+  it('fails for a lock that now holds another value: a compare-and-delete refused deletes nothing', async () => {
     await fx.redis.set(`${fx.prefix}:l`, 'token-2 …');
-    await expect(deleted(fx.redis, `${fx.prefix}:l`, 'token-1 …', () => Promise.reject(timedOut()))).resolves.toBeUndefined();
+    await expect(deleted(fx.redis, `${fx.prefix}:l`, () => Promise.reject(timedOut()))).rejects.toThrow(/whether the delete .* ran is unknown/);
   });
 
   it('fails as before when the key is still there, saying the delete may still run', async () => {
     await fx.redis.set(`${fx.prefix}:b`, 'artifact');
-    await expect(deleted(fx.redis, `${fx.prefix}:b`, undefined, () => Promise.reject(timedOut()))).rejects.toThrow(
-      `Command timed out: the delete of ${fx.prefix}:b may still run when Redis answers; check with fire-once inspect`,
+    await expect(deleted(fx.redis, `${fx.prefix}:b`, () => Promise.reject(timedOut()))).rejects.toThrow(
+      `Command timed out: whether the delete of ${fx.prefix}:b ran is unknown (it may still run when Redis answers); check with fire-once inspect`,
     );
-    await expect(deleted(fx.redis, `${fx.prefix}:b`, 'artifact', () => Promise.reject(timedOut()))).rejects.toThrow(/may still run/);
   });
 
-  it('leaves any other error as it is', async () => {
-    await expect(deleted(fx.redis, `${fx.prefix}:c`, undefined, () => Promise.reject(new Error('NOPERM no permissions')))).rejects.toThrow(
-      /^NOPERM no permissions$/,
-    );
+  it("leaves an error Redis answered as it is, the guard's wrapping of one included: that delete never runs", async () => {
+    await expect(deleted(fx.redis, `${fx.prefix}:c`, () => Promise.reject(new Error('NOPERM no permissions')))).rejects.toThrow(/^NOPERM no permissions$/);
+    await fx.redis.set(`${fx.prefix}:c`, 'artifact');
+    const refused = new FireOnceStoreUnavailable("Redis call failed: NOPERM this user has no permissions to run the 'publish' command");
+    await expect(deleted(fx.redis, `${fx.prefix}:c`, () => Promise.reject(refused))).rejects.toThrow(/^Redis call failed: NOPERM [^:]*command$/);
   });
 });

@@ -109,6 +109,22 @@ describe('replica sync on a Cluster whose slot moves between calls', () => {
     expect([after[0] - before[0], after[1] - before[1]]).toEqual([2, 0]);
   });
 
+  it("'auto': a write whose slot moved to a master without a replica asks that master's count, not the old one's", async () => {
+    // The client's map still names the first master (one replica): the renewal is redirected to the
+    // second (none), where a WAIT for the first master's 1 could only time out and fail it.
+    const auto = new FireOnceGuard({
+      redis: cluster,
+      keyPrefix: testPrefix('crs-moved'),
+      lockTtlMs: 60_000,
+      replicaSync: { replicas: 'auto', timeoutMs: 1_000 },
+    });
+    const { target, slot } = await targetOn(cluster, auto, first);
+    const taken = await auto.acquire(target);
+    if (taken.kind !== 'acquired') throw new Error(`expected acquired, got ${taken.kind}`);
+    await migrateSlot(nodes, slot, first, second);
+    expect(await auto.extend(taken.lease, 60_000)).toBe(true);
+  });
+
   it('a renewal and a commit after their slot moved wait on the new master, and the commit stands', async () => {
     const { lease, slot } = await leaseOnFirst();
     await migrateSlot(nodes, slot, first, second);

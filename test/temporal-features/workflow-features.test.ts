@@ -87,6 +87,32 @@ describe('Temporal features: the guarded job dispatches once', () => {
     expect(await ctx.count('dispatchJob', scope)).toBe(1);
   });
 
+  it('plugins: guarded activities given in WorkerOptions stay guarded when a plugin listed after FireOncePlugin wraps them (tracing, say)', async () => {
+    // The wrappers carry no fire-once mark: the activities the worker runs with are read as the
+    // worker runs, and merged with those the plugin found marked when it configured the worker.
+    const { ctx, base } = context();
+    const plugin = new FireOncePlugin({ redis: ctx.redis, keyPrefix: ctx.prefix, pollIntervalMs: 50 });
+    const wraps: WorkerPlugin = {
+      name: 'wraps-activities',
+      configureWorker: (options) => ({
+        ...options,
+        activities: Object.fromEntries(
+          Object.entries(options.activities ?? {}).map(([name, fn]) => [name, (...args: unknown[]) => (fn as (...a: unknown[]) => unknown)(...args)]),
+        ),
+      }),
+    };
+    const worker = await Worker.create({
+      connection: base.connection,
+      taskQueue: ctx.taskQueue,
+      workflowBundle: base.workflowBundle,
+      activities: guardedActivities(ctx.redis, ctx.prefix),
+      plugins: [plugin, wraps],
+    });
+    const scope = newScope('wrapped');
+    oneResult(await worker.runUntil(twoRunsThenOne(ctx, 'dispatchRun', scope, 500)), scope);
+    expect(await ctx.count('dispatchJob', scope)).toBe(1);
+  });
+
   it('signals and updates: 3 signals and 2 updates each schedule the job; one dispatch serves all 5', () =>
     withWorker(async (ctx) => {
       const scope = newScope('handlers');

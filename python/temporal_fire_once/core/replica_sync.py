@@ -83,7 +83,7 @@ class ReplicaSync:
         wanted = await self._wanted(keys[0])
         if wanted == 0:
             return Written(await through_migration(self.redis, self._store_timeout_ms, lambda: script(self.redis, keys, args)), 0, 0)
-        reply, acked = await self._with_wait(script, keys, args, wanted)
+        (reply, acked), wanted = await self._with_wait(script, keys, args, wanted)
         if isinstance(reply, Exception):
             raise reply
         if isinstance(acked, Exception):
@@ -98,22 +98,25 @@ class ReplicaSync:
         wanted = await self._wanted(lock_key)
         if wanted == 0:
             return None
-        reply, acked = await self._with_wait(EXTEND, [lock_key, waiters_key], [token, lock_ttl_ms, waiters_ttl_ms], wanted)
+        (reply, acked), wanted = await self._with_wait(EXTEND, [lock_key, waiters_key], [token, lock_ttl_ms, waiters_ttl_ms], wanted)
         for err in (reply, acked):
             if isinstance(err, Exception):
                 raise err
         return Written(reply, wanted, int(acked) if reply == 1 else 0)
 
-    async def _with_wait(self, script: LuaScript, keys: Sequence[str], args: Sequence[ScriptArg], wanted: int) -> list[Any]:
-        """``[script reply, WAIT reply]`` from one pipeline on one connection, errors in place. On a
-        Cluster, a redirect sends the pair again where it points, a ``TRYAGAIN`` to the same node
+    async def _with_wait(self, script: LuaScript, keys: Sequence[str], args: Sequence[ScriptArg], wanted: int) -> tuple[list[Any], int]:
+        """``[script reply, WAIT reply]`` from one pipeline on one connection, errors in place, and
+        the replicas that ``WAIT`` asked for. On a Cluster, a redirect sends the pair again where it
+        points (with ``'auto'``, asking for that master's replicas), a ``TRYAGAIN`` to the same node
         after a delay; one still redirected, or answered ``TRYAGAIN``, is an error."""
         if not isinstance(self.redis, RedisCluster):
-            return await self._pair(script, keys, args, wanted)
+            return await self._pair(script, keys, args, wanted), wanted
         started = time.monotonic()
         node, asking, redirects, tries = self.redis.get_node_from_key(keys[0]), False, 0, 0
         detour: Exception = ResponseError(f"no node serves the slot of {keys[0]}")
         while node is not None:
+            if self.setting.replicas == "auto" and self._known is not None:
+                wanted = self._count_at(self._known, node.name)
             replies = await self._pair(script, keys, args, wanted, node, asking)
             detour = replies[0]
             known = self.redis.get_node(detour.host, detour.port) if isinstance(detour, AskError) else None  # MovedError is one too
@@ -138,9 +141,9 @@ class ReplicaSync:
                     node, asking, redirects = self.redis.get_node_from_key(keys[0]), False, 0
                 await asyncio.sleep(TRY_AGAIN_DELAY_S)
             else:
-                return replies
+                return replies, wanted
         moving = ResponseError(f"the slot of {keys[0]} is moving ({replied(detour)}): the write did not run where its WAIT could count it")
-        return [moving, moving]
+        return [moving, moving], wanted
 
     async def _pair(
         self, script: LuaScript, keys: Sequence[str], args: Sequence[ScriptArg], wanted: int, node: Any = None, asking: bool = False
@@ -177,7 +180,8 @@ class ReplicaSync:
         replicas = self.setting.replicas
         if replicas != "auto":
             return replicas
-        if self._counting is None or time.monotonic() - self._counted_at > RECOUNT_EVERY_S:
+        # A count under way: a recount due meanwhile waits for it rather than ask every master again.
+        if self._counting is None or (self._counting.done() and time.monotonic() - self._counted_at > RECOUNT_EVERY_S):
             self._counted_at = time.monotonic()
             self._counting = asyncio.ensure_future(self._count())
         # Shielded: a caller that times out must not cancel the count other callers wait for.
@@ -191,7 +195,12 @@ class ReplicaSync:
         if not isinstance(self.redis, RedisCluster):
             return counts.most
         node = self.redis.get_node_from_key(key)
-        count = None if node is None else counts.by_master.get(node.name)
+        return self._count_at(counts, None if node is None else node.name)
+
+    def _count_at(self, counts: ReplicaCounts, name: str | None) -> int:
+        """The replicas of the master ``name`` (``host:port``); one not counted: the most any has,
+        and a recount."""
+        count = None if name is None else counts.by_master.get(name)
         if count is not None:
             return count
         self._counted_at = 0.0
