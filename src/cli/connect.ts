@@ -243,7 +243,8 @@ export function redisFailure(url: string, prefix: string, err: unknown): CliErro
 
 /**
  * Run `remove`, a delete of `key`. Redis may have run it although its answer came too late (past
- * `--timeout`) or the connection failed under it: then `key` is read again, and if it is gone the
+ * `--timeout`) or the connection failed under it: then `key` is read again (its answer, on the same
+ * connection, comes after the delete's, within another `--timeout`), and if it is gone the
  * delete counts as done, so that the caller records it in the dispatch log. If it is still there
  * (for a lock, even with another value: a compare-and-delete refused deletes nothing), the error
  * stands, saying the delete may have run or may still run. An error Redis answered (NOPERM, say)
@@ -253,11 +254,12 @@ export async function deleted(redis: RedisClient, key: string, remove: () => Pro
   try {
     return await remove();
   } catch (err) {
+    // The guard's own timeout (late), or the client's, which the guard passes on as its message.
     const unanswered =
-      err instanceof FireOnceStoreUnavailable
-        ? err.late !== undefined
-        : isRedisError(err) && /Command timed out|Connection is closed|ECONNRESET|EPIPE/.test((err as Error).message);
+      (err instanceof FireOnceStoreUnavailable && err.late !== undefined) ||
+      (isRedisError(err) && /Command timed out|Connection is closed|ECONNRESET|EPIPE/.test((err as Error).message));
     if (!unanswered) throw err;
+    // On the same connection, so that its answer comes after the delete's: one Redis ran first.
     if ((await redis.exists(key).catch(() => 1)) === 0) return undefined;
     (err as Error).message += `: whether the delete of ${key} ran is unknown (it may still run when Redis answers); check with fire-once inspect`;
     throw err;
