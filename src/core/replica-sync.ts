@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import calculateSlot from 'cluster-key-slot';
 import { connectionTo, isConnectionClosed, redirectOf, throughMigration, tryAgainPace } from './cluster-redirect';
 import { primariesOf } from './deployment/nodes';
 import type { ReplicaSyncSetting } from './options';
@@ -33,6 +32,9 @@ export interface Confirmed {
   readonly acked: number;
   readonly lost?: true;
 }
+
+/** The Redis Cluster hash slot of a key, by its `{hash tag}` if it has one: ioredis's own function, which ships no types. */
+const calculateSlot = require('cluster-key-slot') as (key: string) => number; // eslint-disable-line @typescript-eslint/no-require-imports -- untyped CommonJS
 
 const RECOUNT_EVERY_MS = 60_000;
 /** How many `MOVED` or `ASK` replies a write follows on a Cluster, its `WAIT` with it. */

@@ -113,7 +113,7 @@ describe('the packed package in a fresh project', () => {
       .filter((f) => f.endsWith('.js'))
       .map((f) => readFileSync(join(dist, f), 'utf8'))
       .join('\n');
-    const required = new Set([...code.matchAll(/require\("((?:@[^/"]+\/)?[^/"]+)/g)].map((m) => m[1]));
+    const required = new Set([...code.matchAll(/require\(["']((?:@[^/"']+\/)?[^/"']+)/g)].map((m) => m[1]));
     expect(Object.keys(rootPackage.dependencies).filter((name) => !required.has(name))).toEqual([]);
   });
 
