@@ -67,51 +67,51 @@ describe('Temporal features: the guarded job dispatches once', () => {
       expect(await ctx.count('dispatchJob', scope)).toBe(1);
     }));
 
-  it('plugins: guarded activities that a plugin listed after FireOncePlugin adds are guarded; 2 concurrent runs and a later one share one dispatch', async () => {
-    // The plugin maps the guarded activities when it configures the worker, before the plugins
-    // listed after it add theirs; it reads the worker's own activities again as the worker runs.
+  /**
+   * Two concurrent runs and a later one on a worker whose plugins are FireOncePlugin, then `later`
+   * (made with the run's context), with the guarded activities in `activitiesIn`: one dispatch.
+   */
+  async function oneDispatchBehind(later: (ctx: FeatureContext) => WorkerPlugin, activitiesIn: 'worker options' | 'the later plugin'): Promise<void> {
     const { ctx, base } = context();
     const plugin = new FireOncePlugin({ redis: ctx.redis, keyPrefix: ctx.prefix, pollIntervalMs: 50 });
-    const addsActivities: WorkerPlugin = {
-      name: 'adds-activities',
-      configureWorker: (options) => ({ ...options, activities: { ...(options.activities ?? {}), ...guardedActivities(ctx.redis, ctx.prefix) } }),
-    };
     const worker = await Worker.create({
       connection: base.connection,
       taskQueue: ctx.taskQueue,
       workflowBundle: base.workflowBundle,
-      plugins: [plugin, addsActivities],
+      ...(activitiesIn === 'worker options' ? { activities: guardedActivities(ctx.redis, ctx.prefix) } : {}),
+      plugins: [plugin, later(ctx)],
     });
     const scope = newScope('later-plugin');
     oneResult(await worker.runUntil(twoRunsThenOne(ctx, 'dispatchRun', scope, 500)), scope);
     expect(await ctx.count('dispatchJob', scope)).toBe(1);
-  });
+  }
 
-  it('plugins: guarded activities given in WorkerOptions stay guarded when a plugin listed after FireOncePlugin wraps them (tracing, say)', async () => {
+  it('plugins: guarded activities that a plugin listed after FireOncePlugin adds are guarded; 2 concurrent runs and a later one share one dispatch', () =>
+    // The plugin maps the guarded activities when it configures the worker, before the plugins
+    // listed after it add theirs; it reads the worker's own activities again as the worker runs.
+    oneDispatchBehind(
+      (ctx) => ({
+        name: 'adds-activities',
+        configureWorker: (options) => ({ ...options, activities: { ...(options.activities ?? {}), ...guardedActivities(ctx.redis, ctx.prefix) } }),
+      }),
+      'the later plugin',
+    ));
+
+  it('plugins: guarded activities given in WorkerOptions stay guarded when a plugin listed after FireOncePlugin wraps them (tracing, say)', () =>
     // The wrappers carry no fire-once mark: the activities the worker runs with are read as the
     // worker runs, and merged with those the plugin found marked when it configured the worker.
-    const { ctx, base } = context();
-    const plugin = new FireOncePlugin({ redis: ctx.redis, keyPrefix: ctx.prefix, pollIntervalMs: 50 });
-    const wraps: WorkerPlugin = {
-      name: 'wraps-activities',
-      configureWorker: (options) => ({
-        ...options,
-        activities: Object.fromEntries(
-          Object.entries(options.activities ?? {}).map(([name, fn]) => [name, (...args: unknown[]) => (fn as (...a: unknown[]) => unknown)(...args)]),
-        ),
+    oneDispatchBehind(
+      () => ({
+        name: 'wraps-activities',
+        configureWorker: (options) => ({
+          ...options,
+          activities: Object.fromEntries(
+            Object.entries(options.activities ?? {}).map(([name, fn]) => [name, (...args: unknown[]) => (fn as (...a: unknown[]) => unknown)(...args)]),
+          ),
+        }),
       }),
-    };
-    const worker = await Worker.create({
-      connection: base.connection,
-      taskQueue: ctx.taskQueue,
-      workflowBundle: base.workflowBundle,
-      activities: guardedActivities(ctx.redis, ctx.prefix),
-      plugins: [plugin, wraps],
-    });
-    const scope = newScope('wrapped');
-    oneResult(await worker.runUntil(twoRunsThenOne(ctx, 'dispatchRun', scope, 500)), scope);
-    expect(await ctx.count('dispatchJob', scope)).toBe(1);
-  });
+      'worker options',
+    ));
 
   it('signals and updates: 3 signals and 2 updates each schedule the job; one dispatch serves all 5', () =>
     withWorker(async (ctx) => {

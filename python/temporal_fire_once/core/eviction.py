@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from redis.asyncio import RedisCluster
+from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.sentinel import SentinelConnectionPool
 from redis.exceptions import RedisError, ResponseError
 
@@ -116,13 +116,9 @@ def describe_eviction_risk(unsafe: list[EvictionPolicy]) -> str:
 
 def not_answered(redis: RedisClient, timeout_ms: int, while_: str) -> FireOnceStoreUnavailable:
     """``FireOnceStoreUnavailable`` "Redis at <address> did not answer within … ms while …", for a
-    start check that timed out: it names the node from the client's own settings, asking nothing."""
-    if isinstance(redis, RedisCluster):
-        where = "The Redis Cluster"
-    elif isinstance(redis.connection_pool, SentinelConnectionPool):
-        where = f'The master "{redis.connection_pool.service_name}" of Sentinel'
-    else:
-        where = f"Redis at {_address(redis.connection_pool.connection_kwargs)}"
+    start check that timed out: it names the node from the client's own settings, asking nothing
+    (``src/core/deployment/timeout.ts``)."""
+    where = "The Redis Cluster" if isinstance(redis, RedisCluster) else f"Redis at {_node(redis)}"
     return FireOnceStoreUnavailable(f"{where} did not answer within {timeout_ms} ms while {while_}")
 
 
@@ -133,14 +129,16 @@ async def primaries(redis: RedisClient) -> list[tuple[str, dict[str, Any]]]:
     if isinstance(redis, RedisCluster):
         await redis.initialize()
         return [(node.name, {"target_nodes": node}) for node in redis.get_primaries()]
+    return [(_node(redis), {})]
+
+
+def _node(redis: Redis) -> str:
+    """The one node of a client that is no Cluster's: its ``host:port`` (or socket path), or the
+    Sentinel master it follows (``addressOf`` in ``src/core/deployment/nodes.ts``)."""
     pool = redis.connection_pool
     if isinstance(pool, SentinelConnectionPool):
-        return [(f'the master "{pool.service_name}" of Sentinel', {})]
-    return [(_address(pool.connection_kwargs), {})]
-
-
-def _address(kwargs: dict[str, Any]) -> str:
-    """``host:port`` (or the socket path) of a plain client's connection settings."""
+        return f'the master "{pool.service_name}" of Sentinel'
+    kwargs = pool.connection_kwargs
     return str(kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}")
 
 
